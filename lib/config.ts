@@ -1,0 +1,146 @@
+import type { Logger } from './logger';
+import { SIGNING_ALGORITHMS, type SigningAlgorithm } from './core/keys';
+import { scopeOption } from './core/scope';
+import type { Store } from './stores/types';
+
+/** Options of `createIssuer()`. */
+export interface IssuerOptions {
+  /** Issuer identifier (`iss`), an http(s) URL without query or fragment, e.g. `https://api.example.com`. */
+  issuer: string;
+  /** Audience (`aud`) written into every token and required by `requireBearer()`. */
+  audience: string;
+  /** Where clients and keys live. Default: the embedded store under `dataDir`. */
+  store?: Store;
+  /** Folder of the embedded store. Default `./data`. Ignored when `store` is given. */
+  dataDir?: string;
+  /** Signing algorithm. Default `ES256`. */
+  algorithm?: SigningAlgorithm;
+  /** Access token lifetime in seconds (`expires_in`). Default 3600, at most 86400. */
+  accessTokenTtl?: number;
+  /** Scopes advertised as `scopes_supported` in the metadata. Default: none advertised. */
+  scopesSupported?: string | string[];
+  /** Realm of `WWW-Authenticate` challenges. Default `"api"` for bearer, the issuer URL for the token endpoint. */
+  realm?: string;
+  /** Seconds of clock skew allowed when verifying. Default 5. */
+  clockTolerance?: number;
+  /** Most verified tokens remembered by `requireBearer()`. Default 10000; 0 turns the cache off. */
+  tokenCacheMax?: number;
+  /** Lead time in seconds between publishing a rotated key and signing with it. Default 300. */
+  keyRotationLeadTime?: number;
+  /** A pino-compatible logger, or `false` for none. Default: pino on stdout. */
+  logger?: Logger | false;
+}
+
+/** Options of the standalone `requireBearer()`. */
+export interface BearerOptions {
+  issuer: string;
+  audience: string;
+  /** URL of the issuer's JWKS; keys are fetched and cached. */
+  jwksUri?: string;
+  /** Or the keys themselves: a JWK Set or its array of keys. */
+  keys?: { keys: object[] } | object[];
+  /** Scopes the route requires, all of them. */
+  scope?: string | string[];
+  realm?: string;
+  clockTolerance?: number;
+  tokenCacheMax?: number;
+  /** Shortest time between two JWKS fetches caused by an unknown kid, in seconds. Default 30. */
+  jwksCooldown?: number;
+  /** Age after which the JWKS is refreshed in the background, in seconds. Default 600. */
+  jwksMaxAge?: number;
+  /** Timeout of a JWKS fetch, in seconds. Default 5. */
+  jwksTimeout?: number;
+  logger?: Logger | false;
+}
+
+export function checkUrl(name: string, value: unknown): string {
+  if (typeof value !== 'string' || value === '') throw new TypeError(`option ${name} is required and must be a URL string`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new TypeError(`option ${name} must be an absolute URL, got ${JSON.stringify(value)}`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new TypeError(`option ${name} must be an http(s) URL`);
+  if (url.search || url.hash) throw new TypeError(`option ${name} must not have a query or fragment`);
+  return value;
+}
+
+export function checkString(name: string, value: unknown, fallback?: string): string {
+  if (value === undefined && fallback !== undefined) return fallback;
+  if (typeof value !== 'string' || value === '') throw new TypeError(`option ${name} must be a non-empty string`);
+  return value;
+}
+
+export function checkNumber(name: string, value: unknown, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
+    throw new TypeError(`option ${name} must be a number from ${min} to ${max}, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+export function checkInteger(name: string, value: unknown, fallback: number, min: number, max: number): number {
+  const n = checkNumber(name, value, fallback, min, max);
+  if (!Number.isInteger(n)) throw new TypeError(`option ${name} must be a whole number, got ${n}`);
+  return n;
+}
+
+export function checkKnown(where: string, options: object, known: readonly string[]): void {
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw new TypeError(`${where}: unknown option ${key}`);
+  }
+}
+
+export function checkObject(where: string, options: unknown): asserts options is Record<string, unknown> {
+  if (!options || typeof options !== 'object') throw new TypeError(`${where} needs an options object`);
+}
+
+/** The complete issuer configuration every other module trusts. */
+export interface IssuerConfig {
+  issuer: string;
+  audience: string;
+  tokenEndpoint: string;
+  jwksUri: string;
+  dataDir: string;
+  algorithm: SigningAlgorithm;
+  accessTokenTtl: number;
+  scopesSupported: string[];
+  bearerRealm: string;
+  tokenRealm: string;
+  clockTolerance: number;
+  tokenCacheMax: number;
+  keyRotationLeadTime: number;
+}
+
+const ISSUER_OPTIONS = [
+  'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'realm',
+  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'logger',
+] as const;
+
+export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
+  checkObject('createIssuer()', options);
+  checkKnown('createIssuer()', options, ISSUER_OPTIONS);
+  const issuer = checkUrl('issuer', options.issuer);
+  const base = issuer.replace(/\/+$/, '');
+  const algorithm = options.algorithm ?? 'ES256';
+  if (!SIGNING_ALGORITHMS.includes(algorithm)) {
+    throw new TypeError(`option algorithm must be one of ${SIGNING_ALGORITHMS.join(', ')}, got ${JSON.stringify(algorithm)}`);
+  }
+  const realm = options.realm === undefined ? undefined : checkString('realm', options.realm);
+  return {
+    issuer,
+    audience: checkString('audience', options.audience),
+    tokenEndpoint: `${base}/oauth/token`,
+    jwksUri: `${base}/.well-known/jwks.json`,
+    dataDir: checkString('dataDir', options.dataDir, './data'),
+    algorithm,
+    accessTokenTtl: checkInteger('accessTokenTtl', options.accessTokenTtl, 3600, 1, 86400),
+    scopesSupported: scopeOption('scopesSupported', options.scopesSupported),
+    bearerRealm: realm ?? 'api',
+    tokenRealm: realm ?? issuer,
+    clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
+    tokenCacheMax: checkInteger('tokenCacheMax', options.tokenCacheMax, 10_000, 0, 10_000_000),
+    keyRotationLeadTime: checkNumber('keyRotationLeadTime', options.keyRotationLeadTime, 300, 0, 86400),
+  };
+}

@@ -1,0 +1,88 @@
+import { InvalidClientError, InvalidRequestError } from '../errors';
+import type { ClientRecord, ClientStore } from '../stores/types';
+import { verifyNothing, verifySecret } from './secrets';
+
+export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post';
+
+export interface ClientCredentials {
+  clientId: string;
+  clientSecret: string;
+  method: ClientAuthMethod;
+}
+
+const BASIC = /^basic +([A-Za-z0-9+/]+={0,2}) *$/i;
+
+/** application/x-www-form-urlencoded decoding of one Basic credential part (RFC 6749 §2.3.1, Appendix B). */
+function formDecode(part: string): string {
+  try {
+    return decodeURIComponent(part.replace(/\+/g, ' '));
+  } catch {
+    throw new InvalidRequestError('malformed percent-encoding in the Basic authorization header');
+  }
+}
+
+/**
+ * Reads HTTP Basic credentials. `undefined` when the header is absent or uses
+ * another scheme; a malformed Basic header is an `invalid_request`.
+ */
+export function parseBasic(authorization: string | undefined): { clientId: string; clientSecret: string } | undefined {
+  if (!authorization || !/^basic(?: |$)/i.test(authorization)) return undefined;
+  const match = BASIC.exec(authorization);
+  if (!match) throw new InvalidRequestError('malformed Basic authorization header');
+  const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) throw new InvalidRequestError('malformed Basic authorization header');
+  return { clientId: formDecode(decoded.slice(0, colon)), clientSecret: formDecode(decoded.slice(colon + 1)) };
+}
+
+/**
+ * Who claims to be the client: Basic or body, never both; `null` when the
+ * request carries no client credentials. The query string is never read.
+ */
+export function readClientCredentials(authorization: string | undefined, body: Readonly<Record<string, string>>): ClientCredentials | null {
+  const basic = parseBasic(authorization);
+  if (basic) {
+    if (body.client_secret !== undefined) {
+      throw new InvalidRequestError('client credentials must be sent by one method only: HTTP Basic or the request body');
+    }
+    if (body.client_id !== undefined && body.client_id !== basic.clientId) {
+      throw new InvalidRequestError('client_id in the body does not match the Basic authorization header');
+    }
+    return { ...basic, method: 'client_secret_basic' };
+  }
+  if (body.client_id !== undefined && body.client_secret !== undefined) {
+    return { clientId: body.client_id, clientSecret: body.client_secret, method: 'client_secret_post' };
+  }
+  return null;
+}
+
+export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret';
+
+/**
+ * Finds the client and checks its secret in constant time. Every failure is
+ * the same `invalid_client` on the wire; `detail` keeps the reason for logs.
+ */
+export async function authenticateClient(
+  find: ClientStore['findClient'],
+  credentials: ClientCredentials,
+  now: Date,
+): Promise<ClientRecord> {
+  const client = await find(credentials.clientId);
+  const fail = (reason: ClientAuthFailure): never => {
+    throw new InvalidClientError({ detail: reason });
+  };
+  if (!client) {
+    verifyNothing(credentials.clientSecret);
+    return fail('unknown_client');
+  }
+  let ok = false;
+  for (const secret of client.secrets) {
+    if (secret.expiresAt !== null && secret.expiresAt <= now) continue;
+    // no early exit: the time taken does not tell which secret matched
+    if (verifySecret(credentials.clientSecret, secret.hash)) ok = true;
+  }
+  if (client.secrets.length === 0) verifyNothing(credentials.clientSecret);
+  if (client.revokedAt !== null) return fail('revoked_client');
+  if (!ok) return fail('wrong_secret');
+  return client;
+}

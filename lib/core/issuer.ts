@@ -1,0 +1,46 @@
+import { randomBytes } from 'node:crypto';
+import jwt from 'jsonwebtoken';
+import type { LoadedKey } from './keys';
+import { formatScope } from './scope';
+
+/** Claims of an access token (RFC 9068 §2.2). */
+export interface AccessTokenClaims {
+  iss: string;
+  sub: string;
+  client_id: string;
+  aud: string;
+  iat: number;
+  exp: number;
+  jti: string;
+  scope: string;
+}
+
+export interface IssuedToken {
+  accessToken: string;
+  expiresIn: number;
+  claims: AccessTokenClaims;
+}
+
+/** Signs an RFC 9068 access token (`typ: at+jwt`) for a client. */
+export function signAccessToken(
+  key: LoadedKey,
+  input: { issuer: string; audience: string; clientId: string; scopes: readonly string[]; ttl: number; now: number },
+): IssuedToken {
+  if (!key.privateKey) throw new Error(`key ${key.kid} cannot sign`);
+  const iat = Math.floor(input.now / 1000);
+  const claims: AccessTokenClaims = {
+    iss: input.issuer,
+    sub: input.clientId,
+    client_id: input.clientId,
+    aud: input.audience,
+    iat,
+    exp: iat + input.ttl,
+    jti: randomBytes(16).toString('base64url'),
+    scope: formatScope(input.scopes),
+  };
+  const accessToken = jwt.sign(claims, key.privateKey, {
+    algorithm: key.alg as jwt.Algorithm,
+    header: { alg: key.alg as jwt.Algorithm, typ: 'at+jwt', kid: key.kid },
+  });
+  return { accessToken, expiresIn: input.ttl, claims };
+}

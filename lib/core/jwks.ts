@@ -1,0 +1,123 @@
+import { createPublicKey, type JsonWebKey } from 'node:crypto';
+import { TemporarilyUnavailableError } from '../errors';
+import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey, type PublicJwk } from './keys';
+
+const ALLOWED = new Set<string>(SIGNING_ALGORITHMS);
+
+function inferAlg(jwk: JsonWebKey): string | undefined {
+  if (typeof jwk.alg === 'string') return jwk.alg;
+  if (jwk.kty === 'EC' && jwk.crv === 'P-256') return 'ES256';
+  if (jwk.kty === 'RSA') return 'RS256';
+  return undefined;
+}
+
+/**
+ * Turns a JWK Set into verification keys. Keys that are not signature keys,
+ * lack a `kid` or use an algorithm outside the allowlist are skipped; private
+ * members are ignored.
+ */
+export function loadJwks(document: unknown): Map<string, LoadedKey> {
+  const keys = new Map<string, LoadedKey>();
+  const list = (document as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(list)) throw new TypeError('a JWK Set needs a "keys" array');
+  for (const jwk of list as JsonWebKey[]) {
+    if (!jwk || typeof jwk !== 'object' || typeof jwk.kid !== 'string') continue;
+    const alg = inferAlg(jwk);
+    if (!alg || !ALLOWED.has(alg) || (jwk.use !== undefined && jwk.use !== 'sig')) continue;
+    const pub: JsonWebKey =
+      jwk.kty === 'EC' ? { kty: 'EC', crv: jwk.crv, x: jwk.x, y: jwk.y } : { kty: jwk.kty, n: jwk.n, e: jwk.e };
+    let publicKey;
+    try {
+      publicKey = createPublicKey({ key: pub, format: 'jwk' });
+    } catch {
+      continue;
+    }
+    const full: PublicJwk = { ...pub, kid: jwk.kid, alg, use: 'sig' };
+    keys.set(jwk.kid, { kid: jwk.kid, alg, publicKey, jwk: full, activatesAt: 0, retiredAt: null });
+  }
+  return keys;
+}
+
+/** Keys given up front (`requireBearer({ keys })`). */
+export class StaticKeys implements KeyResolver {
+  constructor(private readonly keys: Map<string, LoadedKey>) {}
+  peek(kid: string): LoadedKey | undefined {
+    return this.keys.get(kid);
+  }
+  resolve(kid: string): LoadedKey | undefined {
+    return this.keys.get(kid);
+  }
+}
+
+export interface RemoteJwksOptions {
+  /** Shortest time between two fetches, in ms. */
+  cooldownMs: number;
+  /** Age after which the set is refetched in the background on next use, in ms. */
+  maxAgeMs: number;
+  timeoutMs: number;
+  now: () => number;
+  fetch?: typeof fetch;
+}
+
+/**
+ * The issuer's JWKS fetched over HTTP and cached. An unknown `kid` triggers a
+ * refetch at most once per cooldown; concurrent misses share one fetch, so a
+ * flood of made-up kids never becomes a flood of fetches.
+ */
+export class RemoteJwks implements KeyResolver {
+  private keys = new Map<string, LoadedKey>();
+  private fetchedAt = 0;
+  private lastAttempt = Number.NEGATIVE_INFINITY;
+  private inFlight: Promise<void> | undefined;
+
+  constructor(
+    readonly uri: string,
+    private readonly options: RemoteJwksOptions,
+  ) {}
+
+  peek(kid: string): LoadedKey | undefined {
+    return this.keys.get(kid);
+  }
+
+  resolve(kid: string): LoadedKey | undefined | Promise<LoadedKey | undefined> {
+    const key = this.keys.get(kid);
+    const now = this.options.now();
+    if (key) {
+      if (now - this.fetchedAt > this.options.maxAgeMs && this.canFetch(now)) this.refresh().catch(() => undefined);
+      return key;
+    }
+    if (!this.canFetch(now)) return undefined;
+    return this.refresh().then(
+      () => this.keys.get(kid),
+      (err: unknown) => {
+        throw new TemporarilyUnavailableError('the authorization server keys cannot be fetched; retry later', {
+          detail: `JWKS fetch from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`,
+          cause: err,
+        });
+      },
+    );
+  }
+
+  private canFetch(now: number): boolean {
+    return this.inFlight !== undefined || now - this.lastAttempt >= this.options.cooldownMs;
+  }
+
+  /** Fetches the set now (joins a fetch under way). */
+  refresh(): Promise<void> {
+    if (this.inFlight) return this.inFlight;
+    this.lastAttempt = this.options.now();
+    const doFetch = this.options.fetch ?? fetch;
+    this.inFlight = (async () => {
+      const response = await doFetch(this.uri, {
+        headers: { accept: 'application/jwk-set+json, application/json' },
+        signal: AbortSignal.timeout(this.options.timeoutMs),
+      });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      this.keys = loadJwks(await response.json());
+      this.fetchedAt = this.options.now();
+    })().finally(() => {
+      this.inFlight = undefined;
+    });
+    return this.inFlight;
+  }
+}

@@ -1,0 +1,192 @@
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
+import type { KeyStore, StoredKey } from '../stores/types';
+
+export const SIGNING_ALGORITHMS = ['ES256', 'RS256'] as const;
+export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
+
+/** A public key as published in the JWKS. */
+export interface PublicJwk extends JsonWebKey {
+  kid: string;
+  alg: string;
+  use: 'sig';
+}
+
+/** A key ready for use: key objects are built once, never per request. */
+export interface LoadedKey {
+  kid: string;
+  alg: string;
+  publicKey: KeyObject;
+  /** Only on the issuer's own keys. */
+  privateKey?: KeyObject;
+  jwk: PublicJwk;
+  /** Epoch ms from which the key signs. */
+  activatesAt: number;
+  /** Epoch ms at which the key stopped signing; `null` while current or pending. */
+  retiredAt: number | null;
+}
+
+/** Finds the verification key for a `kid`; may fetch or reload, so it may answer with a promise. */
+export interface KeyResolver {
+  /** The key when it is known now, without fetching. */
+  peek(kid: string): LoadedKey | undefined;
+  resolve(kid: string): LoadedKey | undefined | Promise<LoadedKey | undefined>;
+}
+
+/** RFC 7638 thumbprint, used as `kid`. */
+export function jwkThumbprint(jwk: JsonWebKey): string {
+  const members =
+    jwk.kty === 'EC' ? { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y } : { e: jwk.e, kty: jwk.kty, n: jwk.n };
+  return createHash('sha256').update(JSON.stringify(members)).digest('base64url');
+}
+
+function publicMembers(jwk: JsonWebKey): JsonWebKey {
+  return jwk.kty === 'EC' ? { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y } : { kty: jwk.kty, n: jwk.n, e: jwk.e };
+}
+
+/** A new key pair for `alg`, as the store keeps it. */
+export function generateStoredKey(alg: SigningAlgorithm, now: Date, activatesAt: Date = now): StoredKey {
+  const { privateKey, publicKey } =
+    alg === 'ES256'
+      ? generateKeyPairSync('ec', { namedCurve: 'P-256' })
+      : generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const publicJwk = publicMembers(publicKey.export({ format: 'jwk' }));
+  return {
+    kid: jwkThumbprint(publicJwk),
+    alg,
+    privateJwk: JSON.stringify(privateKey.export({ format: 'jwk' })),
+    publicJwk: JSON.stringify(publicJwk),
+    createdAt: now,
+    activatesAt,
+    retiredAt: null,
+  };
+}
+
+export function loadStoredKey(stored: StoredKey): LoadedKey {
+  const publicJwk = JSON.parse(stored.publicJwk) as JsonWebKey;
+  return {
+    kid: stored.kid,
+    alg: stored.alg,
+    publicKey: createPublicKey({ key: publicJwk, format: 'jwk' }),
+    privateKey: createPrivateKey({ key: JSON.parse(stored.privateJwk) as JsonWebKey, format: 'jwk' }),
+    jwk: { ...publicMembers(publicJwk), kid: stored.kid, alg: stored.alg, use: 'sig' },
+    activatesAt: stored.activatesAt.getTime(),
+    retiredAt: stored.retiredAt ? stored.retiredAt.getTime() : null,
+  };
+}
+
+export interface KeyRingOptions {
+  algorithm: SigningAlgorithm;
+  /** Longest access token lifetime in seconds: how long a retired key stays published. */
+  maxTokenTtl: number;
+  /** Shortest interval between two reloads caused by an unknown kid, in ms. */
+  reloadCooldownMs: number;
+  now: () => number;
+}
+
+/**
+ * The issuer's signing keys: which key signs now, which are published, and
+ * rotation. Persisted through a `KeyStore`, so every instance on one store
+ * sees the same keys.
+ */
+export class KeyRing implements KeyResolver {
+  private keys = new Map<string, LoadedKey>();
+  private jwksDocument: { keys: PublicJwk[] } = { keys: [] };
+  private lastReload = 0;
+  private reloading: Promise<void> | undefined;
+
+  constructor(
+    private readonly store: KeyStore,
+    private readonly options: KeyRingOptions,
+  ) {}
+
+  /** Loads the keys; creates the first one, or rotates at once when the configured algorithm changed. */
+  async init(): Promise<void> {
+    const now = new Date(this.options.now());
+    let stored = await this.store.listKeys();
+    if (!stored.some((k) => k.retiredAt === null)) {
+      stored = await this.store.insertFirstKey(generateStoredKey(this.options.algorithm, now));
+    }
+    this.replace(stored);
+    if (this.current().alg !== this.options.algorithm) await this.rotate(0);
+  }
+
+  private replace(stored: StoredKey[]): void {
+    const previous = this.keys;
+    this.keys = new Map(stored.map((k) => [k.kid, previous.get(k.kid) ?? loadStoredKey(k)]));
+    for (const k of stored) {
+      const loaded = this.keys.get(k.kid)!;
+      loaded.retiredAt = k.retiredAt ? k.retiredAt.getTime() : null;
+    }
+    this.jwksDocument = { keys: [...this.keys.values()].map((k) => k.jwk) };
+    this.lastReload = this.options.now();
+  }
+
+  /** Reloads from the store (another instance or the CLI may have rotated). */
+  reload(): Promise<void> {
+    this.reloading ??= this.store
+      .listKeys()
+      .then((stored) => this.replace(stored))
+      .finally(() => {
+        this.reloading = undefined;
+      });
+    return this.reloading;
+  }
+
+  /** The key that signs now: active, not retired, the most recently activated. */
+  current(): LoadedKey {
+    const now = this.options.now();
+    let best: LoadedKey | undefined;
+    for (const k of this.keys.values()) {
+      if (!k.privateKey || k.activatesAt > now || (k.retiredAt !== null && k.retiredAt <= now)) continue;
+      if (!best || k.activatesAt > best.activatesAt) best = k;
+    }
+    if (!best) throw new Error('no signing key is active; was ready() awaited?');
+    return best;
+  }
+
+  /** Every published key: pending, current and retired-but-not-yet-expired. */
+  jwks(): { keys: PublicJwk[] } {
+    return this.jwksDocument;
+  }
+
+  list(): LoadedKey[] {
+    return [...this.keys.values()];
+  }
+
+  peek(kid: string): LoadedKey | undefined {
+    return this.keys.get(kid);
+  }
+
+  resolve(kid: string): LoadedKey | undefined | Promise<LoadedKey | undefined> {
+    const key = this.keys.get(kid);
+    if (key) return key;
+    if (this.options.now() - this.lastReload < this.options.reloadCooldownMs) return undefined;
+    return this.reload().then(() => this.keys.get(kid));
+  }
+
+  /**
+   * Publishes a new key now and lets it sign after `leadTimeMs`; the keys it
+   * replaces stop signing at that moment. Fails when another instance rotated
+   * first (then the caller reloads and sees that rotation).
+   */
+  async rotate(leadTimeMs: number): Promise<LoadedKey> {
+    await this.reload();
+    const now = this.options.now();
+    const expected = [...this.keys.values()].filter((k) => k.retiredAt === null).map((k) => k.kid);
+    const stored = generateStoredKey(this.options.algorithm, new Date(now), new Date(now + leadTimeMs));
+    if (!(await this.store.rotateKey(stored, expected))) {
+      await this.reload();
+      throw new Error('the signing keys changed during the rotation; list them and try again');
+    }
+    await this.reload();
+    return this.keys.get(stored.kid)!;
+  }
+
+  /** Drops retired keys once no token they signed can still be valid. */
+  async prune(): Promise<number> {
+    const before = new Date(this.options.now() - this.options.maxTokenTtl * 1000);
+    const removed = await this.store.pruneKeys(before);
+    if (removed > 0) await this.reload();
+    return removed;
+  }
+}

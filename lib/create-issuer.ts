@@ -1,0 +1,112 @@
+import type { RequestHandler, Router } from 'express';
+import { parseIssuerOptions, checkKnown, type IssuerConfig, type IssuerOptions } from './config';
+import { AuthorizationServer } from './core/authorization-server';
+import type { ClientService } from './core/clients';
+import type { LoadedKey, PublicJwk } from './core/keys';
+import { scopeOption } from './core/scope';
+import { bearerMiddleware } from './express/require-bearer';
+import { issuerRouter } from './express/token-router';
+import { resolveLogger } from './logger';
+import { openEmbeddedStore } from './stores/embedded';
+import type { Store } from './stores/types';
+
+export interface KeyInfo {
+  kid: string;
+  alg: string;
+  /** `pending` (published, not signing yet), `current` (signing), `retired` (published until its tokens expire). */
+  status: 'pending' | 'current' | 'retired';
+  activatesAt: Date;
+  retiredAt: Date | null;
+}
+
+export interface Issuer {
+  readonly config: Readonly<IssuerConfig>;
+  /** Router serving POST /oauth/token, GET /.well-known/jwks.json and GET /.well-known/oauth-authorization-server. */
+  router(): Router;
+  /** Middleware accepting only this issuer's access tokens, with all of `scope` when given. */
+  requireBearer(options?: { scope?: string | string[] }): RequestHandler;
+  /** Opens the store and loads or creates the signing key. Await it before listening. */
+  ready(): Promise<void>;
+  /** Closes the store. */
+  close(): Promise<void>;
+  /** Create, list, revoke clients and rotate their secrets. */
+  readonly clients: ClientService;
+  readonly keys: {
+    list(): Promise<KeyInfo[]>;
+    /** Publishes a new key now; it signs after `leadTime` seconds (default: the `keyRotationLeadTime` option). */
+    rotate(leadTime?: number): Promise<KeyInfo>;
+    /** Removes retired keys whose tokens have all expired. */
+    prune(): Promise<number>;
+    jwks(): Promise<{ keys: PublicJwk[] }>;
+  };
+  metadata(): Record<string, unknown>;
+}
+
+const STORE_METHODS = ['findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'close', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys'] as const;
+
+function checkStore(store: unknown): Store {
+  for (const m of STORE_METHODS) {
+    if (typeof (store as Record<string, unknown>)?.[m] !== 'function') throw new TypeError(`option store must implement ${m}()`);
+  }
+  return store as Store;
+}
+
+/**
+ * The issuer: token endpoint, keys, clients, and a `requireBearer()` bound to
+ * the same issuer, audience and keys. Options are checked here, at start-up.
+ */
+export function createIssuer(options: IssuerOptions): Issuer {
+  const config = parseIssuerOptions(options);
+  const logger = resolveLogger(options.logger);
+  const store = options.store === undefined ? undefined : checkStore(options.store);
+  const server = new AuthorizationServer(config, () => (store ? Promise.resolve(store) : openEmbeddedStore({ dataDir: config.dataDir })), logger);
+
+  const info = (k: LoadedKey, now: number): KeyInfo => ({
+    kid: k.kid,
+    alg: k.alg,
+    status: k.retiredAt !== null && k.retiredAt <= now ? 'retired' : k.activatesAt > now ? 'pending' : 'current',
+    activatesAt: new Date(k.activatesAt),
+    retiredAt: k.retiredAt === null ? null : new Date(k.retiredAt),
+  });
+
+  return {
+    config,
+    router: () => issuerRouter(server),
+    requireBearer(routeOptions = {}) {
+      checkKnown('requireBearer()', routeOptions, ['scope']);
+      return bearerMiddleware({
+        verifier: server.verifier,
+        realm: config.bearerRealm,
+        scope: scopeOption('scope', routeOptions.scope),
+        logger,
+        pending: () => server.pending(),
+      });
+    },
+    ready: () => server.ready(),
+    close: () => server.close(),
+    clients: server.clients,
+    keys: {
+      async list() {
+        await server.ready();
+        await server.keys.reload();
+        const now = Date.now();
+        return server.keys.list().map((k) => info(k, now));
+      },
+      async rotate(leadTime = config.keyRotationLeadTime) {
+        await server.ready();
+        const key = await server.keys.rotate(leadTime * 1000);
+        logger.info({ event: 'key.rotated', kid: key.kid, alg: key.alg, activates_at: new Date(key.activatesAt).toISOString() }, 'signing key rotated');
+        return info(key, Date.now());
+      },
+      async prune() {
+        await server.ready();
+        return server.keys.prune();
+      },
+      async jwks() {
+        await server.ready();
+        return server.keys.jwks();
+      },
+    },
+    metadata: () => server.metadata,
+  };
+}

@@ -1,0 +1,156 @@
+/**
+ * OAuth 2.0 errors (RFC 6749 §5.2, RFC 6750 §3.1). Each class fixes its code
+ * and HTTP status. `description` is what a client may see; `detail` is for
+ * operators only and never leaves the server.
+ */
+
+/** Characters RFC 6749 §5.2 allows in `error_description`: %x20-21 / %x23-5B / %x5D-7E. */
+const DESCRIPTION_UNSAFE = /[^\x20\x21\x23-\x5b\x5d-\x7e]/g;
+
+export function safeDescription(text: string): string {
+  return text.replace(DESCRIPTION_UNSAFE, '?');
+}
+
+/** Quotes a value for an auth-param (RFC 9110 §5.6.4 quoted-string), dropping controls. */
+export function quote(value: string): string {
+  return `"${value.replace(/[^\x20-\x7e]/g, '').replace(/["\\]/g, '\\$&')}"`;
+}
+
+export interface OAuthErrorOptions {
+  /** Operator-facing reason; logged, never sent. */
+  detail?: string;
+  cause?: unknown;
+}
+
+export abstract class OAuthError extends Error {
+  /** The RFC error code sent as `error`. */
+  abstract readonly code: string;
+  readonly status: number;
+  /** The public `error_description`. */
+  readonly description: string;
+  readonly detail: string | undefined;
+  /** Extra response headers (e.g. `Allow`, `Retry-After`). */
+  readonly headers: Record<string, string>;
+
+  protected constructor(status: number, description: string, options: OAuthErrorOptions = {}, headers: Record<string, string> = {}) {
+    super(options.detail ?? description, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.status = status;
+    this.description = safeDescription(description);
+    this.detail = options.detail;
+    this.headers = headers;
+  }
+
+  toJSON(): { error: string; error_description: string } {
+    return { error: this.code, error_description: this.description };
+  }
+}
+
+/** 400 by default; also used with 405, 413 and 415 for requests the endpoint cannot take. */
+export class InvalidRequestError extends OAuthError {
+  readonly code = 'invalid_request';
+  constructor(description: string, options: OAuthErrorOptions & { status?: number; headers?: Record<string, string> } = {}) {
+    super(options.status ?? 400, description, options, options.headers);
+  }
+}
+
+/** 401. The description is fixed: unknown client, wrong secret and revoked client look the same. */
+export class InvalidClientError extends OAuthError {
+  readonly code = 'invalid_client';
+  constructor(options: OAuthErrorOptions = {}) {
+    super(401, 'client authentication failed', options);
+  }
+}
+
+export class UnauthorizedClientError extends OAuthError {
+  readonly code = 'unauthorized_client';
+  constructor(description = 'the client is not allowed to use this grant type', options: OAuthErrorOptions = {}) {
+    super(400, description, options);
+  }
+}
+
+export class UnsupportedGrantTypeError extends OAuthError {
+  readonly code = 'unsupported_grant_type';
+  constructor(description = 'grant_type must be client_credentials', options: OAuthErrorOptions = {}) {
+    super(400, description, options);
+  }
+}
+
+export class InvalidScopeError extends OAuthError {
+  readonly code = 'invalid_scope';
+  constructor(description: string, options: OAuthErrorOptions = {}) {
+    super(400, description, options);
+  }
+}
+
+/** 429: too many failed client authentications. */
+export class TooManyRequestsError extends OAuthError {
+  readonly code = 'invalid_request';
+  readonly retryAfter: number;
+  constructor(retryAfterSeconds: number, options: OAuthErrorOptions = {}) {
+    const retryAfter = Math.max(1, Math.ceil(retryAfterSeconds));
+    super(429, 'too many failed client authentication attempts; retry later', options, { 'Retry-After': String(retryAfter) });
+    this.retryAfter = retryAfter;
+  }
+}
+
+export class ServerError extends OAuthError {
+  readonly code = 'server_error';
+  constructor(options: OAuthErrorOptions = {}) {
+    super(500, 'internal server error', options);
+  }
+}
+
+/** 503 when a dependency (store, JWKS) cannot be reached. */
+export class TemporarilyUnavailableError extends OAuthError {
+  readonly code = 'temporarily_unavailable';
+  constructor(description = 'the service is temporarily unavailable', options: OAuthErrorOptions = {}) {
+    super(503, description, options, { 'Retry-After': '5' });
+  }
+}
+
+// ---- RFC 6750: protected resources ----
+
+/** 401 with no `error` attribute: the request carried no bearer token at all. */
+export class MissingTokenError extends OAuthError {
+  readonly code = 'unauthorized';
+  constructor() {
+    super(401, 'a bearer access token is required');
+  }
+}
+
+export class InvalidTokenError extends OAuthError {
+  readonly code = 'invalid_token';
+  constructor(description = 'the access token is invalid', options: OAuthErrorOptions = {}) {
+    super(401, description, options);
+  }
+}
+
+export class InsufficientScopeError extends OAuthError {
+  readonly code = 'insufficient_scope';
+  readonly requiredScopes: string[];
+  constructor(requiredScopes: string[], options: OAuthErrorOptions = {}) {
+    super(403, 'the access token lacks a required scope', options);
+    this.requiredScopes = requiredScopes;
+  }
+}
+
+/** `WWW-Authenticate` for the token endpoint's 401 (RFC 6749 §5.2). */
+export function basicChallenge(realm: string): string {
+  return `Basic realm=${quote(realm)}`;
+}
+
+/** `WWW-Authenticate` for a protected resource (RFC 6750 §3). */
+export function bearerChallenge(realm: string, error?: OAuthError): string {
+  let challenge = `Bearer realm=${quote(realm)}`;
+  if (!error || error instanceof MissingTokenError) return challenge;
+  challenge += `, error=${quote(error.code)}, error_description=${quote(error.description)}`;
+  if (error instanceof InsufficientScopeError) challenge += `, scope=${quote(error.requiredScopes.join(' '))}`;
+  return challenge;
+}
+
+/** Anything that is not an OAuthError becomes a generic 500 whose message stays private. */
+export function toOAuthError(err: unknown): OAuthError {
+  if (err instanceof OAuthError) return err;
+  return new ServerError({ detail: err instanceof Error ? err.message : String(err), cause: err });
+}

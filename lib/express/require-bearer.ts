@@ -1,0 +1,84 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import passport from 'passport';
+import { Strategy as BearerStrategy } from 'passport-http-bearer';
+import { missingScopes } from '../core/scope';
+import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
+import { InsufficientScopeError, InvalidRequestError, MissingTokenError, toOAuthError } from '../errors';
+import type { Logger } from '../logger';
+import { queryNames } from './read-form';
+import { sendBearerError } from './respond';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** Set by `requireBearer()` once the access token is verified. */
+      auth?: AccessTokenAuth;
+    }
+  }
+}
+
+/** RFC 6750 §2.1: "Bearer" SP b64token (one space, as passport-http-bearer parses it). */
+const BEARER = /^bearer [A-Za-z0-9\-._~+/]+=*$/i;
+const BEARER_SCHEME = /^bearer(?: |$)/i;
+
+export interface BearerMiddlewareOptions {
+  verifier: AccessTokenVerifier;
+  realm: string;
+  scope: string[];
+  logger: Logger;
+  /** `null` when the keys are loaded, else a promise to wait for first. */
+  pending?: () => Promise<void> | null;
+}
+
+/**
+ * The protected-resource check. Only the Authorization header counts; the
+ * header is parsed by passport-http-bearer (on a private passport instance,
+ * no sessions), the token checked by the core verifier, the scope here.
+ */
+export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandler {
+  const { verifier, realm, scope: required, logger, pending } = options;
+  const authenticator = new passport.Passport();
+  authenticator.use(
+    'bearer',
+    new BearerStrategy((token: string, done: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
+      let result: AccessTokenAuth | Promise<AccessTokenAuth>;
+      try {
+        result = verifier.verify(token);
+      } catch (err) {
+        return done(err);
+      }
+      if (result instanceof Promise) result.then((auth) => done(null, auth), done);
+      else done(null, result);
+    }),
+  );
+
+  const fail = (res: Response, err: unknown): void => {
+    const error = toOAuthError(err);
+    if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
+    sendBearerError(res, error, realm);
+  };
+
+  return function requireBearer(req: Request, res: Response, next: NextFunction): void {
+    const header = req.headers.authorization;
+    if ((req.url.includes('access_token') && queryNames(req.url).has('access_token')) || (req.body && typeof req.body === 'object' && 'access_token' in req.body)) {
+      return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body'));
+    }
+    if (!header || !BEARER_SCHEME.test(header)) return fail(res, new MissingTokenError());
+    if (!BEARER.test(header)) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
+
+    const authenticate = (): void =>
+      authenticator.authenticate('bearer', { session: false }, (err: unknown, auth: AccessTokenAuth | false) => {
+        if (err) return fail(res, err);
+        if (!auth) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
+        const missing = missingScopes(auth.scope, required);
+        if (missing.length > 0) return fail(res, new InsufficientScopeError(required, { detail: `missing ${missing.join(' ')}` }));
+        req.auth = auth;
+        next();
+      })(req, res, next);
+
+    const waiting = pending?.();
+    if (waiting) waiting.then(authenticate, (err: unknown) => fail(res, err));
+    else authenticate();
+  };
+}

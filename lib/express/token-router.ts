@@ -1,0 +1,79 @@
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import type { AuthorizationServer } from '../core/authorization-server';
+import { readClientCredentials } from '../core/client-auth';
+import { grantScope, parseTokenRequest } from '../core/token-request';
+import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
+import { clientCredentialsExchange, type GrantedRequest } from './oauth2orize';
+import { queryNames, readForm } from './read-form';
+import { sendJson, sendTokenError } from './respond';
+
+function noStore(_req: Request, res: Response, next: NextFunction): void {
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('Pragma', 'no-cache');
+  next();
+}
+
+function onlyMethods(...methods: string[]) {
+  const allow = methods.join(', ');
+  return (req: Request, _res: Response, next: NextFunction): void => {
+    if (methods.includes(req.method)) return next();
+    next(new InvalidRequestError(`method ${req.method} is not allowed; use ${allow}`, { status: 405, headers: { Allow: allow } }));
+  };
+}
+
+/**
+ * Validates the token request and authenticates the client before
+ * oauth2orize runs: form body only, no repeated parameters, no credentials in
+ * the URL, one client authentication method.
+ */
+function prepareTokenRequest(server: AuthorizationServer) {
+  return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
+    try {
+      const query = queryNames(req.url);
+      if (query.has('client_secret') || query.has('client_id')) {
+        throw new InvalidRequestError('client credentials must be sent in the request body or the Authorization header, never in the URL');
+      }
+      const { params, scope } = parseTokenRequest(await readForm(req));
+      const credentials = readClientCredentials(req.headers.authorization, params);
+      if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
+      const client = await server.authenticate(credentials, { ip: req.ip });
+      const scopes = grantScope(client, scope);
+      const granted: GrantedRequest = { user: client, authInfo: { scopes } };
+      Object.assign(req, granted, { body: params });
+      next();
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/** Serves POST /oauth/token, the JWKS and the RFC 8414 metadata; ends in its own error handler. */
+export function issuerRouter(server: AuthorizationServer): Router {
+  const router = express.Router();
+  const realm = server.config.tokenRealm;
+
+  router.all('/oauth/token', noStore, onlyMethods('POST'), prepareTokenRequest(server), clientCredentialsExchange(server));
+
+  router.all('/.well-known/jwks.json', onlyMethods('GET', 'HEAD'), async (_req, res, next) => {
+    try {
+      await server.ready();
+      res.setHeader('Cache-Control', 'public, max-age=300');
+      sendJson(res, 200, server.keys.jwks(), 'application/jwk-set+json; charset=utf-8');
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  router.all('/.well-known/oauth-authorization-server', onlyMethods('GET', 'HEAD'), (_req, res) => {
+    res.setHeader('Cache-Control', 'public, max-age=3600');
+    sendJson(res, 200, server.metadata);
+  });
+
+  router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const error = toOAuthError(err);
+    if (error.status >= 500) server.logger.error({ event: 'error', err: error.cause ?? error, path: req.path }, error.detail ?? error.message);
+    sendTokenError(res, error, realm);
+  });
+
+  return router;
+}

@@ -1,0 +1,239 @@
+import { chmodSync, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import type { ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
+
+/**
+ * The default store: one SQLite database (`store.sqlite`) under `dataDir`,
+ * through better-sqlite3. WAL mode lets the server read while the CLI writes;
+ * every write is a transaction and is on disk when the call returns.
+ */
+export interface EmbeddedStore extends Store {
+  readonly kind: 'embedded';
+  readonly path: string;
+}
+
+const MIGRATIONS: string[] = [
+  `CREATE TABLE clients (
+     client_id   TEXT PRIMARY KEY,
+     name        TEXT NOT NULL,
+     scopes      TEXT NOT NULL,
+     grant_types TEXT NOT NULL,
+     created_at  INTEGER NOT NULL,
+     revoked_at  INTEGER
+   );
+   CREATE TABLE client_secrets (
+     id          INTEGER PRIMARY KEY AUTOINCREMENT,
+     client_id   TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+     hash        TEXT NOT NULL,
+     created_at  INTEGER NOT NULL,
+     expires_at  INTEGER
+   );
+   CREATE INDEX client_secrets_client ON client_secrets(client_id);
+   CREATE TABLE signing_keys (
+     kid          TEXT PRIMARY KEY,
+     alg          TEXT NOT NULL,
+     private_jwk  TEXT NOT NULL,
+     public_jwk   TEXT NOT NULL,
+     created_at   INTEGER NOT NULL,
+     activates_at INTEGER NOT NULL,
+     retired_at   INTEGER
+   );`,
+];
+
+interface ClientRow {
+  client_id: string;
+  name: string;
+  scopes: string;
+  grant_types: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+interface SecretRow {
+  client_id: string;
+  hash: string;
+  created_at: number;
+  expires_at: number | null;
+}
+interface KeyRow {
+  kid: string;
+  alg: string;
+  private_jwk: string;
+  public_jwk: string;
+  created_at: number;
+  activates_at: number;
+  retired_at: number | null;
+}
+
+const date = (ms: number | null): Date | null => (ms === null ? null : new Date(ms));
+const words = (text: string): string[] => (text === '' ? [] : text.split(' '));
+
+function toSecret(row: SecretRow): StoredSecret {
+  return { hash: row.hash, createdAt: new Date(row.created_at), expiresAt: date(row.expires_at) };
+}
+
+function toClient(row: ClientRow, secrets: SecretRow[]): ClientRecord {
+  return {
+    clientId: row.client_id,
+    name: row.name,
+    scopes: words(row.scopes),
+    grantTypes: words(row.grant_types),
+    createdAt: new Date(row.created_at),
+    revokedAt: date(row.revoked_at),
+    secrets: secrets.map(toSecret),
+  };
+}
+
+function toKey(row: KeyRow): StoredKey {
+  return {
+    kid: row.kid,
+    alg: row.alg,
+    privateJwk: row.private_jwk,
+    publicJwk: row.public_jwk,
+    createdAt: new Date(row.created_at),
+    activatesAt: new Date(row.activates_at),
+    retiredAt: date(row.retired_at),
+  };
+}
+
+function migrate(db: Database.Database): void {
+  db.transaction(() => {
+    const version = db.pragma('user_version', { simple: true }) as number;
+    for (let v = version; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]);
+    if (version < MIGRATIONS.length) db.pragma(`user_version = ${MIGRATIONS.length}`);
+  }).immediate();
+}
+
+export async function openEmbeddedStore(options: { dataDir: string }): Promise<EmbeddedStore> {
+  const dir = resolve(options.dataDir);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const path = join(dir, 'store.sqlite');
+  const db = new Database(path);
+  chmodSync(path, 0o600);
+  db.pragma('busy_timeout = 5000');
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  migrate(db);
+
+  const q = {
+    client: db.prepare<[string], ClientRow>('SELECT * FROM clients WHERE client_id = ?'),
+    secrets: db.prepare<[string], SecretRow>('SELECT * FROM client_secrets WHERE client_id = ? ORDER BY created_at DESC, id DESC'),
+    allClients: db.prepare<[], ClientRow>('SELECT * FROM clients ORDER BY created_at, rowid'),
+    allSecrets: db.prepare<[], SecretRow>('SELECT * FROM client_secrets ORDER BY created_at DESC, id DESC'),
+    insertClient: db.prepare(
+      'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)',
+    ),
+    insertSecret: db.prepare('INSERT INTO client_secrets (client_id, hash, created_at, expires_at) VALUES (?, ?, ?, ?)'),
+    revoke: db.prepare('UPDATE clients SET revoked_at = ? WHERE client_id = ? AND revoked_at IS NULL'),
+    capSecrets: db.prepare(
+      'UPDATE client_secrets SET expires_at = ? WHERE client_id = ? AND (expires_at IS NULL OR expires_at > ?)',
+    ),
+    keys: db.prepare<[], KeyRow>('SELECT * FROM signing_keys ORDER BY created_at, rowid'),
+    currentKids: db.prepare<[], { kid: string }>('SELECT kid FROM signing_keys WHERE retired_at IS NULL'),
+    insertKey: db.prepare(
+      'INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    ),
+    retireCurrent: db.prepare('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL'),
+    prune: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?'),
+  };
+
+  const addKey = (key: StoredKey): void => {
+    q.insertKey.run(key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt.getTime(), key.activatesAt.getTime(), key.retiredAt?.getTime() ?? null);
+  };
+  const listKeys = (): StoredKey[] => q.keys.all().map(toKey);
+
+  const createClient = db.transaction((c: NewClient) => {
+    q.insertClient.run(c.clientId, c.name, c.scopes.join(' '), c.grantTypes.join(' '), c.createdAt.getTime());
+    q.insertSecret.run(c.clientId, c.secret.hash, c.secret.createdAt.getTime(), c.secret.expiresAt?.getTime() ?? null);
+  });
+  const revokeClient = db.transaction((clientId: string, at: number): boolean => {
+    if (q.revoke.run(at, clientId).changes === 0) return false;
+    q.capSecrets.run(at, clientId, at);
+    return true;
+  });
+  const rotateSecret = db.transaction((clientId: string, secret: StoredSecret, keepOldUntil: number): boolean => {
+    const row = q.client.get(clientId);
+    if (!row || row.revoked_at !== null) return false;
+    q.capSecrets.run(keepOldUntil, clientId, keepOldUntil);
+    q.insertSecret.run(clientId, secret.hash, secret.createdAt.getTime(), secret.expiresAt?.getTime() ?? null);
+    return true;
+  });
+  const insertFirstKey = db.transaction((key: StoredKey): StoredKey[] => {
+    if (q.currentKids.all().length === 0) addKey(key);
+    return listKeys();
+  });
+  const rotateKey = db.transaction((key: StoredKey, expected: string[]): boolean => {
+    const current = q.currentKids.all().map((r) => r.kid).sort();
+    const wanted = [...expected].sort();
+    if (current.length !== wanted.length || current.some((kid, i) => kid !== wanted[i])) return false;
+    q.retireCurrent.run(key.activatesAt.getTime());
+    addKey(key);
+    return true;
+  });
+
+  let open = true;
+  const guard = (): void => {
+    if (!open) throw new Error('the embedded store is closed');
+  };
+
+  return {
+    kind: 'embedded',
+    path,
+    async findClient(clientId) {
+      guard();
+      const row = q.client.get(clientId);
+      return row ? toClient(row, q.secrets.all(clientId)) : null;
+    },
+    async createClient(client) {
+      guard();
+      try {
+        createClient(client);
+      } catch (err) {
+        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new Error(`client id ${client.clientId} exists already`);
+        throw err;
+      }
+    },
+    async listClients() {
+      guard();
+      const secrets = new Map<string, SecretRow[]>();
+      for (const s of q.allSecrets.all()) {
+        const list = secrets.get(s.client_id);
+        if (list) list.push(s);
+        else secrets.set(s.client_id, [s]);
+      }
+      return q.allClients.all().map((row) => toClient(row, secrets.get(row.client_id) ?? []));
+    },
+    async revokeClient(clientId, at) {
+      guard();
+      return revokeClient.immediate(clientId, at.getTime());
+    },
+    async rotateSecret(clientId, secret, keepOldUntil) {
+      guard();
+      const now = secret.createdAt.getTime();
+      const until = keepOldUntil && keepOldUntil.getTime() > now ? keepOldUntil.getTime() : now;
+      return rotateSecret.immediate(clientId, secret, until);
+    },
+    async listKeys() {
+      guard();
+      return listKeys();
+    },
+    async insertFirstKey(key) {
+      guard();
+      return insertFirstKey.immediate(key);
+    },
+    async rotateKey(key, expectedCurrent) {
+      guard();
+      return rotateKey.immediate(key, expectedCurrent);
+    },
+    async pruneKeys(retiredBefore) {
+      guard();
+      return q.prune.run(retiredBefore.getTime()).changes;
+    },
+    async close() {
+      if (!open) return;
+      open = false;
+      db.close();
+    },
+  };
+}

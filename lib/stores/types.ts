@@ -1,0 +1,92 @@
+/**
+ * The storage contract. Every store (embedded SQLite, PostgreSQL, or one of
+ * your own) implements `ClientStore` and `KeyStore`. Stores hold data only:
+ * what revocation or a scope means is decided in `lib/core`, never here.
+ */
+
+/** One hashed client secret. A client has one current secret and, during a rotation window, older ones. */
+export interface StoredSecret {
+  /** Opaque hash produced by `core/secrets.ts`; never the secret itself. */
+  hash: string;
+  createdAt: Date;
+  /** When the secret stops authenticating; `null` = until replaced or revoked. */
+  expiresAt: Date | null;
+}
+
+export interface ClientRecord {
+  clientId: string;
+  name: string;
+  /** Scopes the client may request. */
+  scopes: string[];
+  /** Grant types the client may use, e.g. `["client_credentials"]`. */
+  grantTypes: string[];
+  createdAt: Date;
+  /** Set once the client is revoked; a revoked client never authenticates again. */
+  revokedAt: Date | null;
+  /** Newest first. */
+  secrets: StoredSecret[];
+}
+
+export interface NewClient {
+  clientId: string;
+  name: string;
+  scopes: string[];
+  grantTypes: string[];
+  createdAt: Date;
+  secret: StoredSecret;
+}
+
+export interface ClientStore {
+  /** The client, with its secrets, or `null` when unknown. Revoked clients are returned too. */
+  findClient(clientId: string): Promise<ClientRecord | null>;
+  /** Rejects when `clientId` already exists. */
+  createClient(client: NewClient): Promise<void>;
+  /** Every client, oldest first. */
+  listClients(): Promise<ClientRecord[]>;
+  /** Marks the client revoked and ends all its secrets; `false` when unknown or already revoked. */
+  revokeClient(clientId: string, at: Date): Promise<boolean>;
+  /**
+   * Adds `secret` as the current secret. Older secrets that are still valid
+   * get `expiresAt = min(their expiresAt, keepOldUntil)`; with `keepOldUntil`
+   * null or in the past they end at once. `false` when unknown or revoked.
+   */
+  rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null): Promise<boolean>;
+  /** Releases files, pools and timers. */
+  close(): Promise<void>;
+}
+
+/** A signing key as persisted. Private material never leaves the key store and `core/keys.ts`. */
+export interface StoredKey {
+  kid: string;
+  alg: string;
+  /** Private key as a JWK (JSON text). */
+  privateJwk: string;
+  /** Public key as a JWK (JSON text), without `kid`/`alg`/`use`. */
+  publicJwk: string;
+  createdAt: Date;
+  /** The key signs from this moment on; it is published in the JWKS from `createdAt`. */
+  activatesAt: Date;
+  /** Set when a newer key took over; the key stays published until `retiredAt + max token lifetime`. */
+  retiredAt: Date | null;
+}
+
+export interface KeyStore {
+  /** Every key not yet pruned, oldest first. */
+  listKeys(): Promise<StoredKey[]>;
+  /**
+   * Inserts `key` only when no key exists whose `retiredAt` is null, atomically
+   * (two instances starting at once end with exactly one key). Returns the
+   * keys as they are after the call.
+   */
+  insertFirstKey(key: StoredKey): Promise<StoredKey[]>;
+  /**
+   * Inserts `key` and sets `retiredAt = key.activatesAt` on every key that is
+   * not yet retired, in one transaction, only if the set of unretired kids is
+   * still `expectedCurrent`; returns `false` (and changes nothing) otherwise.
+   */
+  rotateKey(key: StoredKey, expectedCurrent: string[]): Promise<boolean>;
+  /** Deletes keys retired before `before`. Returns how many were deleted. */
+  pruneKeys(retiredBefore: Date): Promise<number>;
+}
+
+export type Store = ClientStore & KeyStore;
