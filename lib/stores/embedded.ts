@@ -143,6 +143,11 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
   };
   const listKeys = (): StoredKey[] => q.keys.all().map(toKey);
 
+  // one read transaction, so a concurrent rotation is seen whole or not at all
+  const findClient = db.transaction((clientId: string): ClientRecord | null => {
+    const row = q.client.get(clientId);
+    return row ? toClient(row, q.secrets.all(clientId)) : null;
+  });
   const createClient = db.transaction((c: NewClient) => {
     q.insertClient.run(c.clientId, c.name, c.scopes.join(' '), c.grantTypes.join(' '), c.createdAt.getTime());
     q.insertSecret.run(c.clientId, c.secret.hash, c.secret.createdAt.getTime(), c.secret.expiresAt?.getTime() ?? null);
@@ -182,8 +187,7 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
     path,
     async findClient(clientId) {
       guard();
-      const row = q.client.get(clientId);
-      return row ? toClient(row, q.secrets.all(clientId)) : null;
+      return findClient(clientId);
     },
     async createClient(client) {
       guard();
@@ -210,9 +214,7 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
     },
     async rotateSecret(clientId, secret, keepOldUntil) {
       guard();
-      const now = secret.createdAt.getTime();
-      const until = keepOldUntil && keepOldUntil.getTime() > now ? keepOldUntil.getTime() : now;
-      return rotateSecret.immediate(clientId, secret, until);
+      return rotateSecret.immediate(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime());
     },
     async listKeys() {
       guard();

@@ -16,9 +16,9 @@ export interface StoredSecret {
 export interface ClientRecord {
   clientId: string;
   name: string;
-  /** Scopes the client may request. */
+  /** Scopes the client may request; each an RFC 6749 §3.3 scope-token (no spaces). */
   scopes: string[];
-  /** Grant types the client may use, e.g. `["client_credentials"]`. */
+  /** Grant types the client may use, e.g. `["client_credentials"]`; each without spaces. */
   grantTypes: string[];
   createdAt: Date;
   /** Set once the client is revoked; a revoked client never authenticates again. */
@@ -46,9 +46,10 @@ export interface ClientStore {
   /** Marks the client revoked and ends all its secrets; `false` when unknown or already revoked. */
   revokeClient(clientId: string, at: Date): Promise<boolean>;
   /**
-   * Adds `secret` as the current secret. Older secrets that are still valid
-   * get `expiresAt = min(their expiresAt, keepOldUntil)`; with `keepOldUntil`
-   * null or in the past they end at once. `false` when unknown or revoked.
+   * Adds `secret` as the current secret. Every older secret gets
+   * `expiresAt = min(its expiresAt, keepOldUntil ?? secret.createdAt)`: with
+   * `keepOldUntil` null the old secrets end as the new one starts. `false`
+   * (and no change) when the client is unknown or revoked.
    */
   rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null): Promise<boolean>;
   /** Releases files, pools and timers. */
@@ -85,7 +86,7 @@ export interface KeyStore {
    * still `expectedCurrent`; returns `false` (and changes nothing) otherwise.
    */
   rotateKey(key: StoredKey, expectedCurrent: string[]): Promise<boolean>;
-  /** Deletes keys retired before `before`. Returns how many were deleted. */
+  /** Deletes keys retired before `retiredBefore`. Returns how many were deleted. */
   pruneKeys(retiredBefore: Date): Promise<number>;
 }
 

@@ -1,0 +1,354 @@
+/**
+ * The storage contract of lib/stores/types.ts as a jest suite that every
+ * store runs. Tests only call the Store interface and check what it returns.
+ * `open` is called before each test and must give an empty store.
+ */
+import type { NewClient, Store, StoredKey, StoredSecret } from '../../lib/stores/types';
+
+export interface OpenedStore {
+  store: Store;
+  cleanup: () => Promise<void>;
+}
+
+const HOUR = 3_600_000;
+
+/** Fixed instants with non-zero milliseconds, so that precision loss shows. */
+const t = (iso: string): Date => new Date(iso);
+const T0 = t('2024-03-01T10:00:00.123Z');
+const T1 = t('2024-03-02T10:00:00.456Z');
+const T2 = t('2024-03-03T10:00:00.789Z');
+const T3 = t('2024-03-04T10:00:00.001Z');
+
+function secret(hash: string, createdAt: Date, expiresAt: Date | null = null): StoredSecret {
+  return { hash, createdAt, expiresAt };
+}
+
+function newClient(clientId: string, overrides: Partial<NewClient> = {}): NewClient {
+  return {
+    clientId,
+    name: `Client ${clientId}`,
+    scopes: ['read:items', 'write:items'],
+    grantTypes: ['client_credentials'],
+    createdAt: T0,
+    secret: secret(`hash-${clientId}-1`, T0),
+    ...overrides,
+  };
+}
+
+function key(kid: string, createdAt: Date, activatesAt: Date = createdAt): StoredKey {
+  return {
+    kid,
+    alg: 'ES256',
+    privateJwk: JSON.stringify({ kty: 'EC', crv: 'P-256', x: `x-${kid}`, y: `y-${kid}`, d: `d-${kid}` }),
+    publicJwk: JSON.stringify({ kty: 'EC', crv: 'P-256', x: `x-${kid}`, y: `y-${kid}` }),
+    createdAt,
+    activatesAt,
+    retiredAt: null,
+  };
+}
+
+export function describeStoreContract(name: string, open: () => Promise<OpenedStore>): void {
+  describe(`store contract: ${name}`, () => {
+    let store: Store;
+    let cleanup: (() => Promise<void>) | undefined;
+
+    beforeEach(async () => {
+      ({ store, cleanup } = await open());
+    });
+
+    afterEach(async () => {
+      await cleanup?.();
+      cleanup = undefined;
+    });
+
+    describe('clients', () => {
+      it('round-trips a created client with every field, Dates to the millisecond', async () => {
+        const expires = t('2030-01-01T00:00:00.999Z');
+        const input = newClient('alpha', {
+          name: 'Alpha ünïcödé "quoted", {braced}',
+          // Valid RFC 6749 scope tokens (core/scope.ts rejects others) that stress array encodings.
+          scopes: ['read:items', 'a,b', '{}', "it's", 'NULL', 'https://api.example.com/x.read'],
+          grantTypes: ['client_credentials'],
+          createdAt: T1,
+          secret: secret('hmac-sha256$salt$mac', T1, expires),
+        });
+        await store.createClient(input);
+
+        const found = await store.findClient('alpha');
+        expect(found).toEqual({
+          clientId: 'alpha',
+          name: input.name,
+          scopes: input.scopes,
+          grantTypes: ['client_credentials'],
+          createdAt: T1,
+          revokedAt: null,
+          secrets: [{ hash: 'hmac-sha256$salt$mac', createdAt: T1, expiresAt: expires }],
+        });
+        expect(found!.createdAt).toBeInstanceOf(Date);
+        expect(found!.createdAt.getTime()).toBe(T1.getTime());
+        expect(found!.secrets[0].createdAt).toBeInstanceOf(Date);
+        expect(found!.secrets[0].expiresAt!.getTime()).toBe(expires.getTime());
+        expect(Array.isArray(found!.scopes)).toBe(true);
+      });
+
+      it('keeps empty scope and grant-type lists as empty arrays', async () => {
+        await store.createClient(newClient('empty', { scopes: [], grantTypes: [] }));
+        const found = await store.findClient('empty');
+        expect(found!.scopes).toEqual([]);
+        expect(found!.grantTypes).toEqual([]);
+      });
+
+      it('returns null for an unknown client', async () => {
+        expect(await store.findClient('nobody')).toBeNull();
+        await store.createClient(newClient('somebody'));
+        expect(await store.findClient('nobody')).toBeNull();
+      });
+
+      it('rejects a duplicate client id and leaves the existing client unchanged', async () => {
+        await store.createClient(newClient('dup'));
+        const before = await store.findClient('dup');
+
+        await expect(
+          store.createClient(newClient('dup', { name: 'Impostor', secret: secret('hash-impostor', T2) })),
+        ).rejects.toThrow();
+
+        expect(await store.findClient('dup')).toEqual(before);
+        expect(await store.listClients()).toHaveLength(1);
+      });
+
+      it('lists every client oldest first, each with its secrets', async () => {
+        expect(await store.listClients()).toEqual([]);
+        // Inserted out of chronological order, with ids whose alphabetical order is a third one.
+        await store.createClient(newClient('mike', { createdAt: T2, secret: secret('hash-mike', T2) }));
+        await store.createClient(newClient('zulu', { createdAt: T0, secret: secret('hash-zulu', T0) }));
+        await store.createClient(newClient('alpha', { createdAt: T1, secret: secret('hash-alpha', T1) }));
+
+        const list = await store.listClients();
+        expect(list.map((c) => c.clientId)).toEqual(['zulu', 'alpha', 'mike']);
+        expect(list.map((c) => c.secrets.map((s) => s.hash))).toEqual([['hash-zulu'], ['hash-alpha'], ['hash-mike']]);
+        expect(list[1]).toEqual(await store.findClient('alpha'));
+      });
+
+      it('lists a client’s secrets newest first', async () => {
+        await store.createClient(newClient('multi'));
+        await store.rotateSecret('multi', secret('hash-multi-2', T1), t('2099-01-01T00:00:00.000Z'));
+        const [listed] = await store.listClients();
+        expect(listed.secrets.map((s) => s.hash)).toEqual(['hash-multi-2', 'hash-multi-1']);
+      });
+    });
+
+    describe('revokeClient', () => {
+      it('revokes once, ends the secrets still valid at that moment, and reports false afterwards', async () => {
+        const at = T2;
+        const later = t('2099-01-01T00:00:00.000Z');
+        // Four secrets with different expiries relative to `at`:
+        await store.createClient(newClient('rev', { secret: secret('s1', T0, T1) })); // s1: T1, before `at`
+        await store.rotateSecret('rev', secret('s2', T1), later); // s1 keeps T1
+        await store.rotateSecret('rev', secret('s3', T1), later); // s2: `later`
+        await store.rotateSecret('rev', secret('s4', T2), later); // s3: `later`; s4: null
+
+        expect(await store.revokeClient('rev', at)).toBe(true);
+
+        const found = (await store.findClient('rev'))!;
+        expect(found.revokedAt).toEqual(at);
+        const byHash = new Map(found.secrets.map((s) => [s.hash, s.expiresAt]));
+        expect(byHash.get('s4')).toEqual(at); // was null
+        expect(byHash.get('s3')).toEqual(at); // was `later`
+        expect(byHash.get('s2')).toEqual(at); // was `later`
+        expect(byHash.get('s1')).toEqual(T1); // was before `at`: unchanged
+        expect(found.secrets.map((s) => s.hash)).toEqual(['s4', 's3', 's2', 's1']);
+
+        // Second revoke: false, and the first revocation time stays.
+        expect(await store.revokeClient('rev', T3)).toBe(false);
+        expect((await store.findClient('rev'))!.revokedAt).toEqual(at);
+        expect((await store.findClient('rev'))!.secrets).toEqual(found.secrets);
+      });
+
+      it('returns false for an unknown client', async () => {
+        expect(await store.revokeClient('ghost', T1)).toBe(false);
+        expect(await store.findClient('ghost')).toBeNull();
+      });
+
+      it('only touches the revoked client', async () => {
+        await store.createClient(newClient('x'));
+        await store.createClient(newClient('y'));
+        await store.revokeClient('x', T1);
+        const y = (await store.findClient('y'))!;
+        expect(y.revokedAt).toBeNull();
+        expect(y.secrets[0].expiresAt).toBeNull();
+      });
+    });
+
+    describe('rotateSecret', () => {
+      it('with keepOldUntil: adds the new secret first and caps older ones at min(expiresAt, keepOldUntil)', async () => {
+        const keep1 = t('2099-01-01T00:00:00.111Z');
+        const keep2 = t('2099-06-01T00:00:00.222Z');
+        const keepEarlier = t('2098-01-01T00:00:00.333Z');
+        await store.createClient(newClient('rot', { secret: secret('h1', T0) }));
+
+        expect(await store.rotateSecret('rot', secret('h2', T1), keep1)).toBe(true);
+        let found = (await store.findClient('rot'))!;
+        expect(found.secrets).toEqual([secret('h2', T1, null), secret('h1', T0, keep1)]);
+
+        // A later keepOldUntil never extends an earlier expiry.
+        expect(await store.rotateSecret('rot', secret('h3', T2), keep2)).toBe(true);
+        found = (await store.findClient('rot'))!;
+        expect(found.secrets).toEqual([secret('h3', T2, null), secret('h2', T1, keep2), secret('h1', T0, keep1)]);
+
+        // An earlier keepOldUntil shortens every older secret.
+        expect(await store.rotateSecret('rot', secret('h4', T3), keepEarlier)).toBe(true);
+        found = (await store.findClient('rot'))!;
+        expect(found.secrets).toEqual([
+          secret('h4', T3, null),
+          secret('h3', T2, keepEarlier),
+          secret('h2', T1, keepEarlier),
+          secret('h1', T0, keepEarlier),
+        ]);
+        expect(found.revokedAt).toBeNull();
+      });
+
+      it('with keepOldUntil null: older secrets end at once', async () => {
+        await store.createClient(newClient('now', { secret: secret('old', T0) }));
+        expect(await store.rotateSecret('now', secret('new', T1), null)).toBe(true);
+
+        const found = (await store.findClient('now'))!;
+        expect(found.secrets).toEqual([secret('new', T1, null), secret('old', T0, T1)]);
+      });
+
+      it('with keepOldUntil in the past: older secrets end at once', async () => {
+        await store.createClient(newClient('past', { secret: secret('old', T0) }));
+        const past = new Date(Date.now() - HOUR);
+        expect(await store.rotateSecret('past', secret('new', T1), past)).toBe(true);
+
+        const found = (await store.findClient('past'))!;
+        expect(found.secrets).toEqual([secret('new', T1, null), secret('old', T0, past)]);
+      });
+
+      it('orders a secret created in the same millisecond as the current one first (insertion breaks ties)', async () => {
+        await store.createClient(newClient('tie', { secret: secret('first', T1) }));
+        await store.rotateSecret('tie', secret('second', T1), t('2099-01-01T00:00:00.000Z'));
+        await store.rotateSecret('tie', secret('third', T1), t('2099-01-01T00:00:00.000Z'));
+        const found = (await store.findClient('tie'))!;
+        expect(found.secrets.map((s) => s.hash)).toEqual(['third', 'second', 'first']);
+      });
+
+      it('returns false and changes nothing for a revoked client', async () => {
+        await store.createClient(newClient('gone'));
+        await store.revokeClient('gone', T1);
+        const before = await store.findClient('gone');
+        expect(await store.rotateSecret('gone', secret('new', T2), null)).toBe(false);
+        expect(await store.findClient('gone')).toEqual(before);
+      });
+
+      it('returns false for an unknown client and creates nothing', async () => {
+        expect(await store.rotateSecret('ghost', secret('new', T2), null)).toBe(false);
+        expect(await store.findClient('ghost')).toBeNull();
+        expect(await store.listClients()).toEqual([]);
+      });
+    });
+
+    describe('keys', () => {
+      it('starts empty', async () => {
+        expect(await store.listKeys()).toEqual([]);
+      });
+
+      it('insertFirstKey inserts into an empty store and round-trips every field', async () => {
+        const k1 = key('k1', T0, T1);
+        expect(await store.insertFirstKey(k1)).toEqual([k1]);
+        const listed = await store.listKeys();
+        expect(listed).toEqual([k1]);
+        expect(listed[0].createdAt).toBeInstanceOf(Date);
+        expect(listed[0].activatesAt.getTime()).toBe(T1.getTime());
+      });
+
+      it('insertFirstKey does nothing while an unretired key exists', async () => {
+        const k1 = key('k1', T0);
+        await store.insertFirstKey(k1);
+        expect(await store.insertFirstKey(key('k2', T1))).toEqual([k1]);
+        expect(await store.listKeys()).toEqual([k1]);
+      });
+
+      it('insertFirstKey does nothing after a rotation (the new key is current)', async () => {
+        await store.insertFirstKey(key('k1', T0));
+        await store.rotateKey(key('k2', T1), ['k1']);
+        await store.pruneKeys(t('2099-01-01T00:00:00.000Z')); // removes retired k1 only
+        expect((await store.insertFirstKey(key('k3', T2))).map((k) => k.kid)).toEqual(['k2']);
+      });
+
+      it('insertFirstKey called concurrently ends with exactly one key', async () => {
+        const candidates = [0, 1, 2, 3, 4].map((i) => key(`race-${i}`, T0));
+        const results = await Promise.all(candidates.map((k) => store.insertFirstKey(k)));
+
+        const listed = await store.listKeys();
+        expect(listed).toHaveLength(1);
+        expect(listed[0].retiredAt).toBeNull();
+        expect(candidates).toContainEqual(listed[0]);
+        for (const result of results) {
+          expect(result.filter((k) => k.retiredAt === null)).toHaveLength(1);
+          expect(result).toEqual(listed);
+        }
+      });
+
+      it('rotateKey with the right expectedCurrent retires the current key at the new key’s activatesAt', async () => {
+        const k1 = key('k1', T0);
+        await store.insertFirstKey(k1);
+        const k2 = key('k2', T1, T2);
+        expect(await store.rotateKey(k2, ['k1'])).toBe(true);
+        expect(await store.listKeys()).toEqual([{ ...k1, retiredAt: T2 }, k2]);
+
+        const k3 = key('k3', T3);
+        expect(await store.rotateKey(k3, ['k2'])).toBe(true);
+        expect(await store.listKeys()).toEqual([{ ...k1, retiredAt: T2 }, { ...k2, retiredAt: T3 }, k3]);
+      });
+
+      it('rotateKey on an empty store succeeds with expectedCurrent []', async () => {
+        const k1 = key('k1', T0);
+        expect(await store.rotateKey(k1, [])).toBe(true);
+        expect(await store.listKeys()).toEqual([k1]);
+      });
+
+      it('rotateKey with a wrong expectedCurrent returns false and changes nothing', async () => {
+        await store.insertFirstKey(key('k1', T0));
+        await store.rotateKey(key('k2', T1), ['k1']);
+        const before = await store.listKeys();
+
+        expect(await store.rotateKey(key('k3', T2), ['k1'])).toBe(false); // stale
+        expect(await store.rotateKey(key('k3', T2), [])).toBe(false); // too few
+        expect(await store.rotateKey(key('k3', T2), ['k2', 'k1'])).toBe(false); // too many
+        expect(await store.rotateKey(key('k3', T2), ['nope'])).toBe(false);
+        expect(await store.listKeys()).toEqual(before);
+      });
+
+      it('rotateKey called concurrently with the same expectedCurrent lets exactly one win', async () => {
+        await store.insertFirstKey(key('k1', T0));
+        const results = await Promise.all(
+          [0, 1, 2, 3, 4].map((i) => store.rotateKey(key(`next-${i}`, T1), ['k1'])),
+        );
+        expect(results.filter(Boolean)).toHaveLength(1);
+        const listed = await store.listKeys();
+        expect(listed).toHaveLength(2);
+        expect(listed.filter((k) => k.retiredAt === null)).toHaveLength(1);
+        expect(listed.find((k) => k.kid === 'k1')!.retiredAt).toEqual(T1);
+      });
+
+      it('pruneKeys deletes only keys retired strictly before the given time and returns the count', async () => {
+        const k1 = key('k1', T0);
+        const k2 = key('k2', T1); // retires k1 at T1
+        const k3 = key('k3', T2); // retires k2 at T2
+        await store.insertFirstKey(k1);
+        await store.rotateKey(k2, ['k1']);
+        await store.rotateKey(k3, ['k2']);
+
+        expect(await store.pruneKeys(T0)).toBe(0);
+        expect(await store.pruneKeys(T1)).toBe(0); // retired exactly at T1: not before it
+        expect(await store.pruneKeys(new Date(T1.getTime() + 1))).toBe(1);
+        expect(await store.listKeys()).toEqual([{ ...k2, retiredAt: T2 }, k3]);
+
+        // The current key is never pruned, however late the cut-off.
+        expect(await store.pruneKeys(t('2099-01-01T00:00:00.000Z'))).toBe(1);
+        expect(await store.listKeys()).toEqual([k3]);
+        expect(await store.pruneKeys(t('2099-01-01T00:00:00.000Z'))).toBe(0);
+      });
+    });
+  });
+}

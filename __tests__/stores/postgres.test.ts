@@ -1,0 +1,148 @@
+import { Pool } from 'pg';
+import { createPostgresStore, type PostgresStore } from '../../lib/stores/postgres';
+import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
+import { describeStoreContract } from './contract';
+
+describeIfPostgres('PostgreSQL store', () => {
+  let admin: Pool;
+  /** Every schema this run creates, dropped in afterAll even when a test fails midway. */
+  const schemas: string[] = [];
+  const freshSchema = (): string => {
+    const schema = uniqueSchemaName();
+    schemas.push(schema);
+    return schema;
+  };
+
+  beforeAll(() => {
+    admin = new Pool({ connectionString: postgresUrl(), max: 4 });
+  });
+
+  afterAll(async () => {
+    for (const schema of schemas) await dropSchema(admin, schema);
+    await admin.end();
+  });
+
+  // One new schema per test, through the store's own pool (the usual set-up).
+  describeStoreContract('postgres', async () => {
+    const schema = freshSchema();
+    const store = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 8 });
+    return {
+      store,
+      cleanup: async () => {
+        await store.close();
+        await dropSchema(admin, schema);
+      },
+    };
+  });
+
+  async function appliedVersions(schema: string): Promise<number[]> {
+    const { rows } = await admin.query<{ version: number }>(
+      `SELECT version FROM "${schema}".schema_migrations ORDER BY version`,
+    );
+    return rows.map((r) => r.version);
+  }
+
+  describe('schema and migrations', () => {
+    it('migrates a new schema when several stores open on it at the same moment', async () => {
+      const schema = freshSchema();
+      const stores = await Promise.all(
+        [0, 1, 2, 3, 4].map(() => createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 })),
+      );
+      try {
+        // They share the data.
+        await stores[0].createClient({
+          clientId: 'shared',
+          name: 'Shared',
+          scopes: [],
+          grantTypes: ['client_credentials'],
+          createdAt: new Date(),
+          secret: { hash: 'h', createdAt: new Date(), expiresAt: null },
+        });
+        expect((await stores[4].findClient('shared'))?.name).toBe('Shared');
+      } finally {
+        await Promise.all(stores.map((s) => s.close()));
+      }
+
+      const versions = await appliedVersions(schema);
+      expect(versions.length).toBeGreaterThan(0);
+      expect(new Set(versions).size).toBe(versions.length);
+
+      // Opening again later changes nothing.
+      const again = await createPostgresStore({ connectionString: postgresUrl(), schema });
+      await again.close();
+      expect(await appliedVersions(schema)).toEqual(versions);
+    });
+
+    it('creates its tables in the given schema', async () => {
+      const schema = freshSchema();
+      const store = await createPostgresStore({ pool: admin, schema });
+      await store.close();
+      const { rows } = await admin.query<{ table_name: string }>(
+        'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
+        [schema],
+      );
+      expect(rows.map((r) => r.table_name)).toEqual(['client_secrets', 'clients', 'schema_migrations', 'signing_keys']);
+    });
+
+    it.each(['Upper', 'with-dash', 'x"; DROP TABLE y; --', '1starts_with_digit', '', 'a'.repeat(64)])(
+      'rejects the schema name %j',
+      async (schema) => {
+        await expect(createPostgresStore({ pool: admin, schema })).rejects.toThrow(/Invalid PostgreSQL schema name/);
+      },
+    );
+
+    it('accepts a 63-character schema name', async () => {
+      const schema = uniqueSchemaName().padEnd(63, '_');
+      schemas.push(schema);
+      const store = await createPostgresStore({ pool: admin, schema });
+      await store.close();
+      expect(await appliedVersions(schema)).not.toHaveLength(0);
+    });
+
+    it('rejects, without leaking its pool, when the server cannot be reached', async () => {
+      await expect(
+        createPostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/test', schema: freshSchema() }),
+      ).rejects.toThrow();
+    });
+  });
+
+  describe('pool ownership', () => {
+    it('does not end a pool it was given', async () => {
+      const pool = new Pool({ connectionString: postgresUrl(), max: 2 });
+      try {
+        const store: PostgresStore = await createPostgresStore({ pool, schema: freshSchema() });
+        expect(store.kind).toBe('postgres');
+        await store.close();
+        expect(pool.ended).toBe(false);
+        expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows[0].one).toBe(1);
+      } finally {
+        await pool.end();
+      }
+    });
+
+    it('ends the pool it created; close() may be called twice', async () => {
+      const store = await createPostgresStore({ connectionString: postgresUrl(), schema: freshSchema() });
+      await store.close();
+      await store.close();
+      await expect(store.listKeys()).rejects.toThrow();
+    });
+  });
+
+  it('reports a duplicate client id in the error message', async () => {
+    const store = await createPostgresStore({ pool: admin, schema: freshSchema() });
+    const client = {
+      clientId: 'twice',
+      name: 'Twice',
+      scopes: [],
+      grantTypes: ['client_credentials'],
+      createdAt: new Date(),
+      secret: { hash: 'h', createdAt: new Date(), expiresAt: null },
+    };
+    try {
+      await store.createClient(client);
+      await expect(store.createClient(client)).rejects.toThrow(/"twice" already exists/);
+    } finally {
+      await store.close();
+    }
+  });
+});

@@ -1,0 +1,16 @@
+import { openEmbeddedStore } from './embedded';
+import type { Store } from './types';
+
+/**
+ * Picks the store: a `postgres://` (or `postgresql://`) URL opens PostgreSQL,
+ * anything else the embedded store under `dataDir`.
+ */
+export async function openStore(options: { databaseUrl?: string; dataDir: string }): Promise<Store & { kind: string }> {
+  const url = options.databaseUrl;
+  if (url) {
+    if (!/^postgres(ql)?:\/\//i.test(url)) throw new TypeError('DATABASE_URL must be a postgres:// URL');
+    const { createPostgresStore } = await import('./postgres');
+    return createPostgresStore({ connectionString: url });
+  }
+  return openEmbeddedStore({ dataDir: options.dataDir });
+}

@@ -1,0 +1,350 @@
+/**
+ * PostgreSQL store (node-postgres). All tables live in one schema that is
+ * created and migrated when the store opens. Every query is parameterised;
+ * the schema name is the only identifier put into SQL text, and only after
+ * it has been validated against a strict pattern and double-quoted.
+ */
+import { Pool, type PoolClient } from 'pg';
+import type { ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
+
+export interface PostgresStoreOptions {
+  /** Used to create a pool when `pool` is not given (otherwise the usual PG* environment variables apply). */
+  connectionString?: string;
+  /** An existing pool. The store never ends a pool it did not create. */
+  pool?: Pool;
+  /** Schema holding the tables; created when missing. Default `client_credentials`. */
+  schema?: string;
+  /** Size of the pool the store creates (ignored with `pool`). */
+  max?: number;
+}
+
+export interface PostgresStore extends Store {
+  readonly kind: 'postgres';
+}
+
+const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/**
+ * Advisory-lock keys (bigints, passed as text). Advisory locks are
+ * database-wide, so the values are arbitrary but fixed and distinct:
+ * one serialises migrations, the other key-set changes.
+ */
+const MIGRATION_LOCK = '7310293881530437001';
+const KEY_LOCK = '7310293881530437002';
+
+/** Numbered migrations; `S` is the quoted schema name. Append only, never edit an applied one. */
+const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
+  {
+    version: 1,
+    statements: (S) => [
+      `CREATE TABLE ${S}.clients (
+         client_id   text PRIMARY KEY,
+         name        text NOT NULL,
+         scopes      text[] NOT NULL,
+         grant_types text[] NOT NULL,
+         created_at  timestamptz NOT NULL,
+         revoked_at  timestamptz NULL
+       )`,
+      `CREATE TABLE ${S}.client_secrets (
+         id         bigserial PRIMARY KEY,
+         client_id  text NOT NULL REFERENCES ${S}.clients (client_id) ON DELETE CASCADE,
+         hash       text NOT NULL,
+         created_at timestamptz NOT NULL,
+         expires_at timestamptz NULL
+       )`,
+      `CREATE INDEX client_secrets_client_id_idx ON ${S}.client_secrets (client_id)`,
+      `CREATE TABLE ${S}.signing_keys (
+         kid          text PRIMARY KEY,
+         alg          text NOT NULL,
+         private_jwk  text NOT NULL,
+         public_jwk   text NOT NULL,
+         created_at   timestamptz NOT NULL,
+         activates_at timestamptz NOT NULL,
+         retired_at   timestamptz NULL
+       )`,
+    ],
+  },
+];
+
+/** One row of the clients ⟕ client_secrets join (secret columns null for a client without secrets). */
+interface ClientSecretRow {
+  client_id: string;
+  name: string;
+  scopes: string[];
+  grant_types: string[];
+  created_at: Date;
+  revoked_at: Date | null;
+  hash: string | null;
+  secret_created_at: Date | null;
+  expires_at: Date | null;
+}
+
+interface KeyRow {
+  kid: string;
+  alg: string;
+  private_jwk: string;
+  public_jwk: string;
+  created_at: Date;
+  activates_at: Date;
+  retired_at: Date | null;
+}
+
+/** pg parses timestamptz into Date by default; a caller's pool may have custom parsers, so accept strings too. */
+function toDate(value: Date | string): Date {
+  return value instanceof Date ? value : new Date(value);
+}
+
+function toDateOrNull(value: Date | string | null): Date | null {
+  return value === null ? null : toDate(value);
+}
+
+function isUniqueViolation(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
+}
+
+/** Groups join rows (already ordered by client, then secret newest first) into records. */
+function toClientRecords(rows: ClientSecretRow[]): ClientRecord[] {
+  const records: ClientRecord[] = [];
+  let current: ClientRecord | undefined;
+  for (const row of rows) {
+    if (current === undefined || current.clientId !== row.client_id) {
+      current = {
+        clientId: row.client_id,
+        name: row.name,
+        scopes: [...row.scopes],
+        grantTypes: [...row.grant_types],
+        createdAt: toDate(row.created_at),
+        revokedAt: toDateOrNull(row.revoked_at),
+        secrets: [],
+      };
+      records.push(current);
+    }
+    if (row.hash !== null && row.secret_created_at !== null) {
+      current.secrets.push({
+        hash: row.hash,
+        createdAt: toDate(row.secret_created_at),
+        expiresAt: toDateOrNull(row.expires_at),
+      });
+    }
+  }
+  return records;
+}
+
+function toStoredKey(row: KeyRow): StoredKey {
+  return {
+    kid: row.kid,
+    alg: row.alg,
+    privateJwk: row.private_jwk,
+    publicJwk: row.public_jwk,
+    createdAt: toDate(row.created_at),
+    activatesAt: toDate(row.activates_at),
+    retiredAt: toDateOrNull(row.retired_at),
+  };
+}
+
+/** Runs `fn` in a transaction on one pooled connection; rolls back when it throws. */
+async function inTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    client.release();
+    return result;
+  } catch (err) {
+    try {
+      await client.query('ROLLBACK');
+      client.release();
+    } catch (rollbackErr) {
+      // The connection is in an unknown state: destroy it rather than reuse it.
+      client.release(rollbackErr instanceof Error ? rollbackErr : true);
+    }
+    throw err;
+  }
+}
+
+/** Creates the schema if needed and applies missing migrations, serialised by an advisory lock. */
+async function migrate(pool: Pool, S: string): Promise<void> {
+  await inTransaction(pool, async (client) => {
+    // Held until COMMIT: a second process starting at the same moment waits
+    // here and then sees the schema and the versions this one committed.
+    await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [MIGRATION_LOCK]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${S}`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${S}.schema_migrations (version int PRIMARY KEY)`);
+    const applied = await client.query<{ version: number }>(`SELECT version FROM ${S}.schema_migrations`);
+    const done = new Set(applied.rows.map((r) => Number(r.version)));
+    for (const migration of MIGRATIONS) {
+      if (done.has(migration.version)) continue;
+      for (const sql of migration.statements(S)) await client.query(sql);
+      await client.query(`INSERT INTO ${S}.schema_migrations (version) VALUES ($1)`, [migration.version]);
+    }
+  });
+}
+
+export async function createPostgresStore(options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+  const schema = options.schema ?? 'client_credentials';
+  if (!SCHEMA_PATTERN.test(schema)) {
+    throw new Error(`Invalid PostgreSQL schema name ${JSON.stringify(schema)}: must match ${SCHEMA_PATTERN}`);
+  }
+  const S = `"${schema}"`; // safe: the pattern admits no quotes
+
+  const ownsPool = options.pool === undefined;
+  const pool = options.pool ?? new Pool({ connectionString: options.connectionString, max: options.max });
+  if (ownsPool) {
+    // An idle connection that dies (server restart) emits 'error' on the pool;
+    // without a listener that would crash the process. The pool already drops
+    // the broken connection, and the next query reports any lasting failure.
+    pool.on('error', () => undefined);
+  }
+
+  try {
+    await migrate(pool, S);
+  } catch (err) {
+    if (ownsPool) await pool.end().catch(() => undefined);
+    throw err;
+  }
+
+  // One statement (hence one snapshot) for a client and its secrets.
+  const selectClients = `
+    SELECT c.client_id, c.name, c.scopes, c.grant_types, c.created_at, c.revoked_at,
+           s.hash, s.created_at AS secret_created_at, s.expires_at
+      FROM ${S}.clients c
+      LEFT JOIN ${S}.client_secrets s ON s.client_id = c.client_id`;
+  const secretOrder = 's.created_at DESC NULLS LAST, s.id DESC NULLS LAST';
+  const selectKeys = `
+    SELECT kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at
+      FROM ${S}.signing_keys
+     ORDER BY created_at, activates_at, kid`;
+
+  async function insertSecret(client: PoolClient, clientId: string, secret: StoredSecret): Promise<void> {
+    await client.query(
+      `INSERT INTO ${S}.client_secrets (client_id, hash, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
+      [clientId, secret.hash, secret.createdAt, secret.expiresAt],
+    );
+  }
+
+  async function insertKey(client: PoolClient, key: StoredKey): Promise<void> {
+    await client.query(
+      `INSERT INTO ${S}.signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+      [key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt, key.activatesAt, key.retiredAt],
+    );
+  }
+
+  let closed = false;
+
+  return {
+    kind: 'postgres',
+
+    async findClient(clientId) {
+      const { rows } = await pool.query<ClientSecretRow>(
+        `${selectClients} WHERE c.client_id = $1 ORDER BY ${secretOrder}`,
+        [clientId],
+      );
+      return toClientRecords(rows)[0] ?? null;
+    },
+
+    async createClient(client: NewClient) {
+      await inTransaction(pool, async (tx) => {
+        try {
+          await tx.query(
+            `INSERT INTO ${S}.clients (client_id, name, scopes, grant_types, created_at, revoked_at)
+             VALUES ($1, $2, $3, $4, $5, NULL)`,
+            [client.clientId, client.name, client.scopes, client.grantTypes, client.createdAt],
+          );
+        } catch (err) {
+          if (isUniqueViolation(err)) {
+            throw new Error(`Client id ${JSON.stringify(client.clientId)} already exists`, { cause: err });
+          }
+          throw err;
+        }
+        await insertSecret(tx, client.clientId, client.secret);
+      });
+    },
+
+    async listClients() {
+      const { rows } = await pool.query<ClientSecretRow>(
+        `${selectClients} ORDER BY c.created_at, c.client_id, ${secretOrder}`,
+      );
+      return toClientRecords(rows);
+    },
+
+    async revokeClient(clientId, at) {
+      return inTransaction(pool, async (tx) => {
+        const revoked = await tx.query(
+          `UPDATE ${S}.clients SET revoked_at = $2 WHERE client_id = $1 AND revoked_at IS NULL`,
+          [clientId, at],
+        );
+        if (revoked.rowCount !== 1) return false;
+        await tx.query(
+          `UPDATE ${S}.client_secrets SET expires_at = $2
+            WHERE client_id = $1 AND (expires_at IS NULL OR expires_at > $2)`,
+          [clientId, at],
+        );
+        return true;
+      });
+    },
+
+    async rotateSecret(clientId, secret, keepOldUntil) {
+      // "End at once" uses the application's clock, the one tokens are checked against.
+      const cap = keepOldUntil ?? secret.createdAt;
+      return inTransaction(pool, async (tx) => {
+        // The row lock serialises this with a concurrent revoke or rotation.
+        const live = await tx.query(
+          `SELECT 1 FROM ${S}.clients WHERE client_id = $1 AND revoked_at IS NULL FOR UPDATE`,
+          [clientId],
+        );
+        if (live.rowCount !== 1) return false;
+        // LEAST ignores NULL, so a never-expiring secret gets `cap`; earlier expiries stay.
+        await tx.query(
+          `UPDATE ${S}.client_secrets SET expires_at = LEAST(expires_at, $2::timestamptz) WHERE client_id = $1`,
+          [clientId, cap],
+        );
+        await insertSecret(tx, clientId, secret);
+        return true;
+      });
+    },
+
+    async listKeys() {
+      const { rows } = await pool.query<KeyRow>(selectKeys);
+      return rows.map(toStoredKey);
+    },
+
+    async insertFirstKey(key) {
+      return inTransaction(pool, async (tx) => {
+        await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [KEY_LOCK]);
+        const current = await tx.query(`SELECT 1 FROM ${S}.signing_keys WHERE retired_at IS NULL LIMIT 1`);
+        if (current.rowCount === 0) await insertKey(tx, key);
+        const { rows } = await tx.query<KeyRow>(selectKeys);
+        return rows.map(toStoredKey);
+      });
+    },
+
+    async rotateKey(key, expectedCurrent) {
+      return inTransaction(pool, async (tx) => {
+        await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [KEY_LOCK]);
+        const { rows } = await tx.query<{ kid: string }>(
+          `SELECT kid FROM ${S}.signing_keys WHERE retired_at IS NULL`,
+        );
+        const actual = new Set(rows.map((r) => r.kid));
+        const expected = new Set(expectedCurrent);
+        const same = actual.size === expected.size && [...expected].every((kid) => actual.has(kid));
+        if (!same) return false;
+        await tx.query(`UPDATE ${S}.signing_keys SET retired_at = $1 WHERE retired_at IS NULL`, [key.activatesAt]);
+        await insertKey(tx, key);
+        return true;
+      });
+    },
+
+    async pruneKeys(retiredBefore) {
+      const result = await pool.query(`DELETE FROM ${S}.signing_keys WHERE retired_at < $1`, [retiredBefore]);
+      return result.rowCount ?? 0;
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (ownsPool) await pool.end();
+    },
+  };
+}
