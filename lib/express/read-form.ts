@@ -42,7 +42,8 @@ export function readForm(req: IncomingMessage & { body?: unknown; _body?: boolea
   if (encoding && encoding.toLowerCase() !== 'identity') {
     return Promise.reject(new InvalidRequestError('a compressed request body is not accepted', { status: 415 }));
   }
-  if (req._body) {
+  // an application body parser ran first (body-parser 1 sets _body; 2 leaves the stream ended)
+  if (req._body || req.readableEnded) {
     try {
       return Promise.resolve(entriesOfParsed(req.body));
     } catch (err) {
