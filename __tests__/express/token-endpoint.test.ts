@@ -146,7 +146,7 @@ describe('POST /oauth/token: client authentication', () => {
   it('answers 401 invalid_client with a Basic challenge for a wrong secret, an unknown client, a revoked client, and none at all', async () => {
     const revoked = await t.issuer.clients.create({ name: 'gone', scopes: 'orders:read' });
     await t.issuer.clients.revoke(revoked.clientId);
-    const cases = [
+    const cases: Record<string, string>[] = [
       bodyCredentials({ client_secret: 'wrong' }),
       { ...bodyCredentials(), client_id: 'nobody' },
       { grant_type: 'client_credentials', client_id: revoked.clientId, client_secret: revoked.clientSecret },

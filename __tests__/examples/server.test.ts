@@ -1,0 +1,118 @@
+import { rmSync } from 'node:fs';
+import request from 'supertest';
+import { startServer, type RunningServer } from '../../examples/server';
+import { tempDir } from '../helpers/app';
+
+const env = (dataDir: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
+  PORT: '0',
+  HOST: '127.0.0.1',
+  ISSUER: 'http://localhost:3000',
+  DATA_DIR: dataDir,
+  LOG_LEVEL: 'silent',
+  ...extra,
+});
+
+function demoCredentials(lines: string[]): { id: string; secret: string } {
+  const id = lines.find((l) => l.includes('client_id:'))!.split(/\s+/).pop()!;
+  const secret = lines.find((l) => l.includes('client_secret:'))!.split(/\s+/).pop()!;
+  return { id, secret };
+}
+
+describe('examples/server.ts', () => {
+  const dataDir = tempDir();
+  let running: RunningServer;
+  const printed: string[] = [];
+  let demo: { id: string; secret: string };
+  let token: string;
+
+  beforeAll(async () => {
+    running = await startServer(env(dataDir), (l) => printed.push(l));
+    demo = demoCredentials(printed);
+  });
+  afterAll(async () => {
+    await running?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('prints a demo client and a ready curl line on first start', () => {
+    expect(demo.id).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(demo.secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(printed.join('\n')).toContain(`curl -s -u '${demo.id}:${demo.secret}' -d grant_type=client_credentials http://localhost:3000/oauth/token`);
+  });
+
+  it('serves /health without a token', async () => {
+    const res = await request(running.url).get('/health');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ status: 'ok' });
+  });
+
+  it('walks through the README: token, whoami, orders', async () => {
+    const tokenRes = await request(running.url).post('/oauth/token').auth(demo.id, demo.secret).type('form').send({ grant_type: 'client_credentials' });
+    expect(tokenRes.status).toBe(200);
+    token = tokenRes.body.access_token;
+
+    const who = await request(running.url).get('/api/whoami').set('Authorization', `Bearer ${token}`);
+    expect(who.body).toEqual({ client_id: demo.id, scope: 'orders:read orders:write' });
+
+    const created = await request(running.url).post('/api/orders').set('Authorization', `Bearer ${token}`).send({ item: 'apples', quantity: 3 });
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual({ id: 1, item: 'apples', quantity: 3, created_by: demo.id });
+
+    const list = await request(running.url).get('/api/orders').set('Authorization', `Bearer ${token}`);
+    expect(list.body).toEqual({ orders: [created.body] });
+  });
+
+  it('needs a token on /api and the right scope per route', async () => {
+    const none = await request(running.url).get('/api/orders');
+    expect(none.status).toBe(401);
+    expect(none.headers['www-authenticate']).toBe('Bearer realm="api"');
+
+    const readOnly = (await request(running.url).post('/oauth/token').auth(demo.id, demo.secret).type('form')
+      .send({ grant_type: 'client_credentials', scope: 'orders:read' })).body.access_token;
+    expect((await request(running.url).get('/api/orders').set('Authorization', `Bearer ${readOnly}`)).status).toBe(200);
+    const write = await request(running.url).post('/api/orders').set('Authorization', `Bearer ${readOnly}`).send({ item: 'x', quantity: 1 });
+    expect(write.status).toBe(403);
+    expect(write.headers['www-authenticate']).toContain('error="insufficient_scope"');
+    expect(write.headers['www-authenticate']).toContain('scope="orders:write"');
+  });
+
+  it('answers a bad order with 400 JSON, not a stack trace', async () => {
+    const bad = await request(running.url).post('/api/orders').set('Authorization', `Bearer ${token}`).set('Content-Type', 'application/json').send('{"item":');
+    expect(bad.status).toBe(400);
+    expect(bad.text).not.toMatch(/at .*\.(js|ts):\d+/);
+    const invalid = await request(running.url).post('/api/orders').set('Authorization', `Bearer ${token}`).send({ item: '', quantity: 0 });
+    expect(invalid.status).toBe(400);
+  });
+
+  it('advertises its scopes in the metadata', async () => {
+    const meta = await request(running.url).get('/.well-known/oauth-authorization-server');
+    expect(meta.body.scopes_supported).toEqual(['orders:read', 'orders:write']);
+    expect(meta.body.token_endpoint).toBe('http://localhost:3000/oauth/token');
+  });
+
+  it('loses nothing on restart: no new demo client, old token and old client still work', async () => {
+    await running.close();
+    const again: string[] = [];
+    running = await startServer(env(dataDir), (l) => again.push(l));
+    expect(again.join('\n')).not.toContain('client_secret');
+    const who = await request(running.url).get('/api/whoami').set('Authorization', `Bearer ${token}`);
+    expect(who.status).toBe(200);
+    const fresh = await request(running.url).post('/oauth/token').auth(demo.id, demo.secret).type('form').send({ grant_type: 'client_credentials' });
+    expect(fresh.status).toBe(200);
+  });
+
+  it('honours ACCESS_TOKEN_TTL and refuses a malformed one at start-up', async () => {
+    const dir = tempDir();
+    const lines: string[] = [];
+    const short = await startServer(env(dir, { ACCESS_TOKEN_TTL: '60' }), (l) => lines.push(l));
+    try {
+      const d = demoCredentials(lines);
+      const res = await request(short.url).post('/oauth/token').auth(d.id, d.secret).type('form').send({ grant_type: 'client_credentials' });
+      expect(res.body.expires_in).toBe(60);
+    } finally {
+      await short.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+    await expect(startServer(env(tempDir(), { ACCESS_TOKEN_TTL: 'soon' }), () => undefined)).rejects.toThrow(/ACCESS_TOKEN_TTL/);
+  });
+});

@@ -1,0 +1,147 @@
+/**
+ * An "existing Express API" (a small orders API) protected by
+ * express-client-credentials: the issuer's router serves POST /oauth/token
+ * and the well-known documents, requireBearer() guards /api.
+ *
+ *   npm start                      # http://localhost:3000
+ *   PORT=8080 DATA_DIR=/var/lib/orders npm start
+ *
+ * Environment: PORT (3000), HOST (all interfaces), ISSUER (http://localhost:PORT),
+ * AUDIENCE (ISSUER + /api), DATA_DIR (./data), DATABASE_URL (PostgreSQL instead
+ * of the embedded store), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256), LOG_LEVEL (info).
+ */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import express from 'express';
+import pino from 'pino';
+import { createIssuer, openStore, type Issuer } from '../lib';
+
+interface Order {
+  id: number;
+  item: string;
+  quantity: number;
+  created_by: string;
+}
+
+export interface RunningServer {
+  server: Server;
+  issuer: Issuer;
+  url: string;
+  close(): Promise<void>;
+}
+
+function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new TypeError(`${name} must be a whole number, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+export function createApp(issuer: Issuer): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  const orders: Order[] = [];
+
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+
+  // token endpoint, JWKS and metadata
+  app.use(issuer.router());
+
+  // everything under /api needs a valid access token...
+  app.use('/api', issuer.requireBearer());
+
+  app.get('/api/whoami', (req, res) => {
+    res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') });
+  });
+
+  // ...and each route its own scope
+  app.get('/api/orders', issuer.requireBearer({ scope: 'orders:read' }), (_req, res) => {
+    res.json({ orders });
+  });
+
+  app.post('/api/orders', issuer.requireBearer({ scope: 'orders:write' }), express.json({ limit: '16kb' }), (req, res) => {
+    const { item, quantity } = (req.body ?? {}) as { item?: unknown; quantity?: unknown };
+    if (typeof item !== 'string' || item === '' || !Number.isInteger(quantity) || (quantity as number) < 1) {
+      res.status(400).json({ error: 'invalid_order', error_description: 'send {"item": string, "quantity": positive integer}' });
+      return;
+    }
+    const order: Order = { id: orders.length + 1, item, quantity: quantity as number, created_by: req.auth!.clientId };
+    orders.push(order);
+    res.status(201).json(order);
+  });
+
+  app.use((_req, res) => {
+    res.status(404).json({ error: 'not_found' });
+  });
+  // last resort for the app's own routes (e.g. a malformed JSON order): never a stack trace
+  app.use((err: { status?: number; statusCode?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    const status = err.status ?? err.statusCode ?? 500;
+    res.status(status >= 400 && status < 600 ? status : 500).json({ error: status < 500 ? 'bad_request' : 'server_error' });
+  });
+  return app;
+}
+
+export async function startServer(env: NodeJS.ProcessEnv = process.env, print: (line: string) => void = console.log): Promise<RunningServer> {
+  const port = intFromEnv(env, 'PORT', 3000);
+  const host = env.HOST || undefined;
+  const publicUrl = (env.ISSUER || `http://localhost:${port}`).replace(/\/+$/, '');
+  const logger = pino({ name: 'orders-api', level: env.LOG_LEVEL || 'info' });
+  const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, dataDir: env.DATA_DIR || './data' });
+  const issuer = createIssuer({
+    issuer: publicUrl,
+    audience: env.AUDIENCE || `${publicUrl}/api`,
+    store,
+    algorithm: (env.SIGNING_ALG as 'ES256' | 'RS256' | undefined) || undefined,
+    accessTokenTtl: intFromEnv(env, 'ACCESS_TOKEN_TTL', 3600),
+    scopesSupported: ['orders:read', 'orders:write'],
+    logger,
+  });
+  await issuer.ready();
+
+  if ((await issuer.clients.list()).length === 0) {
+    const demo = await issuer.clients.create({ name: 'demo', scopes: 'orders:read orders:write' });
+    print('');
+    print('Created a demo client (the secret is shown only now):');
+    print(`  client_id:     ${demo.clientId}`);
+    print(`  client_secret: ${demo.clientSecret}`);
+    print('Get a token:');
+    print(`  curl -s -u '${demo.clientId}:${demo.clientSecret}' -d grant_type=client_credentials ${publicUrl}/oauth/token`);
+    print('');
+  }
+
+  const server = await new Promise<Server>((resolve, reject) => {
+    const app = createApp(issuer);
+    const s = host ? app.listen(port, host, () => resolve(s)) : app.listen(port, () => resolve(s));
+    s.once('error', reject);
+  });
+  const address = server.address() as AddressInfo;
+  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> =>
+    (closing ??= new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+    }).then(() => issuer.close()));
+  return { server, issuer, url, close };
+}
+
+if (require.main === module) {
+  startServer().then(
+    (running) => {
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+        process.once(signal, () => {
+          running.close().then(() => process.exit(0));
+        });
+      }
+    },
+    (err: Error) => {
+      console.error(`error: ${err.message}`);
+      process.exit(1);
+    },
+  );
+}

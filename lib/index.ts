@@ -1,0 +1,27 @@
+export { createIssuer } from './create-issuer';
+export type { Issuer, KeyInfo } from './create-issuer';
+export { requireBearer } from './require-bearer';
+export type { IssuerOptions, BearerOptions } from './config';
+export type { AccessTokenAuth } from './core/verifier';
+export type { AccessTokenClaims } from './core/issuer';
+export type { ClientInfo, IssuedCredentials, CreateClientInput, ClientService } from './core/clients';
+export type { SigningAlgorithm, PublicJwk } from './core/keys';
+export { openEmbeddedStore } from './stores/embedded';
+export type { EmbeddedStore } from './stores/embedded';
+export { openStore } from './stores/open';
+export type { ClientStore, KeyStore, Store, ClientRecord, NewClient, StoredKey, StoredSecret } from './stores/types';
+export type { Logger } from './logger';
+export {
+  OAuthError,
+  InvalidRequestError,
+  InvalidClientError,
+  UnauthorizedClientError,
+  UnsupportedGrantTypeError,
+  InvalidScopeError,
+  InvalidTokenError,
+  InsufficientScopeError,
+  MissingTokenError,
+  ServerError,
+  TemporarilyUnavailableError,
+  TooManyRequestsError,
+} from './errors';
