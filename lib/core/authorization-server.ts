@@ -30,7 +30,14 @@ export class AuthorizationServer {
     this.clients = new ClientService(() => this.ready().then(() => this.store!), logger, now);
     this.keys = new KeyRing(
       { listKeys: () => this.store!.listKeys(), insertFirstKey: (k) => this.store!.insertFirstKey(k), rotateKey: (k, e) => this.store!.rotateKey(k, e), pruneKeys: (b) => this.store!.pruneKeys(b) },
-      { algorithm: config.algorithm, maxTokenTtl: config.accessTokenTtl + config.clockTolerance, reloadCooldownMs: 5_000, now },
+      {
+        algorithm: config.algorithm,
+        maxTokenTtl: config.accessTokenTtl + config.clockTolerance,
+        reloadCooldownMs: 5_000,
+        refreshMs: 30_000,
+        rotationLeadTimeMs: config.keyRotationLeadTime * 1000,
+        now,
+      },
     );
     this.verifier = new AccessTokenVerifier({
       issuer: config.issuer,

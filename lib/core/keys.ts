@@ -80,6 +80,10 @@ export interface KeyRingOptions {
   maxTokenTtl: number;
   /** Shortest interval between two reloads caused by an unknown kid, in ms. */
   reloadCooldownMs: number;
+  /** Keys are reloaded in the background when older than this (another instance or the CLI may have rotated), in ms. */
+  refreshMs: number;
+  /** Lead time of the rotation made at start-up when the configured algorithm changed, in ms. */
+  rotationLeadTimeMs: number;
   now: () => number;
 }
 
@@ -107,7 +111,8 @@ export class KeyRing implements KeyResolver {
       stored = await this.store.insertFirstKey(generateStoredKey(this.options.algorithm, now));
     }
     this.replace(stored);
-    if (this.current().alg !== this.options.algorithm) await this.rotate(0);
+    const pending = [...this.keys.values()].some((k) => k.retiredAt === null && k.alg === this.options.algorithm);
+    if (!pending) await this.rotate(this.options.rotationLeadTimeMs);
   }
 
   private replace(stored: StoredKey[]): void {
@@ -132,9 +137,20 @@ export class KeyRing implements KeyResolver {
     return this.reloading;
   }
 
+  /** Starts a background reload when the keys are older than `refreshMs`; never waits for it. */
+  private refreshIfStale(now: number): void {
+    if (now - this.lastReload >= this.options.refreshMs && !this.reloading) {
+      this.reload().catch(() => {
+        // the store is unreachable: keep signing with the keys we have and try again later
+        this.lastReload = this.options.now();
+      });
+    }
+  }
+
   /** The key that signs now: active, not retired, the most recently activated. */
   current(): LoadedKey {
     const now = this.options.now();
+    this.refreshIfStale(now);
     let best: LoadedKey | undefined;
     for (const k of this.keys.values()) {
       if (!k.privateKey || k.activatesAt > now || (k.retiredAt !== null && k.retiredAt <= now)) continue;
@@ -146,6 +162,7 @@ export class KeyRing implements KeyResolver {
 
   /** Every published key: pending, current and retired-but-not-yet-expired. */
   jwks(): { keys: PublicJwk[] } {
+    this.refreshIfStale(this.options.now());
     return this.jwksDocument;
   }
 

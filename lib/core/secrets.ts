@@ -16,8 +16,12 @@ const SECRET_BYTES = 32;
 const SALT_BYTES = 16;
 const SCHEME = 'hmac-sha256';
 
+/** 128 random bits, base64url; never starting with "-", so an id is never mistaken for a command-line flag. */
 export function generateClientId(): string {
-  return randomBytes(16).toString('base64url');
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (id[0] !== '-') return id;
+  }
 }
 
 export function generateSecret(): string {

@@ -1,0 +1,707 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { main } from '../../lib/cli/main';
+import { authenticateClient } from '../../lib/core/client-auth';
+import { generateStoredKey } from '../../lib/core/keys';
+import { hashSecret, verifySecret } from '../../lib/core/secrets';
+import { openEmbeddedStore, type EmbeddedStore } from '../../lib/stores/embedded';
+import { describeIfPostgres, postgresUrl } from '../helpers/postgres';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+let tmp: string;
+let dataDir: string;
+
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-cli-'));
+  dataDir = path.join(tmp, 'data');
+});
+
+afterEach(() => {
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, {
+    stdout: (s) => {
+      stdout += s;
+    },
+    stderr: (s) => {
+      stderr += s;
+    },
+    env: { DATA_DIR: dataDir, ...env },
+  });
+  return { code, stdout, stderr };
+}
+
+/** Opens the same embedded store the CLI wrote to, runs `fn`, closes it. */
+async function withStore<T>(fn: (store: EmbeddedStore) => Promise<T>): Promise<T> {
+  const store = await openEmbeddedStore({ dataDir });
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+async function createJson(name = 'svc', scope?: string): Promise<{ client_id: string; client_secret: string; name: string; scope: string }> {
+  const r = await cli(['create', '--name', name, ...(scope === undefined ? [] : ['--scope', scope]), '--json']);
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+/** Whether `secret` authenticates `clientId` at `at`, by the rules the token endpoint uses. */
+async function authenticates(clientId: string, secret: string, at = new Date()): Promise<boolean> {
+  return withStore((store) =>
+    authenticateClient((id) => store.findClient(id), { clientId, clientSecret: secret, method: 'client_secret_basic' }, at).then(
+      () => true,
+      () => false,
+    ),
+  );
+}
+
+/** A usage error: exit 2, nothing on stdout, one line naming the problem and pointing at the help. */
+function expectUsageError(r: Run, problem: string | RegExp, command: string): void {
+  expect(r.code).toBe(2);
+  expect(r.stdout).toBe('');
+  const lines = r.stderr.trimEnd().split('\n');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(/^error: /);
+  if (typeof problem === 'string') expect(lines[0]).toContain(problem);
+  else expect(lines[0]).toMatch(problem);
+  expect(lines[0]).toContain(`client-credentials ${command} --help`);
+}
+
+/** Stores a client whose id starts with "-", as generated ids may (base64url), and returns its secret. */
+async function dashClient(clientId: string): Promise<string> {
+  const secret = 'dash-secret';
+  const now = new Date();
+  await withStore((s) =>
+    s.createClient({ clientId, name: 'dash', scopes: [], grantTypes: ['client_credentials'], createdAt: now, secret: { hash: hashSecret(secret), createdAt: now, expiresAt: null } }),
+  );
+  return secret;
+}
+
+describe('top level', () => {
+  test('no command prints the usage on stderr and exits 2', async () => {
+    const r = await cli([]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('Usage: client-credentials <command>');
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test.each([['--help'], ['-h'], ['help']])('%s prints the usage on stdout and exits 0', async (flag) => {
+    const r = await cli([flag]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toContain('Usage: client-credentials <command>');
+    for (const command of ['create', 'list', 'revoke', 'rotate-secret', 'keys list', 'keys rotate', 'keys prune']) {
+      expect(r.stdout).toContain(command);
+    }
+  });
+
+  test('an unknown command names it, prints the usage on stderr and exits 2', async () => {
+    const r = await cli(['frobnicate', '--json']);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^error: unknown command 'frobnicate'\n/);
+    expect(r.stderr).toContain('Usage: client-credentials <command>');
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test('an option before any command is a usage error', async () => {
+    const r = await cli(['--json']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error: expected a command before '--json'\n/);
+  });
+
+  test('help for an unknown topic exits 2', async () => {
+    const r = await cli(['help', 'nope']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error: no help for 'nope'/);
+  });
+
+  test('keys without a subcommand prints the keys usage on stderr and exits 2; an unknown one is named', async () => {
+    const none = await cli(['keys']);
+    expect(none.code).toBe(2);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toContain('Usage: client-credentials keys <list|rotate|prune>');
+    const unknown = await cli(['keys', 'burn']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^error: unknown command 'keys burn'\n/);
+  });
+});
+
+describe('--help on every command', () => {
+  test.each([
+    [['create', '--help'], 'create --name NAME'],
+    [['create', '-h', '--bogus'], 'create --name NAME'],
+    [['list', '--help'], 'list [--json]'],
+    [['revoke', '-h'], 'revoke CLIENT_ID'],
+    [['rotate-secret', '--help'], 'rotate-secret CLIENT_ID [--keep-old DURATION]'],
+    [['keys', '--help'], 'keys <list|rotate|prune>'],
+    [['keys', 'list', '--help'], 'keys list [--json]'],
+    [['keys', 'rotate', '-h'], 'keys rotate [--lead-time DURATION]'],
+    [['keys', 'prune', '--help'], 'keys prune'],
+    [['help', 'create'], 'create --name NAME'],
+    [['help', 'keys', 'rotate'], 'keys rotate [--lead-time DURATION]'],
+  ])('%j', async (args, usage) => {
+    const r = await cli(args);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toContain(`Usage: client-credentials ${usage}`);
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+});
+
+describe('create', () => {
+  test('prints the id and the secret once, warns, and stores only a hash', async () => {
+    const r = await cli(['create', '--name', 'billing service', '--scope', 'orders:read orders:write']);
+    expect(r.code).toBe(0);
+    const clientId = /client_id:\s+(\S+)/.exec(r.stdout)?.[1];
+    const secret = /client_secret:\s+(\S+)/.exec(r.stdout)?.[1];
+    expect(clientId).toBeDefined();
+    expect(secret).toBeDefined();
+    expect(r.stdout.split(secret!)).toHaveLength(2); // shown exactly once
+    expect(r.stdout).toContain('billing service');
+    expect(r.stdout).toContain('orders:read orders:write');
+    expect(r.stderr).toMatch(/^warning: the client secret is shown only now/);
+    expect(r.stderr).not.toContain(secret!);
+
+    const stored = await withStore((s) => s.findClient(clientId!));
+    expect(stored).toMatchObject({ name: 'billing service', scopes: ['orders:read', 'orders:write'], revokedAt: null });
+    expect(stored!.secrets).toHaveLength(1);
+    const { hash } = stored!.secrets[0];
+    expect(hash).not.toBe(secret);
+    expect(hash).not.toContain(secret!);
+    expect(hash.startsWith('hmac-sha256$')).toBe(true);
+    expect(verifySecret(secret!, hash)).toBe(true);
+    expect(await authenticates(clientId!, secret!)).toBe(true);
+  });
+
+  test('--json prints exactly one JSON object and nothing else on stdout', async () => {
+    const r = await cli(['create', '--name', 'svc', '--scope', 'a b', '--json']);
+    expect(r.code).toBe(0);
+    expect(r.stdout.endsWith('\n')).toBe(true);
+    expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
+    const body = JSON.parse(r.stdout);
+    expect(Object.keys(body)).toEqual(['client_id', 'client_secret', 'name', 'scope']);
+    expect(body).toMatchObject({ name: 'svc', scope: 'a b' });
+    expect(r.stderr).toMatch(/^warning: /);
+    const stored = await withStore((s) => s.findClient(body.client_id));
+    expect(verifySecret(body.client_secret, stored!.secrets[0].hash)).toBe(true);
+  });
+
+  test('without --scope the client has no scope; --scope may be repeated', async () => {
+    expect((await createJson('none')).scope).toBe('');
+    const r = await cli(['create', '--name', 'two', '--scope', 'a b', '--scope', 'c', '--json']);
+    expect(JSON.parse(r.stdout).scope).toBe('a b c');
+  });
+
+  test('missing --name is a usage error and touches no store', async () => {
+    expectUsageError(await cli(['create', '--scope', 'a']), 'missing required option --name', 'create');
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test.each([
+    [['create', '--name'], "option '--name' needs a value"],
+    [['create', '--name', '--json'], "option '--name' needs a value; to give one that starts with '-', write --name=VALUE"],
+    [['create', '--nam', 'x'], "unknown option '--nam'"],
+    [['create', '--name', 'x', '--json=yes'], "option '--json' does not take a value"],
+    [['create', '--name', 'x', 'extra'], "unexpected argument 'extra'"],
+  ])('bad flags %j', async (args, problem) => {
+    expectUsageError(await cli(args), problem, 'create');
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test.each([['a  b'], [' a'], ['a"b'], ['caf\u00e9']])('a malformed scope %j exits 2 and creates nothing', async (scope) => {
+    const r = await cli(['create', '--name', 'x', '--scope', scope]);
+    expectUsageError(r, '--scope', 'create');
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test.each([['   '], ['a\u0001b'], ['x'.repeat(201)]])('a bad name %j is rejected by the core: exit 2, the message', async (name) => {
+    const r = await cli(['create', '--name', name]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe('error: a client needs a name of 1 to 200 printable characters\n');
+    expect(await withStore((s) => s.listClients())).toEqual([]);
+  });
+});
+
+describe('list', () => {
+  test('with no clients', async () => {
+    const r = await cli(['list']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('No clients');
+    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toEqual([]);
+  });
+
+  test('a table of clients with their status, never a secret or a hash', async () => {
+    const a = await createJson('alpha', 'read');
+    const b = await createJson('beta');
+    expect((await cli(['revoke', b.client_id])).code).toBe(0);
+    const r = await cli(['list']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^CLIENT_ID\s+NAME\s+SCOPE\s+STATUS\s+CREATED$/);
+    expect(lines[1]).toMatch(new RegExp(`^${a.client_id}\\s+alpha\\s+read\\s+active\\s+\\d{4}-\\d\\d-\\d\\dT`));
+    expect(lines[2]).toMatch(new RegExp(`^${b.client_id}\\s+beta\\s+-\\s+revoked\\s+`));
+    for (const text of [a.client_secret, b.client_secret, 'hmac-sha256$']) expect(r.stdout).not.toContain(text);
+  });
+
+  test('--json: an array of clients, never a secret or a hash', async () => {
+    const a = await createJson('alpha', 'read write');
+    const b = await createJson('beta');
+    await cli(['revoke', b.client_id]);
+    const r = await cli(['list', '--json']);
+    expect(r.code).toBe(0);
+    const list = JSON.parse(r.stdout);
+    expect(list).toHaveLength(2);
+    for (const c of list) {
+      expect(Object.keys(c).sort()).toEqual(['active_secrets', 'client_id', 'created_at', 'name', 'revoked_at', 'scope', 'status']);
+    }
+    expect(list[0]).toMatchObject({ client_id: a.client_id, name: 'alpha', scope: 'read write', status: 'active', revoked_at: null, active_secrets: 1 });
+    expect(new Date(list[0].created_at).getTime()).toBeGreaterThan(Date.now() - 60_000);
+    expect(list[1]).toMatchObject({ client_id: b.client_id, status: 'revoked', active_secrets: 0 });
+    expect(typeof list[1].revoked_at).toBe('string');
+    for (const text of [a.client_secret, b.client_secret, 'hmac-sha256$']) expect(r.stdout).not.toContain(text);
+  });
+
+  test('bad flags', async () => {
+    expectUsageError(await cli(['list', '--all']), "unknown option '--all'", 'list');
+    expectUsageError(await cli(['list', 'extra']), "unexpected argument 'extra'", 'list');
+  });
+});
+
+describe('revoke', () => {
+  test('revokes the client: its secret stops working', async () => {
+    const c = await createJson();
+    const r = await cli(['revoke', c.client_id]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`Client ${c.client_id} revoked`);
+    expect(r.stdout).not.toContain(c.client_secret);
+    const stored = await withStore((s) => s.findClient(c.client_id));
+    expect(stored!.revokedAt).toBeInstanceOf(Date);
+    expect(await authenticates(c.client_id, c.client_secret)).toBe(false);
+  });
+
+  test('--json prints {client_id, status, revoked_at}', async () => {
+    const c = await createJson();
+    const r = await cli(['revoke', c.client_id, '--json']);
+    expect(r.code).toBe(0);
+    const body = JSON.parse(r.stdout);
+    expect(Object.keys(body)).toEqual(['client_id', 'status', 'revoked_at']);
+    expect(body).toMatchObject({ client_id: c.client_id, status: 'revoked' });
+    const stored = await withStore((s) => s.findClient(c.client_id));
+    expect(body.revoked_at).toBe(stored!.revokedAt!.toISOString());
+  });
+
+  test('an already revoked client: exit 1 with a clear message', async () => {
+    const c = await createJson();
+    await cli(['revoke', c.client_id]);
+    const r = await cli(['revoke', c.client_id]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(new RegExp(`^error: client '${c.client_id}' is revoked already \\(since .+\\)\\n$`));
+  });
+
+  test('an unknown client: exit 1 with a clear message', async () => {
+    const r = await cli(['revoke', 'no-such-client']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe("error: no client with id 'no-such-client'\n");
+  });
+
+  test.each([['-AbCdEfGhIjKlMnOpQrStU'], ['--bCdEfGhIjKlMnOpQrStU']])('a client id starting with "-" (%s) is an id, not an option', async (clientId) => {
+    await dashClient(clientId);
+    const r = await cli(['revoke', clientId]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect((await withStore((s) => s.findClient(clientId)))!.revokedAt).toBeInstanceOf(Date);
+  });
+
+  test('a missing or extra id is a usage error', async () => {
+    expectUsageError(await cli(['revoke']), 'missing CLIENT_ID', 'revoke');
+    expectUsageError(await cli(['revoke', 'a', 'b']), "unexpected argument 'b'", 'revoke');
+    expectUsageError(await cli(['revoke', 'a', '--force']), "unknown option '--force'", 'revoke');
+  });
+});
+
+describe('rotate-secret', () => {
+  test('a new secret, shown once; the old one ends at once by default', async () => {
+    const c = await createJson();
+    const r = await cli(['rotate-secret', c.client_id]);
+    expect(r.code).toBe(0);
+    const secret = /client_secret:\s+(\S+)/.exec(r.stdout)?.[1];
+    expect(secret).toBeDefined();
+    expect(secret).not.toBe(c.client_secret);
+    expect(r.stdout).not.toContain(c.client_secret);
+    expect(r.stdout).toContain('The previous secret no longer works.');
+    expect(r.stderr).toMatch(/^warning: the client secret is shown only now/);
+
+    const stored = await withStore((s) => s.findClient(c.client_id));
+    expect(stored!.secrets).toHaveLength(2);
+    expect(verifySecret(secret!, stored!.secrets[0].hash)).toBe(true);
+    expect(stored!.secrets[0].expiresAt).toBeNull();
+    expect(stored!.secrets[1].expiresAt!.getTime()).toBeLessThanOrEqual(Date.now());
+    expect(await authenticates(c.client_id, secret!)).toBe(true);
+    expect(await authenticates(c.client_id, c.client_secret)).toBe(false);
+  });
+
+  test('--json prints exactly {client_id, client_secret}', async () => {
+    const c = await createJson();
+    const r = await cli(['rotate-secret', c.client_id, '--json']);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
+    const body = JSON.parse(r.stdout);
+    expect(Object.keys(body)).toEqual(['client_id', 'client_secret']);
+    expect(body.client_id).toBe(c.client_id);
+    expect(await authenticates(c.client_id, body.client_secret)).toBe(true);
+  });
+
+  test('--keep-old keeps the old secret working inside the window only', async () => {
+    const c = await createJson();
+    const before = Date.now();
+    const r = await cli(['rotate-secret', c.client_id, '--keep-old', '2h', '--json']);
+    const after = Date.now();
+    expect(r.code).toBe(0);
+    const fresh = JSON.parse(r.stdout).client_secret;
+
+    const stored = await withStore((s) => s.findClient(c.client_id));
+    const old = stored!.secrets.find((s) => verifySecret(c.client_secret, s.hash))!;
+    expect(old.expiresAt!.getTime()).toBeGreaterThanOrEqual(before + 7_200_000);
+    expect(old.expiresAt!.getTime()).toBeLessThanOrEqual(after + 7_200_000);
+
+    expect(await authenticates(c.client_id, c.client_secret)).toBe(true);
+    expect(await authenticates(c.client_id, fresh)).toBe(true);
+    const later = new Date(after + 7_200_000 + 1000);
+    expect(await authenticates(c.client_id, c.client_secret, later)).toBe(false);
+    expect(await authenticates(c.client_id, fresh, later)).toBe(true);
+    expect((await cli(['list', '--json'])).stdout).toContain('"active_secrets":2');
+  });
+
+  test.each([
+    ['30s', 30],
+    ['15m', 900],
+    ['1d', 86_400],
+    ['90', 90],
+  ])('--keep-old %s is %i seconds', async (text, seconds) => {
+    const c = await createJson();
+    const before = Date.now();
+    const r = await cli(['rotate-secret', c.client_id, '--keep-old', text]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/The previous secret keeps working for \S+, until \d{4}-/);
+    const stored = await withStore((s) => s.findClient(c.client_id));
+    const end = stored!.secrets[1].expiresAt!.getTime();
+    expect(end).toBeGreaterThanOrEqual(before + seconds * 1000);
+    expect(end).toBeLessThan(Date.now() + seconds * 1000 + 1);
+  });
+
+  test.each([['5x'], ['-1'], ['2w'], ['1.5h'], [''], ['366d']])('a bad --keep-old %j is a usage error and changes nothing', async (text) => {
+    const c = await createJson();
+    expectUsageError(await cli(['rotate-secret', c.client_id, `--keep-old=${text}`]), '--keep-old', 'rotate-secret');
+    const stored = await withStore((s) => s.findClient(c.client_id));
+    expect(stored!.secrets).toHaveLength(1);
+  });
+
+  test('an unknown or revoked client: exit 1, no secret', async () => {
+    const unknown = await cli(['rotate-secret', 'nope', '--json']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stdout).toBe('');
+    expect(unknown.stderr).toBe("error: no client with id 'nope'\n");
+
+    const c = await createJson();
+    await cli(['revoke', c.client_id]);
+    const revoked = await cli(['rotate-secret', c.client_id]);
+    expect(revoked.code).toBe(1);
+    expect(revoked.stdout).toBe('');
+    expect(revoked.stderr).toMatch(/^error: client '.+' is revoked \(since .+\); a revoked client cannot get a new secret\n$/);
+    expect((await withStore((s) => s.findClient(c.client_id)))!.secrets).toHaveLength(1);
+  });
+
+  test('a client id starting with "-" is an id, also next to options', async () => {
+    const clientId = '-AbCdEfGhIjKlMnOpQrStU';
+    const old = await dashClient(clientId);
+    const r = await cli(['rotate-secret', '--keep-old', '1h', clientId, '--json']);
+    expect(r.stderr).toMatch(/^warning: /);
+    expect(r.code).toBe(0);
+    const body = JSON.parse(r.stdout);
+    expect(body.client_id).toBe(clientId);
+    expect(await authenticates(clientId, body.client_secret)).toBe(true);
+    expect(await authenticates(clientId, old)).toBe(true);
+    // and after "--", any id
+    expect((await cli(['rotate-secret', '--', clientId])).code).toBe(0);
+    expect(await authenticates(clientId, old)).toBe(false);
+  });
+
+  test('a missing id or a bad flag is a usage error', async () => {
+    expectUsageError(await cli(['rotate-secret']), 'missing CLIENT_ID', 'rotate-secret');
+    expectUsageError(await cli(['rotate-secret', 'x', '--keep-old']), "option '--keep-old' needs a value", 'rotate-secret');
+    expectUsageError(await cli(['rotate-secret', 'x', '--keep']), "unknown option '--keep'", 'rotate-secret');
+  });
+});
+
+describe('keys', () => {
+  interface KeyRow {
+    kid: string;
+    alg: string;
+    status: string;
+    activates_at: string;
+    retired_at: string | null;
+  }
+  const keysJson = async (env: NodeJS.ProcessEnv = {}): Promise<KeyRow[]> => {
+    const r = await cli(['keys', 'list', '--json'], env);
+    expect(r.code).toBe(0);
+    return JSON.parse(r.stdout);
+  };
+
+  test('keys list creates the first key and shows it; --json shape', async () => {
+    const r = await cli(['keys', 'list']);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^KID\s+ALG\s+STATUS\s+ACTIVATES_AT\s+RETIRED_AT$/);
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toMatch(/^\S{43}\s+ES256\s+current\s+\d{4}-\S+Z\s+-$/);
+
+    const keys = await keysJson();
+    expect(keys).toHaveLength(1);
+    expect(Object.keys(keys[0])).toEqual(['kid', 'alg', 'status', 'activates_at', 'retired_at']);
+    expect(keys[0]).toMatchObject({ alg: 'ES256', status: 'current', retired_at: null });
+    expect(r.stdout).not.toMatch(/"d"|private/i);
+  });
+
+  test('keys rotate publishes a pending key that signs after the lead time', async () => {
+    const [first] = await keysJson();
+    const before = Date.now();
+    const r = await cli(['keys', 'rotate', '--lead-time', '1h', '--json']);
+    expect(r.code).toBe(0);
+    const body = JSON.parse(r.stdout);
+    expect(Object.keys(body)).toEqual(['kid', 'alg', 'status', 'activates_at']);
+    expect(body).toMatchObject({ alg: 'ES256', status: 'pending' });
+    expect(body.kid).not.toBe(first.kid);
+    expect(Date.parse(body.activates_at)).toBeGreaterThanOrEqual(before + 3_600_000);
+
+    const keys = await keysJson();
+    expect(keys.map((k) => [k.kid, k.status])).toEqual([
+      [first.kid, 'current'],
+      [body.kid, 'pending'],
+    ]);
+    expect(keys[0].retired_at).toBe(body.activates_at);
+  });
+
+  test('keys rotate --lead-time 0 signs at once and retires the previous key; prints the kid', async () => {
+    const [first] = await keysJson();
+    const r = await cli(['keys', 'rotate', '--lead-time', '0']);
+    expect(r.code).toBe(0);
+    const kid = /New signing key (\S+) \(ES256\) published\./.exec(r.stdout)?.[1];
+    expect(kid).toBeDefined();
+    expect(r.stdout).toContain('It signs from now on.');
+    const keys = await keysJson();
+    expect(keys.find((k) => k.kid === first.kid)!.status).toBe('retired');
+    expect(keys.find((k) => k.kid === kid)!.status).toBe('current');
+  });
+
+  test('the default lead time is KEY_ROTATION_LEAD_TIME, else 300 seconds', async () => {
+    let before = Date.now();
+    let body = JSON.parse((await cli(['keys', 'rotate', '--json'])).stdout);
+    expect(Date.parse(body.activates_at)).toBeGreaterThanOrEqual(before + 300_000);
+    expect(Date.parse(body.activates_at)).toBeLessThanOrEqual(Date.now() + 300_000);
+    before = Date.now();
+    body = JSON.parse((await cli(['keys', 'rotate', '--json'], { KEY_ROTATION_LEAD_TIME: '60' })).stdout);
+    expect(Date.parse(body.activates_at)).toBeGreaterThanOrEqual(before + 60_000);
+    expect(Date.parse(body.activates_at)).toBeLessThanOrEqual(Date.now() + 60_000);
+  });
+
+  test('SIGNING_ALG picks the algorithm of new keys; without it the signing key’s algorithm is kept', async () => {
+    const rotated = await cli(['keys', 'rotate', '--lead-time', '0', '--json'], { SIGNING_ALG: 'RS256' });
+    expect(JSON.parse(rotated.stdout).alg).toBe('RS256');
+    // listing without SIGNING_ALG neither rotates nor switches back to ES256
+    const keys = await keysJson();
+    expect(keys).toHaveLength(2);
+    expect(keys.filter((k) => k.status === 'current').map((k) => k.alg)).toEqual(['RS256']);
+    const again = await cli(['keys', 'rotate', '--lead-time', '0', '--json']);
+    expect(JSON.parse(again.stdout).alg).toBe('RS256');
+  });
+
+  test('keys prune removes retired keys whose tokens have expired, and only those', async () => {
+    const day = 86_400_000;
+    const old = new Date(Date.now() - 2 * day);
+    const expired = generateStoredKey('ES256', old);
+    await withStore(async (s) => {
+      await s.insertFirstKey(expired);
+      // retires `expired` two days ago
+      expect(await s.rotateKey(generateStoredKey('ES256', old, new Date(old.getTime() + 1000)), [expired.kid])).toBe(true);
+    });
+    // retires a key now: its tokens are still valid, so it stays
+    expect((await cli(['keys', 'rotate', '--lead-time', '0'])).code).toBe(0);
+    expect(await keysJson()).toHaveLength(3);
+
+    const r = await cli(['keys', 'prune']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('Removed 1 retired key.\n');
+    const kids = (await keysJson()).map((k) => k.kid);
+    expect(kids).toHaveLength(2);
+    expect(kids).not.toContain(expired.kid);
+
+    const again = await cli(['keys', 'prune', '--json']);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual({ removed: 0 });
+  });
+
+  test('keys prune on an empty store removes nothing and creates no key', async () => {
+    expect((await cli(['keys', 'prune'])).stdout).toBe('Removed 0 retired keys.\n');
+    expect(await withStore((s) => s.listKeys())).toEqual([]);
+  });
+
+  test('keys prune keeps a key retired within ACCESS_TOKEN_TTL + CLOCK_TOLERANCE', async () => {
+    const retiredAt = new Date(Date.now() - 120_000);
+    const key = generateStoredKey('ES256', new Date(retiredAt.getTime() - 1000));
+    await withStore(async (s) => {
+      await s.insertFirstKey(key);
+      await s.rotateKey(generateStoredKey('ES256', retiredAt), [key.kid]);
+    });
+    expect(JSON.parse((await cli(['keys', 'prune', '--json'], { ACCESS_TOKEN_TTL: '3600' })).stdout)).toEqual({ removed: 0 });
+    expect(JSON.parse((await cli(['keys', 'prune', '--json'], { ACCESS_TOKEN_TTL: '60', CLOCK_TOLERANCE: '0' })).stdout)).toEqual({ removed: 1 });
+  });
+
+  test('bad flags and bad values are usage errors', async () => {
+    expectUsageError(await cli(['keys', 'rotate', '--lead-time', 'soon']), '--lead-time must be a duration', 'keys rotate');
+    expectUsageError(await cli(['keys', 'rotate', '--lead-time', '2d']), '--lead-time must be at most 1d', 'keys rotate');
+    expectUsageError(await cli(['keys', 'rotate', '--lead']), "unknown option '--lead'", 'keys rotate');
+    expectUsageError(await cli(['keys', 'list', 'x']), "unexpected argument 'x'", 'keys list');
+    expectUsageError(await cli(['keys', 'prune', '--all']), "unknown option '--all'", 'keys prune');
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test.each([
+    [{ SIGNING_ALG: 'HS256' }, 'SIGNING_ALG must be one of ES256, RS256'],
+    [{ ACCESS_TOKEN_TTL: 'abc' }, 'ACCESS_TOKEN_TTL must be a whole number of seconds from 1 to 86400'],
+    [{ ACCESS_TOKEN_TTL: '0' }, 'ACCESS_TOKEN_TTL must be'],
+    [{ KEY_ROTATION_LEAD_TIME: '-5' }, 'KEY_ROTATION_LEAD_TIME must be'],
+  ])('a bad environment %j is a usage error', async (env, problem) => {
+    expectUsageError(await cli(['keys', 'rotate'], env), problem, 'keys rotate');
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+});
+
+describe('errors', () => {
+  test('a non-postgres DATABASE_URL is an input error from the core: exit 2', async () => {
+    const r = await cli(['list'], { DATABASE_URL: 'mysql://localhost/db' });
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe('error: DATABASE_URL must be a postgres:// URL\n');
+  });
+
+  test('anything unexpected: one line "error: <message>", exit 1, no stack trace', async () => {
+    fs.writeFileSync(dataDir, 'not a folder');
+    const r = await cli(['list']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^error: \S.*\n$/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describeIfPostgres('with DATABASE_URL (PostgreSQL, schema client_credentials)', () => {
+  const created: string[] = [];
+
+  afterAll(async () => {
+    // the CLI always uses the default schema: remove only the clients this suite made
+    const { Pool } = await import('pg');
+    const pool = new Pool({ connectionString: postgresUrl(), max: 1 });
+    try {
+      await pool.query('DELETE FROM "client_credentials".clients WHERE client_id = ANY($1)', [created]);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  test('create, list, rotate-secret and revoke go to PostgreSQL; DATA_DIR is not used', async () => {
+    const env = { DATABASE_URL: postgresUrl() };
+    const name = `cli-test-${process.pid}-${Date.now()}`;
+    const c = await cli(['create', '--name', name, '--scope', 'a', '--json'], env);
+    expect(c.code).toBe(0);
+    const body = JSON.parse(c.stdout);
+    created.push(body.client_id);
+    const listed = JSON.parse((await cli(['list', '--json'], env)).stdout);
+    expect(listed.find((x: { client_id: string }) => x.client_id === body.client_id)).toMatchObject({ name, scope: 'a', status: 'active' });
+    expect((await cli(['rotate-secret', body.client_id, '--keep-old', '1m'], env)).code).toBe(0);
+    expect((await cli(['revoke', body.client_id], env)).code).toBe(0);
+    expect((await cli(['revoke', body.client_id], env)).code).toBe(1);
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+});
+
+describe('the CLI modules', () => {
+  test('never import Express or the issuer', () => {
+    for (const file of fs.readdirSync(path.join(ROOT, 'lib/cli'))) {
+      const text = fs.readFileSync(path.join(ROOT, 'lib/cli', file), 'utf8');
+      expect(text).not.toMatch(/from '(express|\.\.\/create-issuer|\.\.\/express\/[^']*|\.\.\/index)'/);
+    }
+  });
+});
+
+describe('bin/client-credentials.js', () => {
+  // Built once when the suite is collected, so the test can be skipped (with the reason in its name) when it cannot be built.
+  const mainJs = path.join(ROOT, 'dist/lib/cli/main.js');
+  const started = Date.now();
+  const build = spawnSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8', timeout: 180_000 });
+  const built = fs.existsSync(mainJs) && fs.statSync(mainJs).mtimeMs >= started - 1000;
+  const why = `${build.error?.message ?? ''} ${build.stdout ?? ''} ${build.stderr ?? ''}`.replace(/\s+/g, ' ').trim().slice(-200);
+  const bin = path.join(ROOT, 'bin/client-credentials.js');
+
+  const node = (args: string[], env: NodeJS.ProcessEnv) =>
+    spawnSync(process.execPath, args, { cwd: tmp, encoding: 'utf8', timeout: 30_000, env: { ...process.env, ...env } });
+
+  (built ? test : test.skip)(
+    built ? 'create --name x --json works end to end, in a process that exits' : `SKIPPED: npm run build did not produce dist/lib/cli/main.js (${why})`,
+    async () => {
+      const r = node([bin, 'create', '--name', 'x', '--json'], { DATA_DIR: dataDir });
+      expect(r.error).toBeUndefined();
+      expect(r.signal).toBeNull();
+      expect(r.status).toBe(0);
+      const body = JSON.parse(r.stdout);
+      expect(Object.keys(body)).toEqual(['client_id', 'client_secret', 'name', 'scope']);
+      expect(body.name).toBe('x');
+      expect(r.stderr).toMatch(/^warning: /);
+      const stored = await withStore((s) => s.findClient(body.client_id));
+      expect(verifySecret(body.client_secret, stored!.secrets[0].hash)).toBe(true);
+
+      const usage = node([bin], { DATA_DIR: dataDir });
+      expect(usage.status).toBe(2);
+      expect(usage.stderr).toContain('Usage: client-credentials');
+      const unknown = node([bin, 'revoke', 'nope'], { DATA_DIR: dataDir });
+      expect(unknown.status).toBe(1);
+      expect(unknown.stderr).toBe("error: no client with id 'nope'\n");
+
+      const loaded = node(['-e', `require(${JSON.stringify(mainJs)}); console.log(Object.keys(require.cache).filter((f) => /node_modules[\\\\/]express/.test(f)).length)`], {});
+      expect(loaded.stdout.trim()).toBe('0');
+    },
+    60_000,
+  );
+
+  test('the shim is executable and without dist prints a hint and exits 1', () => {
+    expect(fs.readFileSync(bin, 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+    if (process.platform !== 'win32') expect(fs.statSync(bin).mode & 0o111).not.toBe(0);
+    const lonely = path.join(tmp, 'pkg/bin/client-credentials.js');
+    fs.mkdirSync(path.dirname(lonely), { recursive: true });
+    fs.copyFileSync(bin, lonely);
+    const r = node([lonely, 'list'], { DATA_DIR: dataDir });
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe("client-credentials: dist/ is missing; run 'npm run build' first\n");
+  });
+});

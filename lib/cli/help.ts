@@ -1,0 +1,151 @@
+/** Usage texts of `client-credentials`, keyed by command (`""` is the top level). */
+
+export const BIN = 'client-credentials';
+
+const ENVIRONMENT = `Environment:
+  DATA_DIR                folder of the embedded store (default ./data)
+  DATABASE_URL            postgres:// URL; when set, PostgreSQL is used and DATA_DIR is ignored`;
+
+const KEY_ENVIRONMENT = `${ENVIRONMENT}
+  ACCESS_TOKEN_TTL        access token lifetime in seconds, as the server has it (default 3600)
+  CLOCK_TOLERANCE         clock skew in seconds the server allows (default 5)
+  SIGNING_ALG             ES256 or RS256, for new keys (default: the signing key's, else ES256)
+  KEY_ROTATION_LEAD_TIME  default --lead-time of 'keys rotate', in seconds (default 300)`;
+
+export const HELP: Record<string, string> = {
+  '': `Usage: ${BIN} <command> [options]
+
+Manages the clients and signing keys of an express-client-credentials issuer.
+
+Commands:
+  create --name NAME [--scope "a b"] [--json]    create a client; shows its secret once
+  list [--json]                                  list clients (never secrets)
+  revoke CLIENT_ID [--json]                      revoke a client and all its secrets
+  rotate-secret CLIENT_ID [--keep-old DURATION] [--json]
+                                                 give a client a new secret; shows it once
+  keys list [--json]                             list signing keys
+  keys rotate [--lead-time DURATION] [--json]    publish a new signing key
+  keys prune [--json]                            remove retired keys whose tokens have expired
+  help [COMMAND]                                 show help for a command
+
+Options:
+  -h, --help                                     show help (also after any command)
+
+Run '${BIN} <command> --help' for the details of a command.
+
+${KEY_ENVIRONMENT}
+`,
+
+  create: `Usage: ${BIN} create --name NAME [--scope "a b"] [--json]
+
+Creates a client and prints its client_id and client_secret. The secret is
+shown only this once and cannot be recovered; 'rotate-secret' issues a new one.
+
+Options:
+  --name NAME     name for operators, 1 to 200 printable characters (required)
+  --scope SCOPES  scopes the client may request, separated by single spaces,
+                  e.g. --scope "orders:read orders:write" (default: none)
+  --json          print one JSON object {client_id, client_secret, name, scope}
+  -h, --help      show this help
+
+${ENVIRONMENT}
+`,
+
+  list: `Usage: ${BIN} list [--json]
+
+Lists every client: client_id, name, scope, status (active or revoked) and
+creation time. Secrets and their hashes are never shown.
+
+Options:
+  --json      print a JSON array of {client_id, name, scope, status, created_at,
+              revoked_at, active_secrets}
+  -h, --help  show this help
+
+${ENVIRONMENT}
+`,
+
+  revoke: `Usage: ${BIN} revoke CLIENT_ID [--json]
+
+Revokes the client: all its secrets stop working at once, for good. Access
+tokens it holds stay valid until they expire.
+
+Options:
+  --json      print one JSON object {client_id, status, revoked_at}
+  -h, --help  show this help
+
+${ENVIRONMENT}
+`,
+
+  'rotate-secret': `Usage: ${BIN} rotate-secret CLIENT_ID [--keep-old DURATION] [--json]
+
+Gives the client a new secret and prints it. The secret is shown only this
+once. By default the old secret stops working at once.
+
+Options:
+  --keep-old DURATION  keep the old secret working this long, so the client can
+                       switch over: 30s, 15m, 2h, 1d or seconds (at most 365d)
+  --json               print one JSON object {client_id, client_secret}
+  -h, --help           show this help
+
+${ENVIRONMENT}
+`,
+
+  keys: `Usage: ${BIN} keys <list|rotate|prune> [options]
+
+Manages the signing keys. A new key is published at once and signs after a
+lead time, so verifiers can fetch it first; the key it replaces stays
+published until the tokens it signed have expired.
+
+Commands:
+  keys list [--json]                            list signing keys
+  keys rotate [--lead-time DURATION] [--json]   publish a new signing key
+  keys prune [--json]                           remove retired keys whose tokens have expired
+
+Run '${BIN} keys <command> --help' for the details of a command.
+
+${KEY_ENVIRONMENT}
+`,
+
+  'keys list': `Usage: ${BIN} keys list [--json]
+
+Lists the signing keys: kid, alg, status (pending: published, not signing yet;
+current: signing; retired: published until its tokens expire), when the key
+signs from and when it was retired. Creates the first key if there is none.
+
+Options:
+  --json      print a JSON array of {kid, alg, status, activates_at, retired_at}
+  -h, --help  show this help
+
+${KEY_ENVIRONMENT}
+`,
+
+  'keys rotate': `Usage: ${BIN} keys rotate [--lead-time DURATION] [--json]
+
+Publishes a new signing key now; it signs after the lead time, and the current
+key retires at that moment. Prints the new kid.
+
+Options:
+  --lead-time DURATION  30s, 15m, 2h, 1d or seconds, at most 1d
+                        (default: KEY_ROTATION_LEAD_TIME, else 300 seconds)
+  --json                print one JSON object {kid, alg, status, activates_at}
+  -h, --help            show this help
+
+${KEY_ENVIRONMENT}
+`,
+
+  'keys prune': `Usage: ${BIN} keys prune [--json]
+
+Removes retired keys once no token they signed can still be valid
+(retired longer ago than ACCESS_TOKEN_TTL + CLOCK_TOLERANCE). Prints how many.
+
+Options:
+  --json      print one JSON object {removed}
+  -h, --help  show this help
+
+${KEY_ENVIRONMENT}
+`,
+};
+
+export function helpPointer(command: string): string {
+  return `run '${[BIN, command, '--help'].filter(Boolean).join(' ')}' for usage`;
+}
