@@ -1,6 +1,7 @@
 import type { Logger } from './logger';
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from './core/keys';
 import { scopeOption } from './core/scope';
+import type { BruteForceOptions, BruteForceSettings } from './core/brute-force';
 import type { Store } from './stores/types';
 
 /** Options of `createIssuer()`. */
@@ -27,6 +28,12 @@ export interface IssuerOptions {
   tokenCacheMax?: number;
   /** Lead time in seconds between publishing a rotated key and signing with it. Default 300. */
   keyRotationLeadTime?: number;
+  /** Seconds to keep a found client in memory: a revoke reaches every instance within it. Default 0 for the embedded store, 2 otherwise. */
+  clientCacheTtl?: number;
+  /** Seconds between background reloads of the signing keys (rotations by the CLI or another instance). Default 30. */
+  keyRefreshInterval?: number;
+  /** Limits on failed client authentications, or `false` to turn them off. Default: 20 per client_id and 100 per address in 15 minutes, in memory. */
+  bruteForce?: BruteForceOptions | false;
   /** A pino-compatible logger, or `false` for none. Default: pino on stdout. */
   logger?: Logger | false;
 }
@@ -111,12 +118,29 @@ export interface IssuerConfig {
   clockTolerance: number;
   tokenCacheMax: number;
   keyRotationLeadTime: number;
+  /** `undefined`: chosen by the store (0 embedded, 2 s otherwise). */
+  clientCacheTtl: number | undefined;
+  keyRefreshInterval: number;
+  bruteForce: BruteForceSettings | false;
 }
 
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'realm',
-  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'logger',
+  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'bruteForce', 'logger',
 ] as const;
+
+function parseBruteForce(value: IssuerOptions['bruteForce']): BruteForceSettings | false {
+  if (value === false) return false;
+  if (value !== undefined && (typeof value !== 'object' || value === null)) throw new TypeError('option bruteForce must be an object or false');
+  const v = value ?? {};
+  checkKnown('option bruteForce', v, ['maxFailuresPerClient', 'maxFailuresPerAddress', 'window', 'redis']);
+  if (v.redis !== undefined && (typeof v.redis !== 'object' || v.redis === null)) throw new TypeError('option bruteForce.redis must be an ioredis client');
+  return {
+    maxFailuresPerClient: checkInteger('bruteForce.maxFailuresPerClient', v.maxFailuresPerClient, 20, 1, 1_000_000),
+    maxFailuresPerAddress: checkInteger('bruteForce.maxFailuresPerAddress', v.maxFailuresPerAddress, 100, 1, 1_000_000),
+    window: checkInteger('bruteForce.window', v.window, 900, 1, 86400),
+  };
+}
 
 export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
   checkObject('createIssuer()', options);
@@ -142,5 +166,8 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
     tokenCacheMax: checkInteger('tokenCacheMax', options.tokenCacheMax, 10_000, 0, 10_000_000),
     keyRotationLeadTime: checkNumber('keyRotationLeadTime', options.keyRotationLeadTime, 300, 0, 86400),
+    clientCacheTtl: options.clientCacheTtl === undefined ? undefined : checkNumber('clientCacheTtl', options.clientCacheTtl, 0, 0, 60),
+    keyRefreshInterval: checkNumber('keyRefreshInterval', options.keyRefreshInterval, 30, 0.1, 3600),
+    bruteForce: parseBruteForce(options.bruteForce),
   };
 }

@@ -1,6 +1,7 @@
 import type { RequestHandler, Router } from 'express';
 import { parseIssuerOptions, checkKnown, type IssuerConfig, type IssuerOptions } from './config';
 import { AuthorizationServer } from './core/authorization-server';
+import { FailedAuthLimiter } from './core/brute-force';
 import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
 import { scopeOption } from './core/scope';
@@ -59,7 +60,13 @@ export function createIssuer(options: IssuerOptions): Issuer {
   const config = parseIssuerOptions(options);
   const logger = resolveLogger(options.logger);
   const store = options.store === undefined ? undefined : checkStore(options.store);
-  const server = new AuthorizationServer(config, () => (store ? Promise.resolve(store) : openEmbeddedStore({ dataDir: config.dataDir })), logger);
+  const limiter = config.bruteForce ? new FailedAuthLimiter(config.bruteForce, options.bruteForce ? options.bruteForce.redis : undefined) : undefined;
+  const server = new AuthorizationServer(
+    config,
+    () => (store ? Promise.resolve(store) : openEmbeddedStore({ dataDir: config.dataDir })),
+    logger,
+    limiter,
+  );
 
   const info = (k: LoadedKey, now: number): KeyInfo => ({
     kid: k.kid,

@@ -1,7 +1,9 @@
+import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
-import { OAuthError } from '../errors';
+import { InvalidClientError, OAuthError, TooManyRequestsError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, Store } from '../stores/types';
+import type { FailedAuthLimiter } from './brute-force';
 import { authenticateClient, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { signAccessToken, type IssuedToken } from './issuer';
@@ -20,11 +22,14 @@ export class AuthorizationServer {
   readonly metadata: Record<string, unknown>;
   private store: Store | undefined;
   private readying: Promise<void> | undefined;
+  /** Found clients, briefly: a revoke reaches every instance within `clientCacheTtl`. */
+  private clientCache: LRUCache<string, ClientRecord> | undefined;
 
   constructor(
     readonly config: IssuerConfig,
     private readonly openStore: () => Promise<Store>,
     readonly logger: Logger,
+    private readonly limiter: FailedAuthLimiter | undefined,
     readonly now: () => number = Date.now,
   ) {
     this.clients = new ClientService(() => this.ready().then(() => this.store!), logger, now);
@@ -34,7 +39,7 @@ export class AuthorizationServer {
         algorithm: config.algorithm,
         maxTokenTtl: config.accessTokenTtl + config.clockTolerance,
         reloadCooldownMs: 5_000,
-        refreshMs: 30_000,
+        refreshMs: config.keyRefreshInterval * 1000,
         rotationLeadTimeMs: config.keyRotationLeadTime * 1000,
         now,
       },
@@ -53,7 +58,10 @@ export class AuthorizationServer {
   /** Opens the store and loads (or creates) the signing key. Safe to call many times. */
   ready(): Promise<void> {
     this.readying ??= (async () => {
-      this.store = await this.openStore();
+      const store = await this.openStore();
+      const ttl = this.config.clientCacheTtl ?? ((store as { kind?: string }).kind === 'embedded' ? 0 : 2);
+      if (ttl > 0) this.clientCache = new LRUCache({ max: 10_000, ttl: ttl * 1000 });
+      this.store = store;
       await this.keys.init();
       this.isReady = true;
     })();
@@ -66,16 +74,43 @@ export class AuthorizationServer {
   }
   private isReady = false;
 
+  private async findFresh(clientId: string): Promise<ClientRecord | null> {
+    const client = await this.store!.findClient(clientId);
+    if (client && this.clientCache) this.clientCache.set(clientId, client);
+    return client;
+  }
+
+  /** Checks the credentials against a cached record first, then (on failure) against the store. */
+  private async check(credentials: ClientCredentials): Promise<ClientRecord> {
+    const now = new Date(this.now());
+    const cached = this.clientCache?.get(credentials.clientId);
+    if (cached) {
+      try {
+        return await authenticateClient(async () => cached, credentials, now);
+      } catch (err) {
+        if (!(err instanceof InvalidClientError)) throw err;
+        // a rotated secret may be newer than the cached record
+      }
+    }
+    return authenticateClient((id) => this.findFresh(id), credentials, now);
+  }
+
   async authenticate(credentials: ClientCredentials, source: { ip?: string } = {}): Promise<ClientRecord> {
     await this.ready();
+    const base = { client_id: credentials.clientId, method: credentials.method, ip: source.ip };
+    const limit = this.limiter && (await this.limiter.check(credentials.clientId, source.ip));
+    if (limit && limit.retryAfterMs > 0) {
+      this.logger.warn({ event: 'client.rate_limited', ...base, retry_after_ms: limit.retryAfterMs }, 'too many failed client authentications');
+      throw new TooManyRequestsError(limit.retryAfterMs / 1000);
+    }
     try {
-      return await authenticateClient((id) => this.store!.findClient(id), credentials, new Date(this.now()));
+      const client = await this.check(credentials);
+      if (limit && limit.clientFailures > 0) await this.limiter!.succeeded(credentials.clientId);
+      return client;
     } catch (err) {
       if (err instanceof OAuthError) {
-        this.logger.warn(
-          { event: 'client.auth_failed', client_id: credentials.clientId, reason: err.detail, method: credentials.method, ip: source.ip },
-          'client authentication failed',
-        );
+        this.logger.warn({ event: 'client.auth_failed', ...base, reason: err.detail }, 'client authentication failed');
+        if (err instanceof InvalidClientError) await this.limiter?.failed(credentials.clientId, source.ip);
       }
       throw err;
     }
