@@ -61,7 +61,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
 
   return function requireBearer(req: Request, res: Response, next: NextFunction): void {
     const header = req.headers.authorization;
-    if ((req.url.includes('access_token') && queryNames(req.url).has('access_token')) || (req.body && typeof req.body === 'object' && 'access_token' in req.body)) {
+    if ((req.url.includes('?') && queryNames(req.url).has('access_token')) || (req.body && typeof req.body === 'object' && 'access_token' in req.body)) {
       return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body'));
     }
     if (!header || !BEARER_SCHEME.test(header)) return fail(res, new MissingTokenError());

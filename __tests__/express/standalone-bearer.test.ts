@@ -1,0 +1,288 @@
+/**
+ * The standalone requireBearer(): a resource server that only verifies, with
+ * the keys from a real issuer's JWKS over HTTP (or given up front).
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express, { type Request, type RequestHandler, type Response } from 'express';
+import request from 'supertest';
+import { requireBearer, type BearerOptions, type IssuedCredentials } from '../../lib';
+import { AUDIENCE, ISSUER, setup, type TestSetup } from '../helpers/app';
+import { fetchToken, freshKey, headerOf, issuerSigningKey, mint } from '../helpers/tokens';
+
+interface RunningIssuer {
+  t: TestSetup;
+  client: IssuedCredentials;
+  jwksUri: string;
+  /** GET requests the JWKS route has seen. */
+  fetches(): number;
+  stop(): Promise<void>;
+}
+
+const running: RunningIssuer[] = [];
+
+function listen(app: express.Express): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = app.listen(0, '127.0.0.1', () => resolve(server));
+    server.once('error', reject);
+  });
+}
+
+function stopServer(server: Server): Promise<void> {
+  if (!server.listening) return Promise.resolve();
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+/** An issuer app listening on 127.0.0.1 with an ephemeral port, counting JWKS fetches. */
+async function startIssuer(): Promise<RunningIssuer> {
+  let fetches = 0;
+  const t = await setup({}, (app, issuer) => {
+    app.use('/.well-known/jwks.json', (req, _res, next) => {
+      if (req.method === 'GET') fetches++;
+      next();
+    });
+    app.use(issuer.router());
+  });
+  const server = await listen(t.app);
+  const { port } = server.address() as AddressInfo;
+  const client = await t.issuer.clients.create({ name: 'svc', scopes: ['orders:read', 'orders:write'] });
+  let stopped = false;
+  const handle: RunningIssuer = {
+    t,
+    client,
+    jwksUri: `http://127.0.0.1:${port}/.well-known/jwks.json`,
+    fetches: () => fetches,
+    async stop() {
+      await stopServer(server);
+      if (!stopped) {
+        stopped = true;
+        await t.close();
+      }
+    },
+  };
+  running.push(handle);
+  return handle;
+}
+
+afterAll(async () => {
+  await Promise.all(running.map((r) => r.stop()));
+});
+
+const sendAuth = (req: Request, res: Response): void => {
+  res.json(req.auth);
+};
+
+function api(middleware: RequestHandler): express.Express {
+  const app = express();
+  app.get('/orders', middleware, sendAuth);
+  return app;
+}
+
+function bearer(options: Omit<BearerOptions, 'issuer' | 'audience'>): RequestHandler {
+  return requireBearer({ issuer: ISSUER, audience: AUDIENCE, logger: false, ...options });
+}
+
+const get = (app: express.Express, token: string) => request(app).get('/orders').set('Authorization', `Bearer ${token}`);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function expectInvalidToken(res: request.Response): void {
+  expect(res.status).toBe(401);
+  expect(res.headers['content-type']).toMatch(/^application\/json(;|$)/);
+  expect(res.body).toEqual({ error: 'invalid_token', error_description: expect.any(String) });
+  expect(res.headers['www-authenticate']).toMatch(/^Bearer realm="api", error="invalid_token"/);
+}
+
+describe('with jwksUri', () => {
+  it("accepts the issuer's tokens and fetches the JWKS once for many requests", async () => {
+    const s = await startIssuer();
+    const app = api(bearer({ jwksUri: s.jwksUri }));
+    const tokens = await Promise.all([0, 1, 2, 3, 4].map(() => fetchToken(s.t.app, s.client, 'orders:read')));
+    expect(s.fetches()).toBe(0);
+
+    const first = await Promise.all(tokens.map((token) => get(app, token)));
+    for (const [i, res] of first.entries()) {
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ clientId: s.client.clientId, scope: ['orders:read'], token: tokens[i] });
+    }
+    for (let round = 0; round < 3; round++) {
+      for (const token of [...tokens, await fetchToken(s.t.app, s.client)]) expect((await get(app, token)).status).toBe(200);
+    }
+    expect(s.fetches()).toBe(1);
+  });
+
+  it('rejects tokens it should: wrong audience, expired, bad signature', async () => {
+    const s = await startIssuer();
+    const app = api(bearer({ jwksUri: s.jwksUri }));
+    const key = await issuerSigningKey(s.t.dataDir);
+    expect((await get(app, mint(key))).status).toBe(200);
+    expectInvalidToken(await get(app, mint(key, { claims: { aud: 'http://other-api.test' } })));
+    const now = Math.floor(Date.now() / 1000);
+    const expired = await get(app, mint(key, { claims: { iat: now - 120, exp: now - 60 } }));
+    expectInvalidToken(expired);
+    expect(expired.body.error_description).toMatch(/expired/i);
+    expectInvalidToken(await get(app, mint(freshKey('ES256', key.kid))));
+  });
+
+  it('a flood of 50 unknown kids causes at most one extra fetch within the cooldown', async () => {
+    const s = await startIssuer();
+    const app = api(bearer({ jwksUri: s.jwksUri, jwksCooldown: 60 }));
+    const good = await fetchToken(s.t.app, s.client);
+    expect((await get(app, good)).status).toBe(200);
+    expect(s.fetches()).toBe(1);
+
+    const forged = Array.from({ length: 50 }, () => mint(freshKey()));
+    const results = await Promise.all(forged.map((token) => get(app, token)));
+    for (const res of results) expectInvalidToken(res);
+    expect(s.fetches()).toBeLessThanOrEqual(2);
+
+    // and the real tokens still pass
+    expect((await get(app, good)).status).toBe(200);
+    expect((await get(app, await fetchToken(s.t.app, s.client))).status).toBe(200);
+    expect(s.fetches()).toBeLessThanOrEqual(2);
+  });
+
+  it('a cold flood of 50 unknown kids shares one fetch', async () => {
+    const s = await startIssuer();
+    const app = api(bearer({ jwksUri: s.jwksUri, jwksCooldown: 60 }));
+    const results = await Promise.all(Array.from({ length: 50 }, () => get(app, mint(freshKey()))));
+    for (const res of results) expectInvalidToken(res);
+    expect(s.fetches()).toBe(1);
+  });
+
+  it('after the cooldown an unknown kid triggers a refetch', async () => {
+    const s = await startIssuer();
+    const app = api(bearer({ jwksUri: s.jwksUri, jwksCooldown: 0.3 }));
+    expect((await get(app, await fetchToken(s.t.app, s.client))).status).toBe(200);
+    expect(s.fetches()).toBe(1);
+
+    expectInvalidToken(await get(app, mint(freshKey())));
+    expect(s.fetches()).toBe(1);
+
+    await sleep(400);
+    expectInvalidToken(await get(app, mint(freshKey())));
+    expect(s.fetches()).toBe(2);
+  });
+
+  it('accepts tokens signed by a key rotated in the issuer, after the refetch', async () => {
+    const s = await startIssuer();
+    const app = api(bearer({ jwksUri: s.jwksUri, jwksCooldown: 0.2 }));
+    const before = await fetchToken(s.t.app, s.client);
+    expect((await get(app, before)).status).toBe(200);
+    expect(s.fetches()).toBe(1);
+
+    const rotated = await s.t.issuer.keys.rotate(0);
+    const after = await fetchToken(s.t.app, s.client);
+    expect(headerOf(after).kid).toBe(rotated.kid);
+    expect(headerOf(after).kid).not.toBe(headerOf(before).kid);
+
+    await sleep(250);
+    const res = await get(app, after);
+    expect(res.status).toBe(200);
+    expect(res.body.clientId).toBe(s.client.clientId);
+    expect(s.fetches()).toBe(2);
+    // the retired key is still published, so its tokens stay good until they expire
+    expect((await get(app, before)).status).toBe(200);
+  });
+
+  it('JWKS server down: a known key keeps working, an unknown kid gets 503 temporarily_unavailable (not 500)', async () => {
+    const s = await startIssuer();
+    const app = api(bearer({ jwksUri: s.jwksUri, jwksCooldown: 0 }));
+    const good = await fetchToken(s.t.app, s.client);
+    const other = await fetchToken(s.t.app, s.client);
+    expect((await get(app, good)).status).toBe(200);
+    await s.stop();
+
+    expect((await get(app, other)).status).toBe(200);
+    const res = await get(app, mint(freshKey()));
+    expect(res.status).not.toBe(500);
+    expect(res.status).toBe(503);
+    expect(res.headers['content-type']).toMatch(/^application\/json(;|$)/);
+    expect(res.body).toEqual({ error: 'temporarily_unavailable', error_description: expect.any(String) });
+    expect(res.body.error_description).not.toContain('127.0.0.1');
+    expect(res.headers['retry-after']).toBeDefined();
+  });
+
+  it('JWKS never reachable: a request gets 503, not 500, and does not hang', async () => {
+    const s = await startIssuer();
+    const token = await fetchToken(s.t.app, s.client);
+    await s.stop();
+    const app = api(bearer({ jwksUri: s.jwksUri, jwksCooldown: 0.001, jwksTimeout: 1 }));
+    const res = await get(app, token);
+    expect(res.status).not.toBe(500);
+    expect(res.status).toBe(503);
+    expect(res.body.error).toBe('temporarily_unavailable');
+  });
+
+  it('checks the scope', async () => {
+    const s = await startIssuer();
+    const app = api(bearer({ jwksUri: s.jwksUri, scope: 'orders:write' }));
+    const res = await get(app, await fetchToken(s.t.app, s.client, 'orders:read'));
+    expect(res.status).toBe(403);
+    expect(res.body.error).toBe('insufficient_scope');
+    expect(res.headers['www-authenticate']).toContain('error="insufficient_scope"');
+    expect(res.headers['www-authenticate']).toContain('scope="orders:write"');
+    expect((await get(app, await fetchToken(s.t.app, s.client, 'orders:write'))).status).toBe(200);
+  });
+});
+
+describe('with static keys', () => {
+  let t: TestSetup;
+  let client: IssuedCredentials;
+  beforeAll(async () => {
+    t = await setup();
+    client = await t.issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('accepts tokens with a JWK Set', async () => {
+    const app = api(bearer({ keys: await t.issuer.keys.jwks() }));
+    const token = await fetchToken(t.app, client);
+    const res = await get(app, token);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ clientId: client.clientId, scope: ['orders:read'], token });
+  });
+
+  it('accepts tokens with an array of JWKs', async () => {
+    const app = api(bearer({ keys: (await t.issuer.keys.jwks()).keys }));
+    expect((await get(app, await fetchToken(t.app, client))).status).toBe(200);
+  });
+
+  it('rejects an unknown kid and a token not signed by the given keys', async () => {
+    const app = api(bearer({ keys: await t.issuer.keys.jwks() }));
+    const key = await issuerSigningKey(t.dataDir);
+    expectInvalidToken(await get(app, mint(freshKey())));
+    expectInvalidToken(await get(app, mint(freshKey('ES256', key.kid))));
+  });
+
+  it('sends the bare challenge without a token', async () => {
+    const app = api(bearer({ keys: await t.issuer.keys.jwks() }));
+    const res = await request(app).get('/orders');
+    expect(res.status).toBe(401);
+    expect(res.headers['www-authenticate']).toBe('Bearer realm="api"');
+  });
+});
+
+describe('options are checked when the middleware is made', () => {
+  const jwksUri = 'http://127.0.0.1:9/.well-known/jwks.json';
+
+  it('needs one of jwksUri or keys', () => {
+    expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, logger: false })).toThrow(TypeError);
+  });
+
+  it('refuses both jwksUri and keys', () => {
+    expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri, keys: { keys: [] }, logger: false })).toThrow(TypeError);
+  });
+
+  it('refuses a key set with no usable key, and a malformed scope or issuer', () => {
+    expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, keys: { keys: [] }, logger: false })).toThrow(TypeError);
+    expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri, scope: 'bad"scope', logger: false })).toThrow(TypeError);
+    expect(() => requireBearer({ issuer: 'not a url', audience: AUDIENCE, jwksUri, logger: false })).toThrow(TypeError);
+    expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri, jwksCooldown: -1, logger: false })).toThrow(TypeError);
+    expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri, jwksuri: jwksUri, logger: false } as never)).toThrow(TypeError);
+  });
+});

@@ -1,0 +1,123 @@
+/**
+ * GET /.well-known/jwks.json and GET /.well-known/oauth-authorization-server
+ * (RFC 7517, RFC 8414) as served by issuer.router().
+ */
+import request from 'supertest';
+import { ISSUER, setup, type TestSetup } from '../helpers/app';
+
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
+
+function expectPublicJwks(res: request.Response, kty: 'EC' | 'RSA', alg: 'ES256' | 'RS256'): Record<string, unknown>[] {
+  expect(res.status).toBe(200);
+  expect(res.headers['content-type']).toMatch(/^application\/jwk-set\+json(;|$)/);
+  const body = JSON.parse(res.text) as { keys: Record<string, unknown>[] };
+  expect(Array.isArray(body.keys)).toBe(true);
+  expect(body.keys.length).toBeGreaterThan(0);
+  for (const jwk of body.keys) {
+    expect(jwk).toMatchObject({ kid: expect.any(String), alg, use: 'sig', kty });
+    expect(jwk.kid).not.toBe('');
+    for (const member of PRIVATE_MEMBERS) expect(jwk).not.toHaveProperty(member);
+    if (kty === 'EC') expect(jwk).toMatchObject({ crv: 'P-256', x: expect.any(String), y: expect.any(String) });
+    else expect(jwk).toMatchObject({ n: expect.any(String), e: expect.any(String) });
+  }
+  return body.keys;
+}
+
+function expectMethodNotAllowed(res: request.Response): void {
+  expect(res.status).toBe(405);
+  expect(res.headers.allow).toBe('GET, HEAD');
+  expect(res.headers['content-type']).toMatch(/^application\/json(;|$)/);
+  expect(res.body).toEqual({ error: expect.any(String), error_description: expect.any(String) });
+}
+
+describe('ES256 issuer (default)', () => {
+  let t: TestSetup;
+  beforeAll(async () => {
+    t = await setup();
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  describe('GET /.well-known/jwks.json', () => {
+    it('serves the public signing key, without private members', async () => {
+      const keys = expectPublicJwks(await request(t.app).get('/.well-known/jwks.json'), 'EC', 'ES256');
+      const [current] = await t.issuer.keys.list();
+      expect(keys.map((k) => k.kid)).toContain(current.kid);
+    });
+
+    it('answers HEAD', async () => {
+      const res = await request(t.app).head('/.well-known/jwks.json');
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^application\/jwk-set\+json(;|$)/);
+    });
+
+    it.each(['post', 'put', 'delete'] as const)('answers %s with 405, Allow: GET, HEAD and a JSON error', async (method) => {
+      expectMethodNotAllowed(await request(t.app)[method]('/.well-known/jwks.json'));
+    });
+  });
+
+  describe('GET /.well-known/oauth-authorization-server', () => {
+    it('describes the issuer (RFC 8414)', async () => {
+      const res = await request(t.app).get('/.well-known/oauth-authorization-server');
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^application\/json(;|$)/);
+      expect(res.body).toEqual({
+        issuer: ISSUER,
+        token_endpoint: `${ISSUER}/oauth/token`,
+        jwks_uri: `${ISSUER}/.well-known/jwks.json`,
+        grant_types_supported: ['client_credentials'],
+        token_endpoint_auth_methods_supported: expect.arrayContaining(['client_secret_basic', 'client_secret_post']),
+        response_types_supported: [],
+      });
+      expect(res.body).not.toHaveProperty('scopes_supported');
+    });
+
+    it('points at the JWKS and token endpoint this router serves', async () => {
+      const { body } = await request(t.app).get('/.well-known/oauth-authorization-server');
+      const jwks = await request(t.app).get(new URL(body.jwks_uri).pathname);
+      expect(jwks.status).toBe(200);
+      const token = await request(t.app).post(new URL(body.token_endpoint).pathname).type('form').send({ grant_type: 'client_credentials' });
+      expect(token.status).not.toBe(404);
+    });
+
+    it.each(['post', 'put', 'delete'] as const)('answers %s with 405, Allow: GET, HEAD and a JSON error', async (method) => {
+      expectMethodNotAllowed(await request(t.app)[method]('/.well-known/oauth-authorization-server'));
+    });
+  });
+});
+
+describe('with scopesSupported', () => {
+  let t: TestSetup;
+  beforeAll(async () => {
+    t = await setup({ scopesSupported: 'orders:read orders:write' });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('lists scopes_supported in the metadata', async () => {
+    const res = await request(t.app).get('/.well-known/oauth-authorization-server');
+    expect(res.status).toBe(200);
+    expect(res.body.scopes_supported).toEqual(['orders:read', 'orders:write']);
+    expect(res.body.issuer).toBe(ISSUER);
+  });
+});
+
+describe('RS256 issuer', () => {
+  let t: TestSetup;
+  beforeAll(async () => {
+    t = await setup({ algorithm: 'RS256' });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('serves RSA public keys only, also after a rotation (old and new key published)', async () => {
+    const first = expectPublicJwks(await request(t.app).get('/.well-known/jwks.json'), 'RSA', 'RS256');
+    expect(first).toHaveLength(1);
+    const rotated = await t.issuer.keys.rotate(60);
+    const keys = expectPublicJwks(await request(t.app).get('/.well-known/jwks.json'), 'RSA', 'RS256');
+    expect(keys.map((k) => k.kid).sort()).toEqual([first[0].kid, rotated.kid].sort());
+  });
+});
