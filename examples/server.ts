@@ -8,11 +8,16 @@
  *
  * Environment: PORT (3000), HOST (all interfaces), ISSUER (http://localhost:PORT),
  * AUDIENCE (ISSUER + /api), DATA_DIR (./data), DATABASE_URL (PostgreSQL instead
- * of the embedded store), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256), LOG_LEVEL (info).
+ * of the embedded store) and DATABASE_SCHEMA, REDIS_URL (shared brute-force
+ * counters), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256),
+ * KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0: one
+ * process; N: node:cluster with N workers), LOG_LEVEL (info).
  */
+import cluster from 'node:cluster';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
+import Redis from 'ioredis';
 import pino from 'pino';
 import { createIssuer, openStore, type Issuer } from '../lib';
 
@@ -84,33 +89,59 @@ export function createApp(issuer: Issuer): express.Express {
   return app;
 }
 
-export async function startServer(env: NodeJS.ProcessEnv = process.env, print: (line: string) => void = console.log): Promise<RunningServer> {
+/** Options of the issuer from the environment; the one place the example reads it besides startServer(). */
+async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger): Promise<{ issuer: Issuer; publicUrl: string; redis?: Redis }> {
+  const port = intFromEnv(env, 'PORT', 3000);
+  const publicUrl = (env.ISSUER || `http://localhost:${port}`).replace(/\/+$/, '');
+  const ttl = intFromEnv(env, 'ACCESS_TOKEN_TTL', 3600);
+  const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
+  const redis = env.REDIS_URL ? new Redis(env.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+  redis?.on('error', (err) => logger.warn({ event: 'redis.error', err: err.message }, 'redis unavailable; counting failures in memory'));
+  try {
+    const issuer = createIssuer({
+      issuer: publicUrl,
+      audience: env.AUDIENCE || `${publicUrl}/api`,
+      store,
+      algorithm: (env.SIGNING_ALG as 'ES256' | 'RS256' | undefined) || undefined,
+      accessTokenTtl: ttl,
+      keyRotationLeadTime: env.KEY_ROTATION_LEAD_TIME ? intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', 300) : undefined,
+      keyRefreshInterval: env.KEY_REFRESH_INTERVAL ? Number(env.KEY_REFRESH_INTERVAL) : undefined,
+      scopesSupported: ['orders:read', 'orders:write'],
+      bruteForce: redis ? { redis } : undefined,
+      logger,
+    });
+    await issuer.ready();
+    return { issuer, publicUrl, redis };
+  } catch (err) {
+    await store.close();
+    redis?.disconnect();
+    throw err;
+  }
+}
+
+/** On an empty store, creates the demo client and prints it once. */
+async function createDemoClient(issuer: Issuer, publicUrl: string, print: (line: string) => void): Promise<void> {
+  if ((await issuer.clients.list()).length > 0) return;
+  const demo = await issuer.clients.create({ name: 'demo', scopes: 'orders:read orders:write' });
+  print('');
+  print('Created a demo client (the secret is shown only now):');
+  print(`  client_id:     ${demo.clientId}`);
+  print(`  client_secret: ${demo.clientSecret}`);
+  print('Get a token:');
+  print(`  curl -s -u '${demo.clientId}:${demo.clientSecret}' -d grant_type=client_credentials ${publicUrl}/oauth/token`);
+  print('');
+}
+
+export async function startServer(
+  env: NodeJS.ProcessEnv = process.env,
+  print: (line: string) => void = console.log,
+  options: { demoClient?: boolean } = {},
+): Promise<RunningServer> {
   const port = intFromEnv(env, 'PORT', 3000);
   const host = env.HOST || undefined;
-  const publicUrl = (env.ISSUER || `http://localhost:${port}`).replace(/\/+$/, '');
   const logger = pino({ name: 'orders-api', level: env.LOG_LEVEL || 'info' });
-  const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, dataDir: env.DATA_DIR || './data' });
-  const issuer = createIssuer({
-    issuer: publicUrl,
-    audience: env.AUDIENCE || `${publicUrl}/api`,
-    store,
-    algorithm: (env.SIGNING_ALG as 'ES256' | 'RS256' | undefined) || undefined,
-    accessTokenTtl: intFromEnv(env, 'ACCESS_TOKEN_TTL', 3600),
-    scopesSupported: ['orders:read', 'orders:write'],
-    logger,
-  });
-  await issuer.ready();
-
-  if ((await issuer.clients.list()).length === 0) {
-    const demo = await issuer.clients.create({ name: 'demo', scopes: 'orders:read orders:write' });
-    print('');
-    print('Created a demo client (the secret is shown only now):');
-    print(`  client_id:     ${demo.clientId}`);
-    print(`  client_secret: ${demo.clientSecret}`);
-    print('Get a token:');
-    print(`  curl -s -u '${demo.clientId}:${demo.clientSecret}' -d grant_type=client_credentials ${publicUrl}/oauth/token`);
-    print('');
-  }
+  const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger);
+  if (options.demoClient !== false) await createDemoClient(issuer, publicUrl, print);
 
   const server = await new Promise<Server>((resolve, reject) => {
     const app = createApp(issuer);
@@ -122,26 +153,58 @@ export async function startServer(env: NodeJS.ProcessEnv = process.env, print: (
   logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
 
   let closing: Promise<void> | undefined;
+  /** Stops accepting, lets in-flight requests finish (10 s at most), then closes the store and Redis. */
   const close = (): Promise<void> =>
     (closing ??= new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeIdleConnections();
-    }).then(() => issuer.close()));
+      setTimeout(() => server.closeAllConnections(), 10_000).unref();
+    }).then(async () => {
+      await issuer.close();
+      await redis?.quit().catch(() => undefined);
+    }));
   return { server, issuer, url, close };
 }
 
+/** The primary of WORKERS=N: prepares the store (and the demo client) once, then forks. */
+async function startPrimary(workers: number): Promise<void> {
+  const logger = pino({ name: 'orders-api', level: process.env.LOG_LEVEL || 'info' });
+  const { issuer, publicUrl, redis } = await issuerFromEnv(process.env, logger);
+  await createDemoClient(issuer, publicUrl, console.log);
+  await issuer.close();
+  redis?.disconnect();
+  let stopping = false;
+  for (let i = 0; i < workers; i++) cluster.fork();
+  cluster.on('exit', (worker, code) => {
+    if (stopping) {
+      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
+      return;
+    }
+    logger.warn({ event: 'worker.exit', pid: worker.process.pid, code }, 'worker exited; starting another');
+    cluster.fork();
+  });
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      stopping = true;
+      for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+    });
+  }
+}
+
 if (require.main === module) {
-  startServer().then(
-    (running) => {
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-        process.once(signal, () => {
-          running.close().then(() => process.exit(0));
+  const workers = intFromEnv(process.env, 'WORKERS', 0);
+  const start =
+    workers > 0 && cluster.isPrimary
+      ? startPrimary(workers)
+      : startServer(process.env, console.log, { demoClient: !cluster.isWorker }).then((running) => {
+          for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+            process.once(signal, () => {
+              running.close().then(() => process.exit(0));
+            });
+          }
         });
-      }
-    },
-    (err: Error) => {
-      console.error(`error: ${err.message}`);
-      process.exit(1);
-    },
-  );
+  start.catch((err: Error) => {
+    console.error(`error: ${err.message}`);
+    process.exit(1);
+  });
 }

@@ -101,9 +101,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
       },
       async rotate(leadTime = config.keyRotationLeadTime) {
         await server.ready();
-        const key = await server.keys.rotate(leadTime * 1000);
-        logger.info({ event: 'key.rotated', kid: key.kid, alg: key.alg, activates_at: new Date(key.activatesAt).toISOString() }, 'signing key rotated');
-        return info(key, Date.now());
+        return info(await server.keys.rotate(leadTime * 1000), Date.now());
       },
       async prune() {
         await server.ready();

@@ -5,7 +5,8 @@
 import { ClientService, type ClientInfo } from '../core/clients';
 import { KeyRing, SIGNING_ALGORITHMS, type LoadedKey, type SigningAlgorithm } from '../core/keys';
 import { isScopeToken } from '../core/scope';
-import type { Logger } from '../logger';
+import pino from 'pino';
+import { silentLogger, type Logger } from '../logger';
 import { openStore } from '../stores/open';
 import type { KeyStore, Store } from '../stores/types';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration, wantsHelp } from './args';
@@ -31,8 +32,14 @@ const CLIENT_ID_SHAPE = /^[A-Za-z0-9_-]{22}$/;
 
 const SECRET_WARNING = 'warning: the client secret is shown only now and cannot be recovered; store it safely.';
 
-/** The CLI writes its own output; events of the core are not logged (stdout may carry JSON). */
-const quiet: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+/**
+ * Audit events (client.created, client.revoked, client.secret_rotated) go as
+ * pino JSON lines to stderr when LOG_LEVEL is set; stdout stays the CLI's own.
+ */
+function auditLogger(env: NodeJS.ProcessEnv): Logger {
+  if (!env.LOG_LEVEL) return silentLogger;
+  return pino({ name: 'client-credentials', level: env.LOG_LEVEL }, pino.destination(2));
+}
 
 /** Opens the store on first use only, so a usage error never creates a data folder or a connection. */
 class LazyStore {
@@ -41,7 +48,11 @@ class LazyStore {
   constructor(private readonly env: NodeJS.ProcessEnv) {}
 
   get = (): Promise<Store> => {
-    this.opening ??= openStore({ databaseUrl: this.env.DATABASE_URL || undefined, dataDir: this.env.DATA_DIR || './data' });
+    this.opening ??= openStore({
+      databaseUrl: this.env.DATABASE_URL || undefined,
+      schema: this.env.DATABASE_SCHEMA || undefined,
+      dataDir: this.env.DATA_DIR || './data',
+    });
     return this.opening;
   };
 
@@ -139,6 +150,7 @@ async function loadKeyRing(ctx: Context, settings: KeySettings, load = true): Pr
     reloadCooldownMs: 0,
     refreshMs: Number.POSITIVE_INFINITY,
     rotationLeadTimeMs: settings.leadTime * 1000,
+    logger: auditLogger(ctx.io.env),
     now: Date.now,
   });
   if (!load) return ring;
@@ -155,7 +167,7 @@ function keyStatus(key: LoadedKey, now: number): 'pending' | 'current' | 'retire
 // ---------- commands ----------
 
 function services(ctx: Context): ClientService {
-  return new ClientService(ctx.stores.get, quiet);
+  return new ClientService(ctx.stores.get, auditLogger(ctx.io.env));
 }
 
 /** The client, or a CommandError when it is unknown or revoked. */

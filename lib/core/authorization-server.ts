@@ -41,6 +41,7 @@ export class AuthorizationServer {
         reloadCooldownMs: 5_000,
         refreshMs: config.keyRefreshInterval * 1000,
         rotationLeadTimeMs: config.keyRotationLeadTime * 1000,
+        logger,
         now,
       },
     );

@@ -1,4 +1,5 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
+import type { Logger } from '../logger';
 import type { KeyStore, StoredKey } from '../stores/types';
 
 export const SIGNING_ALGORITHMS = ['ES256', 'RS256'] as const;
@@ -84,6 +85,8 @@ export interface KeyRingOptions {
   refreshMs: number;
   /** Lead time of the rotation made at start-up when the configured algorithm changed, in ms. */
   rotationLeadTimeMs: number;
+  /** Receives `key.rotated` and `key.pruned` audit events. */
+  logger?: Logger;
   now: () => number;
 }
 
@@ -196,6 +199,10 @@ export class KeyRing implements KeyResolver {
       throw new Error('the signing keys changed during the rotation; list them and try again');
     }
     await this.reload();
+    this.options.logger?.info(
+      { event: 'key.rotated', kid: stored.kid, alg: stored.alg, activates_at: stored.activatesAt.toISOString(), replaces: expected },
+      'signing key rotated',
+    );
     return this.keys.get(stored.kid)!;
   }
 
@@ -203,7 +210,10 @@ export class KeyRing implements KeyResolver {
   async prune(): Promise<number> {
     const before = new Date(this.options.now() - this.options.maxTokenTtl * 1000);
     const removed = await this.store.pruneKeys(before);
-    if (removed > 0) await this.reload();
+    if (removed > 0) {
+      await this.reload();
+      this.options.logger?.info({ event: 'key.pruned', count: removed }, 'retired signing keys pruned');
+    }
     return removed;
   }
 }

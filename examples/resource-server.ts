@@ -1,0 +1,78 @@
+/**
+ * An API process with no database and no secrets: it only verifies access
+ * tokens, against the issuer's JWKS.
+ *
+ *   ISSUER=http://localhost:3000 PORT=4000 npx ts-node --transpile-only examples/resource-server.ts
+ *
+ * Environment: PORT (4000), HOST (all interfaces), ISSUER (http://localhost:3000),
+ * AUDIENCE (ISSUER + /api), JWKS_URI (ISSUER + /.well-known/jwks.json), LOG_LEVEL (info).
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import pino from 'pino';
+import { requireBearer } from '../lib';
+
+export interface RunningResourceServer {
+  server: Server;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startResourceServer(env: NodeJS.ProcessEnv = process.env): Promise<RunningResourceServer> {
+  const issuer = (env.ISSUER || 'http://localhost:3000').replace(/\/+$/, '');
+  const logger = pino({ name: 'reports-api', level: env.LOG_LEVEL || 'info' });
+  const verify = {
+    issuer,
+    audience: env.AUDIENCE || `${issuer}/api`,
+    jwksUri: env.JWKS_URI || `${issuer}/.well-known/jwks.json`,
+    logger,
+  };
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.use('/api', requireBearer(verify));
+  app.get('/api/whoami', (req, res) => {
+    res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') });
+  });
+  app.get('/api/reports', requireBearer({ ...verify, scope: 'orders:read' }), (req, res) => {
+    res.json({ reports: [], for: req.auth!.clientId });
+  });
+  app.use((_req, res) => {
+    res.status(404).json({ error: 'not_found' });
+  });
+
+  const port = Number(env.PORT ?? 4000);
+  if (!Number.isInteger(port) || port < 0) throw new TypeError(`PORT must be a whole number, got ${JSON.stringify(env.PORT)}`);
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = env.HOST ? app.listen(port, env.HOST, () => resolve(s)) : app.listen(port, () => resolve(s));
+    s.once('error', reject);
+  });
+  const address = server.address() as AddressInfo;
+  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
+  return {
+    server,
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+  };
+}
+
+if (require.main === module) {
+  startResourceServer().then(
+    (running) => {
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void running.close().then(() => process.exit(0)));
+    },
+    (err: Error) => {
+      console.error(`error: ${err.message}`);
+      process.exit(1);
+    },
+  );
+}
