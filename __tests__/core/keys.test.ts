@@ -1,0 +1,122 @@
+import { rmSync } from 'node:fs';
+import { KeyRing, type KeyRingOptions } from '../../lib/core/keys';
+import { openEmbeddedStore, type EmbeddedStore } from '../../lib/stores/embedded';
+import { tempDir } from '../helpers/app';
+
+const MIN = 60_000;
+
+describe('KeyRing', () => {
+  let dir: string;
+  let store: EmbeddedStore;
+  let clock: number;
+  const ring = (overrides: Partial<KeyRingOptions> = {}) =>
+    new KeyRing(store, {
+      algorithm: 'ES256',
+      maxTokenTtl: 3600,
+      reloadCooldownMs: 5_000,
+      refreshMs: 30_000,
+      rotationLeadTimeMs: 5 * MIN,
+      now: () => clock,
+      ...overrides,
+    });
+
+  beforeEach(async () => {
+    dir = tempDir();
+    store = await openEmbeddedStore({ dataDir: dir });
+    clock = Date.parse('2030-01-01T00:00:00Z');
+  });
+  afterEach(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('creates one key on first start and reuses it after', async () => {
+    const a = ring();
+    await a.init();
+    const b = ring();
+    await b.init();
+    expect(b.current().kid).toBe(a.current().kid);
+    expect((await store.listKeys()).length).toBe(1);
+  });
+
+  it('publishes a rotated key at once and signs with it only after the lead time', async () => {
+    const r = ring();
+    await r.init();
+    const old = r.current();
+    const next = await r.rotate(5 * MIN);
+    expect(r.jwks().keys.map((k) => k.kid).sort()).toEqual([old.kid, next.kid].sort());
+    expect(r.current().kid).toBe(old.kid);
+    clock += 5 * MIN;
+    expect(r.current().kid).toBe(next.kid);
+  });
+
+  it('another instance picks up a rotation on its next background refresh', async () => {
+    const a = ring();
+    const b = ring();
+    await a.init();
+    await b.init();
+    const next = await a.rotate(MIN);
+    expect(b.peek(next.kid)).toBeUndefined();
+    clock += 31_000; // past refreshMs: the next use reloads in the background
+    b.jwks();
+    await b.reload(); // joins the background reload
+    expect(b.peek(next.kid)).toBeDefined();
+    clock += MIN;
+    expect(b.current().kid).toBe(next.kid);
+  });
+
+  it('reloads on an unknown kid at most once per cooldown', async () => {
+    const a = ring();
+    await a.init();
+    const listKeys = jest.spyOn(store, 'listKeys');
+    clock += 10_000;
+    expect(await a.resolve('nope-1')).toBeUndefined();
+    expect(await a.resolve('nope-2')).toBeUndefined();
+    expect(await a.resolve('nope-3')).toBeUndefined();
+    expect(listKeys).toHaveBeenCalledTimes(1);
+    clock += 5_000;
+    await a.resolve('nope-4');
+    expect(listKeys).toHaveBeenCalledTimes(2);
+  });
+
+  it('keeps a retired key published until its tokens expire, then prunes it', async () => {
+    const r = ring();
+    await r.init();
+    const old = r.current();
+    await r.rotate(0);
+    clock += 1;
+    expect(await r.prune()).toBe(0);
+    expect(r.peek(old.kid)).toBeDefined();
+    clock += 3600 * 1000;
+    expect(await r.prune()).toBe(1);
+    expect(r.peek(old.kid)).toBeUndefined();
+    expect(r.jwks().keys).toHaveLength(1);
+  });
+
+  it('rotates to the configured algorithm with the lead time when it changed', async () => {
+    await ring().init();
+    const rs = ring({ algorithm: 'RS256' });
+    await rs.init();
+    expect(rs.current().alg).toBe('ES256');
+    clock += 5 * MIN;
+    expect(rs.current().alg).toBe('RS256');
+    // a second start does not rotate again
+    const again = ring({ algorithm: 'RS256' });
+    await again.init();
+    expect((await store.listKeys()).length).toBe(2);
+  });
+
+  it('refuses a rotation made on a stale view of the keys', async () => {
+    const a = ring();
+    const b = ring();
+    await a.init();
+    await b.init();
+    await a.rotate(0);
+    const rotateKey = jest.spyOn(store, 'rotateKey');
+    // b reloads first inside rotate(), so it rotates on the fresh view: both succeed, one after the other
+    await b.rotate(0);
+    expect(rotateKey).toHaveBeenCalledTimes(1);
+    const unretired = (await store.listKeys()).filter((k) => k.retiredAt === null);
+    expect(unretired).toHaveLength(1);
+  });
+});
