@@ -15,7 +15,7 @@
  */
 import cluster from 'node:cluster';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import express from 'express';
 import Redis from 'ioredis';
 import pino from 'pino';
@@ -119,9 +119,13 @@ async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger): Promi
   }
 }
 
-/** On an empty store, creates the demo client and prints it once. */
+/**
+ * On the first start on a store, creates the demo client and prints it. Only
+ * one process ever creates a store's first key, so instances starting
+ * together on one database create one demo client between them.
+ */
 async function createDemoClient(issuer: Issuer, publicUrl: string, print: (line: string) => void): Promise<void> {
-  if ((await issuer.clients.list()).length > 0) return;
+  if (!issuer.isFirstStart() || (await issuer.clients.list()).length > 0) return;
   const demo = await issuer.clients.create({ name: 'demo', scopes: 'orders:read orders:write' });
   print('');
   print('Created a demo client (the secret is shown only now):');
@@ -152,11 +156,23 @@ export async function startServer(
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
   logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
 
+  // Graceful stop: once closing, every response says `Connection: close`, and
+  // each keep-alive connection is ended as soon as it is idle.
   let closing: Promise<void> | undefined;
+  const inFlight = new Set<ServerResponse>();
+  server.on('request', (_req, res: ServerResponse) => {
+    if (closing) res.setHeader('Connection', 'close');
+    inFlight.add(res);
+    res.on('close', () => {
+      inFlight.delete(res);
+      if (closing) setImmediate(() => server.closeIdleConnections());
+    });
+  });
   /** Stops accepting, lets in-flight requests finish (10 s at most), then closes the store and Redis. */
   const close = (): Promise<void> =>
     (closing ??= new Promise<void>((resolve) => {
       server.close(() => resolve());
+      for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
       server.closeIdleConnections();
       setTimeout(() => server.closeAllConnections(), 10_000).unref();
     }).then(async () => {

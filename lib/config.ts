@@ -51,9 +51,9 @@ export interface BearerOptions {
   realm?: string;
   clockTolerance?: number;
   tokenCacheMax?: number;
-  /** Shortest time between two JWKS fetches caused by an unknown kid, in seconds. Default 30. */
+  /** After a JWKS fetch that did not find an unknown kid, how long before another such fetch, in seconds. Default 30. */
   jwksCooldown?: number;
-  /** Age after which the JWKS is refreshed in the background, in seconds. Default 600. */
+  /** Age after which the JWKS is refreshed in the background, in seconds. Default 120 (below the default key rotation lead time). */
   jwksMaxAge?: number;
   /** Timeout of a JWKS fetch, in seconds. Default 5. */
   jwksTimeout?: number;

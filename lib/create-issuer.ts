@@ -41,6 +41,12 @@ export interface Issuer {
     jwks(): Promise<{ keys: PublicJwk[] }>;
   };
   metadata(): Record<string, unknown>;
+  /**
+   * After ready(): whether this process created the store's first signing key,
+   * i.e. is the first ever to start on this store. At most one process on a
+   * store sees `true`, which makes it the place for one-time set-up.
+   */
+  isFirstStart(): boolean;
 }
 
 const STORE_METHODS = ['findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'close', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys'] as const;
@@ -113,5 +119,6 @@ export function createIssuer(options: IssuerOptions): Issuer {
       },
     },
     metadata: () => server.metadata,
+    isFirstStart: () => server.keys.createdFirstKey,
   };
 }

@@ -152,18 +152,22 @@ describe('with jwksUri', () => {
     expect(s.fetches()).toBe(1);
   });
 
-  it('after the cooldown an unknown kid triggers a refetch', async () => {
+  it('refetches at once for an unknown kid, then not again until the cooldown after a fruitless refetch', async () => {
     const s = await startIssuer();
     const app = api(bearer({ jwksUri: s.jwksUri, jwksCooldown: 0.3 }));
     expect((await get(app, await fetchToken(s.t.app, s.client))).status).toBe(200);
     expect(s.fetches()).toBe(1);
 
+    // right after the first fetch: an unknown kid may be a new key, so look
     expectInvalidToken(await get(app, mint(freshKey())));
-    expect(s.fetches()).toBe(1);
+    expect(s.fetches()).toBe(2);
+    // that refetch found nothing: the next unknown kid waits for the cooldown
+    expectInvalidToken(await get(app, mint(freshKey())));
+    expect(s.fetches()).toBe(2);
 
     await sleep(400);
     expectInvalidToken(await get(app, mint(freshKey())));
-    expect(s.fetches()).toBe(2);
+    expect(s.fetches()).toBe(3);
   });
 
   it('accepts tokens signed by a key rotated in the issuer, after the refetch', async () => {

@@ -61,13 +61,16 @@ export interface RemoteJwksOptions {
 
 /**
  * The issuer's JWKS fetched over HTTP and cached. An unknown `kid` triggers a
- * refetch at most once per cooldown; concurrent misses share one fetch, so a
- * flood of made-up kids never becomes a flood of fetches.
+ * refetch, unless a refetch in the last cooldown already failed to find a
+ * kid; concurrent misses share one fetch. So a new key is found at once,
+ * while a flood of made-up kids costs one fetch per cooldown. The set is also
+ * refreshed in the background once older than `maxAgeMs`.
  */
 export class RemoteJwks implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private fetchedAt = 0;
   private lastAttempt = Number.NEGATIVE_INFINITY;
+  private lastFruitless = Number.NEGATIVE_INFINITY;
   private inFlight: Promise<void> | undefined;
 
   constructor(
@@ -83,13 +86,18 @@ export class RemoteJwks implements KeyResolver {
     const key = this.keys.get(kid);
     const now = this.options.now();
     if (key) {
-      if (now - this.fetchedAt > this.options.maxAgeMs && this.canFetch(now)) this.refresh().catch(() => undefined);
+      if (now - this.fetchedAt > this.options.maxAgeMs && this.canRefresh(now)) this.refresh().catch(() => undefined);
       return key;
     }
-    if (!this.canFetch(now)) return undefined;
+    if (!this.inFlight && now - this.lastFruitless < this.options.cooldownMs) return undefined;
     return this.refresh().then(
-      () => this.keys.get(kid),
+      () => {
+        const found = this.keys.get(kid);
+        if (!found) this.lastFruitless = this.options.now();
+        return found;
+      },
       (err: unknown) => {
+        this.lastFruitless = this.options.now();
         throw new TemporarilyUnavailableError('the authorization server keys cannot be fetched; retry later', {
           detail: `JWKS fetch from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`,
           cause: err,
@@ -98,8 +106,9 @@ export class RemoteJwks implements KeyResolver {
     );
   }
 
-  private canFetch(now: number): boolean {
-    return this.inFlight !== undefined || now - this.lastAttempt >= this.options.cooldownMs;
+  /** Background refreshes: not while one is under way, and not more often than the cooldown even when they fail. */
+  private canRefresh(now: number): boolean {
+    return this.inFlight === undefined && now - this.lastAttempt >= this.options.cooldownMs;
   }
 
   /** Fetches the set now (joins a fetch under way). */

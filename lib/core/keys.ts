@@ -99,7 +99,11 @@ export class KeyRing implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private jwksDocument: { keys: PublicJwk[] } = { keys: [] };
   private lastReload = 0;
+  /** When a reload caused by an unknown kid last failed to find it: the cooldown runs from there. */
+  private lastFruitless = Number.NEGATIVE_INFINITY;
   private reloading: Promise<void> | undefined;
+  /** Whether init() created the store's first key: at most one process on a store ever sees `true`. */
+  createdFirstKey = false;
 
   constructor(
     private readonly store: KeyStore,
@@ -111,7 +115,9 @@ export class KeyRing implements KeyResolver {
     const now = new Date(this.options.now());
     let stored = await this.store.listKeys();
     if (!stored.some((k) => k.retiredAt === null)) {
-      stored = await this.store.insertFirstKey(generateStoredKey(this.options.algorithm, now));
+      const first = generateStoredKey(this.options.algorithm, now);
+      stored = await this.store.insertFirstKey(first);
+      this.createdFirstKey = stored.some((k) => k.kid === first.kid);
     }
     this.replace(stored);
     const pending = [...this.keys.values()].some((k) => k.retiredAt === null && k.alg === this.options.algorithm);
@@ -177,11 +183,20 @@ export class KeyRing implements KeyResolver {
     return this.keys.get(kid);
   }
 
+  /**
+   * A known key at once; for an unknown kid, a reload from the store, unless
+   * one in the last `reloadCooldownMs` already failed to find a kid: made-up
+   * kids cost one store read per cooldown, a new key is found at once.
+   */
   resolve(kid: string): LoadedKey | undefined | Promise<LoadedKey | undefined> {
     const key = this.keys.get(kid);
     if (key) return key;
-    if (this.options.now() - this.lastReload < this.options.reloadCooldownMs) return undefined;
-    return this.reload().then(() => this.keys.get(kid));
+    if (this.options.now() - this.lastFruitless < this.options.reloadCooldownMs) return undefined;
+    return this.reload().then(() => {
+      const found = this.keys.get(kid);
+      if (!found) this.lastFruitless = this.options.now();
+      return found;
+    });
   }
 
   /**

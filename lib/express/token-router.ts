@@ -57,7 +57,7 @@ export function issuerRouter(server: AuthorizationServer): Router {
   router.all('/.well-known/jwks.json', onlyMethods('GET', 'HEAD'), async (_req, res, next) => {
     try {
       await server.ready();
-      res.setHeader('Cache-Control', 'public, max-age=300');
+      res.setHeader('Cache-Control', 'public, max-age=60');
       sendJson(res, 200, server.keys.jwks(), 'application/jwk-set+json; charset=utf-8');
     } catch (err) {
       next(err);
