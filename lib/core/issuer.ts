@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import type { LoadedKey } from './keys';
 import { formatScope } from './scope';
@@ -35,7 +35,7 @@ export function signAccessToken(
     aud: input.audience,
     iat,
     exp: iat + input.ttl,
-    jti: randomBytes(16).toString('base64url'),
+    jti: randomUUID(),
     scope: formatScope(input.scopes),
   };
   const accessToken = jwt.sign(claims, key.privateKey, {

@@ -1,6 +1,7 @@
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import { LRUCache } from 'lru-cache';
 import type { ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 /**
@@ -117,6 +118,7 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
   migrate(db);
 
   const q = {
+    dataVersion: db.prepare('PRAGMA data_version').pluck(),
     client: db.prepare<[string], ClientRow>('SELECT * FROM clients WHERE client_id = ?'),
     secrets: db.prepare<[string], SecretRow>('SELECT * FROM client_secrets WHERE client_id = ? ORDER BY created_at DESC, id DESC'),
     allClients: db.prepare<[], ClientRow>('SELECT * FROM clients ORDER BY created_at, rowid'),
@@ -144,10 +146,37 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
   const listKeys = (): StoredKey[] => q.keys.all().map(toKey);
 
   // one read transaction, so a concurrent rotation is seen whole or not at all
-  const findClient = db.transaction((clientId: string): ClientRecord | null => {
+  const readClient = db.transaction((clientId: string): ClientRecord | null => {
     const row = q.client.get(clientId);
     return row ? toClient(row, q.secrets.all(clientId)) : null;
   });
+
+  // Found clients are kept in memory until the database changes. SQLite's
+  // data_version moves whenever another connection (the CLI, another
+  // process) commits; this connection's own writes clear the cache directly.
+  // So a revoke from the CLI counts from the next request, and a lookup
+  // costs one PRAGMA instead of a transaction and two queries.
+  const cache = new LRUCache<string, ClientRecord>({ max: 10_000 });
+  let seenVersion = q.dataVersion.get() as number;
+  const findClient = (clientId: string): ClientRecord | null => {
+    const version = q.dataVersion.get() as number;
+    if (version !== seenVersion) {
+      cache.clear();
+      seenVersion = version;
+    }
+    const hit = cache.get(clientId);
+    if (hit) return hit;
+    const client = readClient(clientId);
+    if (client) cache.set(clientId, client);
+    return client;
+  };
+  const wrote = <A extends unknown[], R>(fn: (...args: A) => R) => (...args: A): R => {
+    try {
+      return fn(...args);
+    } finally {
+      cache.clear();
+    }
+  };
   const createClient = db.transaction((c: NewClient) => {
     q.insertClient.run(c.clientId, c.name, c.scopes.join(' '), c.grantTypes.join(' '), c.createdAt.getTime());
     q.insertSecret.run(c.clientId, c.secret.hash, c.secret.createdAt.getTime(), c.secret.expiresAt?.getTime() ?? null);
@@ -192,7 +221,7 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
     async createClient(client) {
       guard();
       try {
-        createClient(client);
+        wrote(createClient)(client);
       } catch (err) {
         if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new Error(`client id ${client.clientId} exists already`);
         throw err;
@@ -210,11 +239,11 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
     },
     async revokeClient(clientId, at) {
       guard();
-      return revokeClient.immediate(clientId, at.getTime());
+      return wrote(revokeClient.immediate)(clientId, at.getTime());
     },
     async rotateSecret(clientId, secret, keepOldUntil) {
       guard();
-      return rotateSecret.immediate(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime());
+      return wrote(rotateSecret.immediate)(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime());
     },
     async listKeys() {
       guard();
