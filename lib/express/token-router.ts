@@ -38,8 +38,10 @@ function prepareTokenRequest(server: AuthorizationServer) {
       if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
       const client = await server.authenticate(credentials, { ip: req.ip });
       const scopes = grantScope(client, scope);
-      const granted: GrantedRequest = { user: client, authInfo: { scopes } };
-      Object.assign(req, granted, { body: params });
+      const granted = req as Request & GrantedRequest;
+      granted.body = params;
+      granted.user = client;
+      granted.authInfo = { scopes };
       next();
     } catch (err) {
       next(err);
