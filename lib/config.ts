@@ -24,7 +24,7 @@ export interface IssuerOptions {
   realm?: string;
   /** Seconds of clock skew allowed when verifying. Default 5. */
   clockTolerance?: number;
-  /** Most verified tokens remembered by `requireBearer()`. Default 10000; 0 turns the cache off. */
+  /** Most verified tokens remembered by `requireBearer()`. Default 1000; 0 turns the cache off. */
   tokenCacheMax?: number;
   /** Lead time in seconds between publishing a rotated key and signing with it. Default 300. */
   keyRotationLeadTime?: number;
@@ -164,7 +164,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     bearerRealm: realm ?? 'api',
     tokenRealm: realm ?? issuer,
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
-    tokenCacheMax: checkInteger('tokenCacheMax', options.tokenCacheMax, 10_000, 0, 10_000_000),
+    tokenCacheMax: checkInteger('tokenCacheMax', options.tokenCacheMax, 1000, 0, 10_000_000),
     keyRotationLeadTime: checkNumber('keyRotationLeadTime', options.keyRotationLeadTime, 300, 0, 86400),
     clientCacheTtl: options.clientCacheTtl === undefined ? undefined : checkNumber('clientCacheTtl', options.clientCacheTtl, 0, 0, 60),
     keyRefreshInterval: checkNumber('keyRefreshInterval', options.keyRefreshInterval, 30, 0.1, 3600),

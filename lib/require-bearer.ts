@@ -31,7 +31,7 @@ export function requireBearer(options: BearerOptions): RequestHandler {
   const jwksUri = options.jwksUri === undefined ? undefined : checkUrl('jwksUri', options.jwksUri);
   const settings = {
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
-    cacheMax: checkInteger('tokenCacheMax', options.tokenCacheMax, 10_000, 0, 10_000_000),
+    cacheMax: checkInteger('tokenCacheMax', options.tokenCacheMax, 1000, 0, 10_000_000),
     cooldownMs: checkNumber('jwksCooldown', options.jwksCooldown, 30, 0, 86400) * 1000,
     maxAgeMs: checkNumber('jwksMaxAge', options.jwksMaxAge, 120, 1, 86400 * 7) * 1000,
     timeoutMs: checkNumber('jwksTimeout', options.jwksTimeout, 5, 0.1, 120) * 1000,
