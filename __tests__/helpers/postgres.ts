@@ -5,6 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Client, type Pool } from 'pg';
+import { describeIfReachable } from './services';
 
 export function postgresUrl(): string {
   return process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -59,24 +60,9 @@ function displayUrl(): string {
   }
 }
 
-/**
- * `describe` when PostgreSQL is reachable. Otherwise the block is skipped with
- * one warning line, or fails when REQUIRE_SERVICES=1 (CI must not skip silently).
- */
+/** `describe` when PostgreSQL is reachable (see describeIfReachable). */
 export function describeIfPostgres(title: string, fn: () => void): void {
-  if (postgresReachableSync()) {
-    describe(title, fn);
-  } else if (process.env.REQUIRE_SERVICES === '1') {
-    describe(title, () => {
-      it('needs PostgreSQL', () => {
-        throw new Error(`PostgreSQL required (REQUIRE_SERVICES=1) but not reachable at ${displayUrl()}`);
-      });
-    });
-  } else {
-    // stderr directly: console.warn in jest adds a multi-line stack location.
-    process.stderr.write(`PostgreSQL not reachable at ${displayUrl()}: skipping ${title}\n`);
-    describe.skip(title, fn);
-  }
+  describeIfReachable('PostgreSQL', postgresReachableSync(), displayUrl(), title, fn);
 }
 
 /** A schema name no other run uses: `ecc_test_<pid>_<random>`. */

@@ -3,6 +3,7 @@
  * probe, because jest `describe` bodies are sync).
  */
 import { spawnSync } from 'node:child_process';
+import { describeIfReachable } from './services';
 
 export function redisUrl(): string {
   return process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -25,18 +26,7 @@ export function redisReachableSync(): boolean {
   return probed;
 }
 
-/** `describe` when Redis is reachable; else one line and a skip, or a failure when REQUIRE_SERVICES=1. */
+/** `describe` when Redis is reachable (see describeIfReachable). */
 export function describeIfRedis(title: string, fn: () => void): void {
-  if (redisReachableSync()) {
-    describe(title, fn);
-  } else if (process.env.REQUIRE_SERVICES === '1') {
-    describe(title, () => {
-      it('needs Redis', () => {
-        throw new Error(`Redis required (REQUIRE_SERVICES=1) but not reachable at ${redisUrl()}`);
-      });
-    });
-  } else {
-    process.stderr.write(`Redis not reachable at ${redisUrl()}: skipping ${title}\n`);
-    describe.skip(title, fn);
-  }
+  describeIfReachable('Redis', redisReachableSync(), redisUrl(), title, fn);
 }
