@@ -28,14 +28,17 @@ const BEARER_SCHEME = /^bearer(?: |$)/i;
  * fail / error actions), without the middleware wrapper around it, which
  * costs more than the strategy itself on this hot path.
  */
-function runStrategy(strategy: passport.Strategy, req: Request, done: (err: unknown, auth: AccessTokenAuth | false) => void): void {
+function runStrategy(strategy: passport.Strategy, authorization: string, done: (err: unknown, auth: AccessTokenAuth | false) => void): void {
   const run = Object.create(strategy) as passport.StrategyCreated<passport.Strategy>;
   run.success = (user) => done(null, user as AccessTokenAuth);
   run.fail = () => done(null, false);
   run.error = (err) => done(err, false);
   run.pass = () => done(null, false);
   run.redirect = () => done(null, false);
-  run.authenticate(req, { session: false });
+  // Only the Authorization header counts (tokens in the URL or body were refused
+  // above), so the strategy gets just that: it never touches Express's
+  // req.query getter, which parses the query string on every read.
+  run.authenticate({ headers: { authorization } } as unknown as Request, { session: false });
 }
 
 export interface BearerMiddlewareOptions {
@@ -82,12 +85,14 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     const done = (err: unknown, auth: AccessTokenAuth | false): void => {
       if (err) return fail(res, err);
       if (!auth) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
-      const missing = missingScopes(auth.scope, required);
-      if (missing.length > 0) return fail(res, new InsufficientScopeError(required, { detail: `missing ${missing.join(' ')}` }));
+      if (required.length > 0) {
+        const missing = missingScopes(auth.scope, required);
+        if (missing.length > 0) return fail(res, new InsufficientScopeError(required, { detail: `missing ${missing.join(' ')}` }));
+      }
       req.auth = auth;
       next();
     };
-    const authenticate = (): void => runStrategy(strategy, req, done);
+    const authenticate = (): void => runStrategy(strategy, header, done);
 
     const waiting = pending?.();
     if (waiting) waiting.then(authenticate, (err: unknown) => fail(res, err));
