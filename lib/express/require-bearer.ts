@@ -1,5 +1,5 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import passport from 'passport';
+import type passport from 'passport';
 import { Strategy as BearerStrategy } from 'passport-http-bearer';
 import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
@@ -52,20 +52,21 @@ export interface BearerMiddlewareOptions {
 
 /**
  * The protected-resource check. Only the Authorization header counts; the
- * header is parsed by passport-http-bearer (on a private passport instance,
- * no sessions), the token checked by the core verifier, the scope here.
+ * header is parsed by the passport-http-bearer strategy (run as passport runs
+ * strategies, without sessions), the token checked by the core verifier, the
+ * scope here.
  */
 export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandler {
   const { verifier, realm, scope: required, logger, pending } = options;
   const strategy = new BearerStrategy((token: string, done: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
-      let result: AccessTokenAuth | Promise<AccessTokenAuth>;
-      try {
-        result = verifier.verify(token);
-      } catch (err) {
-        return done(err);
-      }
-      if (result instanceof Promise) result.then((auth) => done(null, auth), done);
-      else done(null, result);
+    let result: AccessTokenAuth | Promise<AccessTokenAuth>;
+    try {
+      result = verifier.verify(token);
+    } catch (err) {
+      return done(err);
+    }
+    if (result instanceof Promise) result.then((auth) => done(null, auth), done);
+    else done(null, result);
   });
 
   const fail = (res: Response, err: unknown): void => {
