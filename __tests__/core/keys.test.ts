@@ -93,6 +93,18 @@ describe('KeyRing', () => {
     expect(r.jwks().keys).toHaveLength(1);
   });
 
+  it('prunes expired retired keys by itself on a background refresh', async () => {
+    const r = ring();
+    await r.init();
+    const old = r.current();
+    await r.rotate(0);
+    clock += 3600 * 1000 + 31_000; // every token of the old key has expired, and the keys are stale
+    r.jwks(); // starts the background prune + reload
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect((await store.listKeys()).map((k) => k.kid)).not.toContain(old.kid);
+    expect(r.peek(old.kid)).toBeUndefined();
+  });
+
   it('rotates to the configured algorithm with the lead time when it changed', async () => {
     await ring().init();
     const rs = ring({ algorithm: 'RS256' });

@@ -147,9 +147,15 @@ export class KeyRing implements KeyResolver {
   }
 
   /** Starts a background reload when the keys are older than `refreshMs`; never waits for it. */
+  /**
+   * Starts a background reload when the keys are older than `refreshMs`, and
+   * prunes retired keys whose tokens have all expired; never waits for it.
+   */
   private refreshIfStale(now: number): void {
     if (now - this.lastReload >= this.options.refreshMs && !this.reloading) {
-      this.reload().catch(() => {
+      const expiredBefore = now - this.options.maxTokenTtl * 1000;
+      const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && k.retiredAt < expiredBefore);
+      (prunable ? this.prune().then(() => this.reload()) : this.reload()).catch(() => {
         // the store is unreachable: keep signing with the keys we have and try again later
         this.lastReload = this.options.now();
       });
