@@ -28,7 +28,7 @@ export interface IssuerOptions {
   tokenCacheMax?: number;
   /** Lead time in seconds between publishing a rotated key and signing with it. Default 300. */
   keyRotationLeadTime?: number;
-  /** Seconds to keep a found client in memory: a revoke reaches every instance within it. Default 0 for the embedded store, 2 otherwise. */
+  /** Seconds to keep a found client in memory: a revoke reaches every instance within it. Default 2, or 0 for a store that caches clients itself (the embedded store). */
   clientCacheTtl?: number;
   /** Seconds between background reloads of the signing keys (rotations by the CLI or another instance). Default 30. */
   keyRefreshInterval?: number;
@@ -118,7 +118,7 @@ export interface IssuerConfig {
   clockTolerance: number;
   tokenCacheMax: number;
   keyRotationLeadTime: number;
-  /** `undefined`: chosen by the store (0 embedded, 2 s otherwise). */
+  /** `undefined`: chosen by the store (0 when it caches clients itself, 2 s otherwise). */
   clientCacheTtl: number | undefined;
   keyRefreshInterval: number;
   bruteForce: BruteForceSettings | false;

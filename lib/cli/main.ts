@@ -3,7 +3,7 @@
  * on the store through `lib/core`. It never loads Express.
  */
 import { ClientService, type ClientInfo } from '../core/clients';
-import { KeyRing, SIGNING_ALGORITHMS, type LoadedKey, type SigningAlgorithm } from '../core/keys';
+import { deferredKeyStore, KeyRing, SIGNING_ALGORITHMS, type LoadedKey, type SigningAlgorithm } from '../core/keys';
 import { isScopeToken } from '../core/scope';
 import pino from 'pino';
 import { silentLogger, type Logger } from '../logger';
@@ -57,12 +57,7 @@ class LazyStore {
   };
 
   keyStore(): KeyStore {
-    return {
-      listKeys: async () => (await this.get()).listKeys(),
-      insertFirstKey: async (key) => (await this.get()).insertFirstKey(key),
-      rotateKey: async (key, expected) => (await this.get()).rotateKey(key, expected),
-      pruneKeys: async (before) => (await this.get()).pruneKeys(before),
-    };
+    return deferredKeyStore(this.get);
   }
 
   async close(): Promise<void> {

@@ -7,7 +7,7 @@ import type { FailedAuthLimiter } from './brute-force';
 import { authenticateClient, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { signAccessToken, type IssuedToken } from './issuer';
-import { KeyRing } from './keys';
+import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
 import { AccessTokenVerifier } from './verifier';
 
@@ -34,7 +34,7 @@ export class AuthorizationServer {
   ) {
     this.clients = new ClientService(() => this.ready().then(() => this.store!), logger, now);
     this.keys = new KeyRing(
-      { listKeys: () => this.store!.listKeys(), insertFirstKey: (k) => this.store!.insertFirstKey(k), rotateKey: (k, e) => this.store!.rotateKey(k, e), pruneKeys: (b) => this.store!.pruneKeys(b) },
+      deferredKeyStore(() => this.store!),
       {
         algorithm: config.algorithm,
         maxTokenTtl: config.accessTokenTtl + config.clockTolerance,
@@ -60,7 +60,8 @@ export class AuthorizationServer {
   ready(): Promise<void> {
     this.readying ??= (async () => {
       const store = await this.openStore();
-      const ttl = this.config.clientCacheTtl ?? ((store as { kind?: string }).kind === 'embedded' ? 0 : 2);
+      // a store that keeps and invalidates found clients itself needs no second cache
+      const ttl = this.config.clientCacheTtl ?? (store.cachesClients ? 0 : 2);
       if (ttl > 0) this.clientCache = new LRUCache({ max: 10_000, ttl: ttl * 1000 });
       this.store = store;
       await this.keys.init();

@@ -33,6 +33,16 @@ export interface KeyResolver {
   resolve(kid: string): LoadedKey | undefined | Promise<LoadedKey | undefined>;
 }
 
+/** A KeyStore whose store is opened later (or lazily): every call waits for it. */
+export function deferredKeyStore(get: () => KeyStore | Promise<KeyStore>): KeyStore {
+  return {
+    listKeys: async () => (await get()).listKeys(),
+    insertFirstKey: async (key) => (await get()).insertFirstKey(key),
+    rotateKey: async (key, expected) => (await get()).rotateKey(key, expected),
+    pruneKeys: async (before) => (await get()).pruneKeys(before),
+  };
+}
+
 /** RFC 7638 thumbprint, used as `kid`. */
 export function jwkThumbprint(jwk: JsonWebKey): string {
   const members =

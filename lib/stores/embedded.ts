@@ -213,6 +213,7 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
 
   return {
     kind: 'embedded',
+    cachesClients: true,
     path,
     async findClient(clientId) {
       guard();

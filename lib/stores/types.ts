@@ -37,6 +37,12 @@ export interface NewClient {
 }
 
 export interface ClientStore {
+  /**
+   * `true` when the store keeps found clients in memory and invalidates them
+   * itself as soon as they change anywhere; the issuer then adds no cache of
+   * its own (otherwise it keeps them for `clientCacheTtl`).
+   */
+  readonly cachesClients?: boolean;
   /** The client, with its secrets, or `null` when unknown. Revoked clients are returned too. */
   findClient(clientId: string): Promise<ClientRecord | null>;
   /** Rejects when `clientId` already exists. */
