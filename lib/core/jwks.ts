@@ -38,6 +38,19 @@ export function loadJwks(document: unknown): Map<string, LoadedKey> {
   return keys;
 }
 
+/**
+ * The fresh set, with the objects of keys that did not change kept: the
+ * verifier's cache counts a token only while its key object is still
+ * published, so a periodic refetch must not invalidate every cached token.
+ */
+function keepUnchanged(previous: Map<string, LoadedKey>, fresh: Map<string, LoadedKey>): Map<string, LoadedKey> {
+  for (const [kid, key] of fresh) {
+    const old = previous.get(kid);
+    if (old && JSON.stringify(old.jwk) === JSON.stringify(key.jwk)) fresh.set(kid, old);
+  }
+  return fresh;
+}
+
 /** Keys given up front (`requireBearer({ keys })`). */
 export class StaticKeys implements KeyResolver {
   constructor(private readonly keys: Map<string, LoadedKey>) {}
@@ -122,7 +135,7 @@ export class RemoteJwks implements KeyResolver {
         signal: AbortSignal.timeout(this.options.timeoutMs),
       });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      this.keys = loadJwks(await response.json());
+      this.keys = keepUnchanged(this.keys, loadJwks(await response.json()));
       this.fetchedAt = this.options.now();
     })().finally(() => {
       this.inFlight = undefined;

@@ -1,0 +1,45 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { RemoteJwks } from '../../lib/core/jwks';
+
+function jwk(kid: string) {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  return { ...publicKey.export({ format: 'jwk' }), kid, alg: 'ES256', use: 'sig' };
+}
+
+describe('RemoteJwks', () => {
+  let clock = 0;
+  let set: object[] = [];
+  let fetches = 0;
+  const fakeFetch = (async () => {
+    fetches++;
+    return new Response(JSON.stringify({ keys: set }), { status: 200 });
+  }) as unknown as typeof fetch;
+  const remote = () => new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: fakeFetch });
+
+  beforeEach(() => {
+    clock = 1_000_000;
+    fetches = 0;
+    set = [jwk('a')];
+  });
+
+  it('keeps the objects of unchanged keys across refetches, so verified tokens stay cached', async () => {
+    const r = remote();
+    const a = await r.resolve('a');
+    set = [set[0], jwk('b')];
+    expect(await r.resolve('b')).toBeDefined();
+    expect(fetches).toBe(2);
+    expect(r.peek('a')).toBe(a);
+  });
+
+  it('finds a new kid at once, then holds back after a fetch that found nothing', async () => {
+    const r = remote();
+    await r.resolve('a');
+    set = [set[0], jwk('new')];
+    expect(await r.resolve('new')).toBeDefined(); // right after the first fetch
+    for (let i = 0; i < 20; i++) expect(await r.resolve(`made-up-${i}`)).toBeUndefined();
+    expect(fetches).toBe(3); // first load, the new kid, one fruitless fetch
+    clock += 30_000;
+    await r.resolve('made-up-again');
+    expect(fetches).toBe(4);
+  });
+});
