@@ -6,11 +6,11 @@
  * mounting is not allowed).
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import express from 'express';
 import request from 'supertest';
-import { createIssuer, type IssuedCredentials } from '../../lib';
+import { createIssuer, StoreUnavailableError, type IssuedCredentials } from '../../lib';
 import { tempDir } from '../helpers/app';
 
 const ISSUER = 'http://issuer.test';
@@ -110,6 +110,66 @@ describe('embedded store on a read-only file', () => {
       expect(await issuer.health()).toEqual({ ok: true, store: 'up', signingKid: expect.any(String) });
     } finally {
       await issuer.close();
+    }
+  }, 30_000);
+});
+
+describe('embedded store on a full disk (a 2 MiB tmpfs, root only)', () => {
+  it('keeps issuing tokens (reads only), refuses writes as unavailable, and writes again once there is room', async () => {
+    const mountPoint = tempDir();
+    const mounted = process.getuid?.() === 0 && spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', mountPoint], { stdio: 'ignore', timeout: 10_000 }).status === 0;
+    if (!mounted) {
+      rmSync(mountPoint, { recursive: true, force: true });
+      process.stderr.write('cannot mount a tmpfs here (needs root): skipping the full-disk SQLite test\n');
+      return;
+    }
+    const { events, logger } = recorder();
+    const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir: join(mountPoint, 'data'), logger });
+    try {
+      await issuer.ready();
+      const client = await issuer.clients.create({ name: 'svc' });
+      const app = express().use(issuer.router());
+      const tokenRequest = () => request(app).post('/oauth/token').auth(client.clientId, client.clientSecret).type('form').send({ grant_type: 'client_credentials' });
+      expect((await tokenRequest()).status).toBe(200);
+
+      // fill the file system to the last byte
+      const filler = join(mountPoint, 'filler');
+      const fd = openSync(filler, 'w');
+      try {
+        const chunk = Buffer.alloc(64 * 1024, 1);
+        for (let i = 0; i < 64; i++) {
+          try {
+            writeSync(fd, chunk);
+          } catch {
+            break;
+          }
+        }
+        for (let i = 0; i < 64; i++) {
+          try {
+            writeSync(fd, Buffer.alloc(1024, 1));
+          } catch {
+            break;
+          }
+        }
+      } finally {
+        closeSync(fd);
+      }
+
+      const created = issuer.clients.create({ name: 'too-late' }).catch((err: unknown) => err);
+      const err = await created;
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+      expect((err as Error).message).toMatch(/\((SQLITE_FULL|SQLITE_IOERR[A-Z_]*)\)$/);
+      expect(events.filter((e) => e.event === 'store.unavailable')).toHaveLength(1);
+      // the token endpoint only reads: it keeps answering
+      expect((await tokenRequest()).status).toBe(200);
+
+      unlinkSync(filler);
+      await expect(issuer.clients.create({ name: 'room-again' })).resolves.toMatchObject({ name: 'room-again' });
+      expect(events.filter((e) => e.event === 'store.recovered')).toHaveLength(1);
+    } finally {
+      await issuer.close();
+      spawnSync('umount', [mountPoint], { stdio: 'ignore', timeout: 10_000 });
+      rmSync(mountPoint, { recursive: true, force: true });
     }
   }, 30_000);
 });
