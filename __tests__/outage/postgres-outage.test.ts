@@ -56,7 +56,8 @@ describeIfPostgres('PostgreSQL outage under a running issuer', () => {
     viaProxy.port = String(proxy.port);
     const store = await createPostgresStore({ connectionString: viaProxy.toString(), schema, max: 4, connectionTimeoutMillis: 1000, queryTimeoutMillis: 1500 });
     // clientCacheTtl 0: every token request asks the store (otherwise a known client is served from memory for 2 s)
-    issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, store, logger, clientCacheTtl: 0, bruteForce: false });
+    // keyRefreshInterval 1 s: background key reloads fail during the outage, and must not break anything
+    issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, store, logger, clientCacheTtl: 0, bruteForce: false, keyRefreshInterval: 1 });
     await issuer.ready();
     client = await issuer.clients.create({ name: 'svc', scopes: 'orders:read' });
     app = express();
@@ -94,9 +95,14 @@ describeIfPostgres('PostgreSQL outage under a running issuer', () => {
     expect(me.status).toBe(200);
     expect(me.body).toEqual({ client_id: client.clientId });
 
-    await sleep(1100); // past the one-second health cache
-    const down = await issuer.health();
+    await sleep(1100); // past the one-second health cache and the key refresh interval
+    const down = await issuer.health(); // also starts a background key reload, which fails
     expect(down).toEqual({ ok: false, store: 'down', signingKid: expect.any(String) });
+    await sleep(300);
+    // the keys in memory still verify, and the token endpoint still answers 503, not 500
+    expect((await request(app).get('/api/me').set('Authorization', `Bearer ${token}`)).status).toBe(200);
+    expectUnavailable(await tokenRequest(client.clientId, client.clientSecret));
+    expect(count('store.unavailable')).toBe(1);
 
     proxy.restore();
     const back = await tokenRequest(client.clientId, client.clientSecret);

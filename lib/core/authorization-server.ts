@@ -42,7 +42,8 @@ export class AuthorizationServer {
   /** The same store, each call reported to `storeHealth` (the hot path reports inline instead). */
   private watched: Store | undefined;
   private readying: Promise<void> | undefined;
-  private readyFailedAt = Number.NEGATIVE_INFINITY;
+  /** When the last ready() failed; `undefined` while it runs or after it succeeded. */
+  private readyFailedAt: number | undefined;
   private lastHealth: { at: number; value: Promise<IssuerHealth> } | undefined;
   /** Found clients, briefly: a revoke reaches every instance within `clientCacheTtl`. */
   private clientCache: LRUCache<string, ClientRecord> | undefined;
@@ -86,7 +87,10 @@ export class AuthorizationServer {
    * issuer started during an outage recovers without a restart.
    */
   ready(): Promise<void> {
-    if (this.readying && !this.isReady && this.readyFailedAt + READY_RETRY_MS <= this.now()) this.readying = undefined;
+    if (this.readyFailedAt !== undefined && this.readyFailedAt + READY_RETRY_MS <= this.now()) {
+      this.readyFailedAt = undefined;
+      this.readying = undefined;
+    }
     this.readying ??= (async () => {
       if (!this.store) {
         const store = await this.storeHealth.watch(this.openStore());
