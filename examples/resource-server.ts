@@ -2,6 +2,7 @@
  * An API process with no database and no secrets: it only verifies access
  * tokens, against the issuer's JWKS.
  *
+ *   ISSUER=http://localhost:3000 PORT=4000 node dist/examples/resource-server.js   # built by npm install / npm run build
  *   ISSUER=http://localhost:3000 PORT=4000 npx ts-node --transpile-only examples/resource-server.ts
  *
  * Environment: PORT (4000), HOST (all interfaces), ISSUER (http://localhost:3000),

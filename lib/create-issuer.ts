@@ -1,6 +1,6 @@
 import type { RequestHandler, Router } from 'express';
 import { parseIssuerOptions, checkKnown, type IssuerConfig, type IssuerOptions } from './config';
-import { AuthorizationServer } from './core/authorization-server';
+import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
 import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
@@ -30,6 +30,12 @@ export interface Issuer {
   ready(): Promise<void>;
   /** Closes the store. */
   close(): Promise<void>;
+  /**
+   * Readiness: `{ ok, store: 'up' | 'down', signingKid }`. Pings the store at
+   * most once a second (concurrent callers share the answer); `ok` when the
+   * store answers and a key signs. Never rejects.
+   */
+  health(): Promise<IssuerHealth>;
   /** Create, list, revoke clients and rotate their secrets. */
   readonly clients: ClientService;
   readonly keys: {
@@ -97,6 +103,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
     },
     ready: () => server.ready(),
     close: () => server.close(),
+    health: () => server.health(),
     clients: server.clients,
     keys: {
       async list() {

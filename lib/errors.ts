@@ -101,11 +101,28 @@ export class ServerError extends OAuthError {
   }
 }
 
-/** 503 when a dependency (store, JWKS) cannot be reached. */
+/** 503 when a dependency (store, JWKS) cannot be reached; `Retry-After` in seconds (default 5). */
 export class TemporarilyUnavailableError extends OAuthError {
   readonly code = 'temporarily_unavailable';
-  constructor(description = 'the service is temporarily unavailable', options: OAuthErrorOptions = {}) {
-    super(503, description, options, { 'Retry-After': '5' });
+  readonly retryAfter: number;
+  constructor(description = 'the service is temporarily unavailable', options: OAuthErrorOptions & { retryAfter?: number } = {}) {
+    const retryAfter = Math.max(1, Math.ceil(options.retryAfter ?? 5));
+    super(503, description, options, { 'Retry-After': String(retryAfter) });
+    this.retryAfter = retryAfter;
+  }
+}
+
+/**
+ * A store could not be reached or used: connection refused, reset or timed
+ * out, the database shutting down, a file that cannot be opened or written,
+ * a full disk. Stores throw it (they know their drivers); the issuer answers
+ * 503 while it lasts. Not an OAuthError: it is about the server, not the request.
+ */
+export class StoreUnavailableError extends Error {
+  readonly code = 'store_unavailable';
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'StoreUnavailableError';
   }
 }
 
@@ -149,8 +166,9 @@ export function bearerChallenge(realm: string, error?: OAuthError): string {
   return challenge;
 }
 
-/** Anything that is not an OAuthError becomes a generic 500 whose message stays private. */
+/** A store outage becomes a 503; anything else that is not an OAuthError a generic 500. Messages stay private. */
 export function toOAuthError(err: unknown): OAuthError {
   if (err instanceof OAuthError) return err;
+  if (err instanceof StoreUnavailableError) return new TemporarilyUnavailableError(undefined, { detail: err.message, cause: err });
   return new ServerError({ detail: err instanceof Error ? err.message : String(err), cause: err });
 }

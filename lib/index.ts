@@ -3,6 +3,7 @@ export type { Issuer, KeyInfo } from './create-issuer';
 export { requireBearer } from './require-bearer';
 export type { IssuerOptions, BearerOptions } from './config';
 export type { AccessTokenAuth } from './core/verifier';
+export type { IssuerHealth } from './core/authorization-server';
 export type { AccessTokenClaims } from './core/issuer';
 export type { ClientInfo, IssuedCredentials, CreateClientInput, ClientService } from './core/clients';
 export type { SigningAlgorithm, PublicJwk } from './core/keys';
@@ -24,4 +25,5 @@ export {
   ServerError,
   TemporarilyUnavailableError,
   TooManyRequestsError,
+  StoreUnavailableError,
 } from './errors';

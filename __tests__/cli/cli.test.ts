@@ -605,6 +605,13 @@ describe('errors', () => {
     expect(r.stderr).toBe('error: DATABASE_URL must be a postgres:// URL\n');
   });
 
+  test('an unreachable DATABASE_URL: one line saying the store is unavailable, exit 1', async () => {
+    const r = await cli(['list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^error: PostgreSQL is unavailable: connect ECONNREFUSED 127\.0\.0\.1:1\n$/);
+  });
+
   test('anything unexpected: one line "error: <message>", exit 1, no stack trace', async () => {
     fs.writeFileSync(dataDir, 'not a folder');
     const r = await cli(['list']);
@@ -691,6 +698,17 @@ describe('bin/client-credentials.js', () => {
       expect(loaded.stdout.trim()).toBe('0');
     },
     60_000,
+  );
+
+  (built ? test : test.skip)(
+    built ? 'against an unreachable DATABASE_URL the process exits 1 with one line on stderr' : `SKIPPED: npm run build did not produce dist/lib/cli/main.js (${why})`,
+    () => {
+      const r = node([bin, 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' });
+      expect(r.status).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(/^error: PostgreSQL is unavailable: [^\n]+\n$/);
+    },
+    30_000,
   );
 
   test('the shim is executable and without dist prints a hint and exits 1', () => {

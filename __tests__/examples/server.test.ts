@@ -1,6 +1,7 @@
 import { rmSync } from 'node:fs';
 import request from 'supertest';
-import { startServer, type RunningServer } from '../../examples/server';
+import { createApp, startServer, type RunningServer } from '../../examples/server';
+import { createIssuer, openEmbeddedStore, StoreUnavailableError } from '../../lib';
 import { tempDir } from '../helpers/app';
 
 const env = (dataDir: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
@@ -44,6 +45,13 @@ describe('examples/server.ts', () => {
     const res = await request(running.url).get('/health');
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ status: 'ok' });
+  });
+
+  it('serves /health/ready: 200 with the health object, never cached', async () => {
+    const res = await request(running.url).get('/health/ready');
+    expect(res.status).toBe(200);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.body).toEqual({ ok: true, store: 'up', signingKid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
   });
 
   it('walks through the README: token, whoami, orders', async () => {
@@ -114,5 +122,32 @@ describe('examples/server.ts', () => {
       rmSync(dir, { recursive: true, force: true });
     }
     await expect(startServer(env(tempDir(), { ACCESS_TOKEN_TTL: 'soon' }), () => undefined)).rejects.toThrow(/ACCESS_TOKEN_TTL/);
+  });
+
+  it('answers /health/ready with 503 while the store does not answer, and 200 once it does again', async () => {
+    const dir = tempDir();
+    const store = await openEmbeddedStore({ dataDir: dir });
+    let down = false;
+    const ping = store.ping!.bind(store);
+    store.ping = () => (down ? Promise.reject(new StoreUnavailableError('the test cut the store')) : ping());
+    const issuer = createIssuer({ issuer: 'http://localhost:3000', audience: 'http://localhost:3000/api', store, logger: false });
+    await issuer.ready();
+    const app = createApp(issuer);
+    try {
+      expect((await request(app).get('/health/ready')).status).toBe(200);
+      down = true;
+      await new Promise((r) => setTimeout(r, 1100)); // the answer is reused for a second
+      const res = await request(app).get('/health/ready');
+      expect(res.status).toBe(503);
+      expect(res.headers['cache-control']).toBe('no-store');
+      expect(res.body).toEqual({ ok: false, store: 'down', signingKid: expect.any(String) });
+      expect((await request(app).get('/health')).status).toBe(200); // liveness is not readiness
+      down = false;
+      await new Promise((r) => setTimeout(r, 1100));
+      expect((await request(app).get('/health/ready')).status).toBe(200);
+    } finally {
+      await issuer.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

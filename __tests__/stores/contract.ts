@@ -350,5 +350,16 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect(await store.pruneKeys(t('2099-01-01T00:00:00.000Z'))).toBe(0);
       });
     });
+
+    describe('ping', () => {
+      it('resolves on an open store, on an empty one too, and rejects once closed', async () => {
+        expect(typeof store.ping).toBe('function');
+        await expect(store.ping!()).resolves.toBeUndefined();
+        await store.insertFirstKey(key('k1', T0));
+        await expect(store.ping!()).resolves.toBeUndefined();
+        await store.close();
+        await expect(store.ping!()).rejects.toThrow();
+      });
+    });
   });
 }

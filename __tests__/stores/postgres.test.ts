@@ -1,5 +1,6 @@
 import { Pool } from 'pg';
-import { createPostgresStore, type PostgresStore } from '../../lib/stores/postgres';
+import { StoreUnavailableError } from '../../lib/errors';
+import { createPostgresStore, isPostgresUnavailable, type PostgresStore } from '../../lib/stores/postgres';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 import { describeStoreContract } from './contract';
 
@@ -104,6 +105,20 @@ describeIfPostgres('PostgreSQL store', () => {
         createPostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/test', schema: freshSchema() }),
       ).rejects.toThrow();
     });
+
+    it('says StoreUnavailableError when the server cannot be reached, and not for a bad query', async () => {
+      const err = await createPostgresStore({ connectionString: 'postgres://postgres@127.0.0.1:1/test', schema: freshSchema() }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreUnavailableError);
+      expect((err as Error).message).toMatch(/^PostgreSQL is unavailable: .*ECONNREFUSED/);
+      // a dropped schema is a broken set-up, not an outage
+      const schema = freshSchema();
+      const store = await createPostgresStore({ pool: admin, schema });
+      await dropSchema(admin, schema);
+      const missing = await store.listKeys().catch((e: unknown) => e);
+      expect(missing).toBeInstanceOf(Error);
+      expect(missing).not.toBeInstanceOf(StoreUnavailableError);
+      await store.close();
+    });
   });
 
   describe('pool ownership', () => {
@@ -144,5 +159,31 @@ describeIfPostgres('PostgreSQL store', () => {
     } finally {
       await store.close();
     }
+  });
+});
+
+describe('isPostgresUnavailable', () => {
+  const coded = (code: string): Error => Object.assign(new Error('x'), { code });
+  it.each([
+    ['ECONNREFUSED', coded('ECONNREFUSED')],
+    ['ECONNRESET', coded('ECONNRESET')],
+    ['ETIMEDOUT', coded('ETIMEDOUT')],
+    ['57P01 admin shutdown', coded('57P01')],
+    ['57P03 cannot connect now', coded('57P03')],
+    ['08006 connection failure', coded('08006')],
+    ['lost connection', new Error('Connection terminated unexpectedly')],
+    ['pool timeout', new Error('timeout exceeded when trying to connect')],
+    ['query timeout', new Error('Query read timeout')],
+    ['every address refused', new AggregateError([coded('ECONNREFUSED'), coded('ECONNREFUSED')], '')],
+  ])('counts %s as an outage', (_name, err) => {
+    expect(isPostgresUnavailable(err)).toBe(true);
+  });
+  it.each([
+    ['42P01 undefined table', coded('42P01')],
+    ['23505 unique violation', coded('23505')],
+    ['a plain bug', new TypeError('x is undefined')],
+    ['not an error', 'ECONNREFUSED'],
+  ])('does not count %s', (_name, err) => {
+    expect(isPostgresUnavailable(err)).toBe(false);
   });
 });

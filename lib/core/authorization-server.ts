@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
-import { InvalidClientError, OAuthError, TooManyRequestsError } from '../errors';
+import { InvalidClientError, OAuthError, StoreUnavailableError, TooManyRequestsError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
@@ -9,7 +9,23 @@ import { ClientService } from './clients';
 import { signAccessToken, type IssuedToken } from './issuer';
 import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
+import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
+
+/** What `health()` reports: ready to issue tokens when `ok`. */
+export interface IssuerHealth {
+  /** The store answers and a key signs now. */
+  ok: boolean;
+  store: 'up' | 'down';
+  /** The kid of the key that signs now, `null` when none is loaded. */
+  signingKid: string | null;
+}
+
+/** How long `health()` reuses its last answer, and how long a failed start-up is kept before the next try (ms). */
+const HEALTH_TTL_MS = 1000;
+const READY_RETRY_MS = 1000;
+/** A ping that takes longer counts as `down`. */
+const PING_TIMEOUT_MS = 2000;
 
 /**
  * Everything the issuer does, without HTTP: authenticate clients, sign
@@ -20,8 +36,15 @@ export class AuthorizationServer {
   readonly keys: KeyRing;
   readonly verifier: AccessTokenVerifier;
   readonly metadata: Record<string, unknown>;
+  /** Every store call reports here: one `store.unavailable` per outage, then `store.recovered`. */
+  readonly storeHealth: StoreHealth;
   private store: Store | undefined;
+  /** The same store, each call reported to `storeHealth` (the hot path reports inline instead). */
+  private watched: Store | undefined;
   private readying: Promise<void> | undefined;
+  /** When the last ready() failed; `undefined` while it runs or after it succeeded. */
+  private readyFailedAt: number | undefined;
+  private lastHealth: { at: number; value: Promise<IssuerHealth> } | undefined;
   /** Found clients, briefly: a revoke reaches every instance within `clientCacheTtl`. */
   private clientCache: LRUCache<string, ClientRecord> | undefined;
 
@@ -32,9 +55,10 @@ export class AuthorizationServer {
     private readonly limiter: FailedAuthLimiter | undefined,
     readonly now: () => number = Date.now,
   ) {
-    this.clients = new ClientService(() => this.ready().then(() => this.store!), logger, now);
+    this.storeHealth = new StoreHealth(logger, now);
+    this.clients = new ClientService(() => this.ready().then(() => this.watched!), logger, now);
     this.keys = new KeyRing(
-      deferredKeyStore(() => this.store!),
+      deferredKeyStore(() => this.watched!),
       {
         algorithm: config.algorithm,
         maxTokenTtl: config.accessTokenTtl + config.clockTolerance,
@@ -56,17 +80,32 @@ export class AuthorizationServer {
     this.metadata = authorizationServerMetadata(config);
   }
 
-  /** Opens the store and loads (or creates) the signing key. Safe to call many times. */
+  /**
+   * Opens the store and loads (or creates) the signing key. Safe to call
+   * many times. When the store is unavailable it rejects with
+   * StoreUnavailableError, and the next call after a second tries again: an
+   * issuer started during an outage recovers without a restart.
+   */
   ready(): Promise<void> {
+    if (this.readyFailedAt !== undefined && this.readyFailedAt + READY_RETRY_MS <= this.now()) {
+      this.readyFailedAt = undefined;
+      this.readying = undefined;
+    }
     this.readying ??= (async () => {
-      const store = await this.openStore();
-      // a store that keeps and invalidates found clients itself needs no second cache
-      const ttl = this.config.clientCacheTtl ?? (store.cachesClients ? 0 : 2);
-      if (ttl > 0) this.clientCache = new LRUCache({ max: 10_000, ttl: ttl * 1000 });
-      this.store = store;
+      if (!this.store) {
+        const store = await this.storeHealth.watch(this.openStore());
+        // a store that keeps and invalidates found clients itself needs no second cache
+        const ttl = this.config.clientCacheTtl ?? (store.cachesClients ? 0 : 2);
+        if (ttl > 0) this.clientCache = new LRUCache({ max: 10_000, ttl: ttl * 1000 });
+        this.store = store;
+        this.watched = this.storeHealth.monitor(store);
+      }
       await this.keys.init();
       this.isReady = true;
-    })();
+    })().catch((err: unknown) => {
+      this.readyFailedAt = this.now();
+      throw err;
+    });
     return this.readying;
   }
 
@@ -77,7 +116,14 @@ export class AuthorizationServer {
   private isReady = false;
 
   private async findFresh(clientId: string): Promise<ClientRecord | null> {
-    const client = await this.store!.findClient(clientId);
+    let client: ClientRecord | null;
+    try {
+      client = await this.store!.findClient(clientId);
+    } catch (err) {
+      this.storeHealth.failed(err);
+      throw err;
+    }
+    this.storeHealth.succeeded();
     if (client && this.clientCache) this.clientCache.set(clientId, client);
     return client;
   }
@@ -98,7 +144,8 @@ export class AuthorizationServer {
   }
 
   async authenticate(credentials: ClientCredentials, source: { ip?: string } = {}): Promise<ClientRecord> {
-    await this.ready();
+    // a store outage is a 503 (already reported to storeHealth by the store call that failed)
+    if (!this.isReady) await this.ready().catch((err: unknown) => Promise.reject(asTemporarilyUnavailable(err)));
     const base = { client_id: credentials.clientId, method: credentials.method, ip: source.ip };
     const limit = this.limiter && (await this.limiter.check(credentials.clientId, source.ip));
     if (limit && limit.retryAfterMs > 0) {
@@ -110,6 +157,7 @@ export class AuthorizationServer {
       if (limit && limit.clientFailures > 0) await this.limiter!.succeeded(credentials.clientId);
       return client;
     } catch (err) {
+      if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
       if (err instanceof OAuthError) {
         this.logger.warn({ event: 'client.auth_failed', ...base, reason: err.detail }, 'client authentication failed');
         if (err instanceof InvalidClientError) await this.limiter?.failed(credentials.clientId, source.ip);
@@ -134,9 +182,53 @@ export class AuthorizationServer {
     return issued;
   }
 
+  /**
+   * Readiness: pings the store (its `ping()`, else a read of the keys) and
+   * names the signing key. Cheap: one ping per second at most, shared by
+   * concurrent callers; a ping slower than 2 s counts as down.
+   */
+  health(): Promise<IssuerHealth> {
+    const now = this.now();
+    if (this.lastHealth && now - this.lastHealth.at < HEALTH_TTL_MS) return this.lastHealth.value;
+    const value = this.checkHealth();
+    this.lastHealth = { at: now, value };
+    return value;
+  }
+
+  private async checkHealth(): Promise<IssuerHealth> {
+    let up: boolean;
+    try {
+      await this.ready();
+      const store = this.watched!;
+      await withTimeout<unknown>(store.ping ? store.ping() : store.listKeys(), PING_TIMEOUT_MS);
+      up = true;
+    } catch {
+      up = false;
+    }
+    let signingKid: string | null = null;
+    if (this.isReady) {
+      try {
+        signingKid = this.keys.current().kid;
+      } catch {
+        signingKid = null;
+      }
+    }
+    return { ok: up && signingKid !== null, store: up ? 'up' : 'down', signingKid };
+  }
+
   async close(): Promise<void> {
     if (!this.readying) return;
     await this.readying.catch(() => undefined);
     await this.store?.close();
   }
+}
+
+/** Rejects after `ms` unless `promise` settles first; the timer never keeps the process alive. */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StoreUnavailableError(`no answer within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

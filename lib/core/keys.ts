@@ -111,6 +111,8 @@ export class KeyRing implements KeyResolver {
   private lastReload = 0;
   /** When a reload caused by an unknown kid last failed to find it: the cooldown runs from there. */
   private lastFruitless = Number.NEGATIVE_INFINITY;
+  /** When a reload caused by an unknown kid last failed (store unreachable), and why: retried after the cooldown. */
+  private lastFailed: { at: number; err: unknown } | undefined;
   private reloading: Promise<void> | undefined;
   /** Whether init() created the store's first key: at most one process on a store ever sees `true`. */
   createdFirstKey = false;
@@ -207,12 +209,22 @@ export class KeyRing implements KeyResolver {
   resolve(kid: string): LoadedKey | undefined | Promise<LoadedKey | undefined> {
     const key = this.keys.get(kid);
     if (key) return key;
-    if (this.options.now() - this.lastFruitless < this.options.reloadCooldownMs) return undefined;
-    return this.reload().then(() => {
-      const found = this.keys.get(kid);
-      if (!found) this.lastFruitless = this.options.now();
-      return found;
-    });
+    const now = this.options.now();
+    if (now - this.lastFruitless < this.options.reloadCooldownMs) return undefined;
+    // the store could not be asked: say so again (a 503, not "unknown kid") until the cooldown ends
+    if (this.lastFailed && now - this.lastFailed.at < this.options.reloadCooldownMs) return Promise.reject(this.lastFailed.err);
+    return this.reload().then(
+      () => {
+        this.lastFailed = undefined;
+        const found = this.keys.get(kid);
+        if (!found) this.lastFruitless = this.options.now();
+        return found;
+      },
+      (err: unknown) => {
+        this.lastFailed = { at: this.options.now(), err };
+        throw err;
+      },
+    );
   }
 
   /**

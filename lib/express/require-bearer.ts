@@ -71,7 +71,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
 
   const fail = (res: Response, err: unknown): void => {
     const error = toOAuthError(err);
-    if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
+    if (error.status >= 500 && error.status !== 503) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
     sendBearerError(res, error, realm);
   };
 

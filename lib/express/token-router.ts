@@ -73,7 +73,8 @@ export function issuerRouter(server: AuthorizationServer): Router {
 
   router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const error = toOAuthError(err);
-    if (error.status >= 500) server.logger.error({ event: 'error', err: error.cause ?? error, path: req.path }, error.detail ?? error.message);
+    // a 503 is a store outage, logged once per outage as store.unavailable, not per request
+    if (error.status >= 500 && error.status !== 503) server.logger.error({ event: 'error', err: error.cause ?? error, path: req.path }, error.detail ?? error.message);
     sendTokenError(res, error, realm);
   });
 

@@ -2,6 +2,7 @@ import { chmodSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
+import { StoreUnavailableError } from '../errors';
 import type { ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 /**
@@ -97,6 +98,27 @@ function toKey(row: KeyRow): StoredKey {
   };
 }
 
+/**
+ * SQLite result codes (extended ones start with the primary's name) that say
+ * the file cannot be used right now: read-only, full, I/O error, cannot be
+ * opened, locked past busy_timeout, damaged or not a database; and the file
+ * system's own errors for the folder and file.
+ */
+const SQLITE_UNAVAILABLE = /^SQLITE_(READONLY|FULL|IOERR|CANTOPEN|BUSY|LOCKED|CORRUPT|NOTADB|PERM)/;
+const FS_UNAVAILABLE = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO']);
+
+export function isSqliteUnavailable(err: unknown): boolean {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && (SQLITE_UNAVAILABLE.test(code) || FS_UNAVAILABLE.has(code));
+}
+
+/** `err` as a StoreUnavailableError when it is one (see isSqliteUnavailable), else unchanged. */
+function classify(err: unknown, path: string): unknown {
+  if (!isSqliteUnavailable(err)) return err;
+  const { code, message } = err as { code: string; message?: string };
+  return new StoreUnavailableError(`the embedded store ${path} is unavailable: ${message || code} (${code})`, { cause: err });
+}
+
 function migrate(db: Database.Database): void {
   db.transaction(() => {
     const version = db.pragma('user_version', { simple: true }) as number;
@@ -107,16 +129,25 @@ function migrate(db: Database.Database): void {
 
 export async function openEmbeddedStore(options: { dataDir: string }): Promise<EmbeddedStore> {
   const dir = resolve(options.dataDir);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, 'store.sqlite');
-  const db = new Database(path);
-  chmodSync(path, 0o600);
-  db.pragma('busy_timeout = 5000');
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  db.pragma('foreign_keys = ON');
-  migrate(db);
+  let db: Database.Database | undefined;
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    db = new Database(path);
+    chmodSync(path, 0o600);
+    db.pragma('busy_timeout = 5000');
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.pragma('foreign_keys = ON');
+    migrate(db);
+  } catch (err) {
+    db?.close();
+    throw classify(err, path);
+  }
+  return embeddedStore(db, path);
+}
 
+function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
   const q = {
     dataVersion: db.prepare('PRAGMA data_version').pluck(),
     client: db.prepare<[string], ClientRow>('SELECT * FROM clients WHERE client_id = ?'),
@@ -207,29 +238,41 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
   });
 
   let open = true;
-  const guard = (): void => {
-    if (!open) throw new Error('the embedded store is closed');
-  };
+  /** A store method: refused once closed; SQLite's outage errors become StoreUnavailableError. */
+  const io =
+    <A extends unknown[], R>(fn: (...args: A) => R) =>
+    async (...args: A): Promise<R> => {
+      if (!open) throw new Error('the embedded store is closed');
+      try {
+        return fn(...args);
+      } catch (err) {
+        throw classify(err, path);
+      }
+    };
+  const ping = db.prepare('SELECT count(*) FROM signing_keys').pluck();
 
   return {
     kind: 'embedded',
     cachesClients: true,
     path,
-    async findClient(clientId) {
-      guard();
-      return findClient(clientId);
+    // written out rather than through io(): the token endpoint's hot path, no rest-argument array
+    async findClient(clientId: string) {
+      if (!open) throw new Error('the embedded store is closed');
+      try {
+        return findClient(clientId);
+      } catch (err) {
+        throw classify(err, path);
+      }
     },
-    async createClient(client) {
-      guard();
+    createClient: io((client: NewClient) => {
       try {
         wrote(createClient)(client);
       } catch (err) {
         if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new Error(`client id ${client.clientId} exists already`);
         throw err;
       }
-    },
-    async listClients() {
-      guard();
+    }),
+    listClients: io((): ClientRecord[] => {
       const secrets = new Map<string, SecretRow[]>();
       for (const s of q.allSecrets.all()) {
         const list = secrets.get(s.client_id);
@@ -237,31 +280,18 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
         else secrets.set(s.client_id, [s]);
       }
       return q.allClients.all().map((row) => toClient(row, secrets.get(row.client_id) ?? []));
-    },
-    async revokeClient(clientId, at) {
-      guard();
-      return wrote(revokeClient.immediate)(clientId, at.getTime());
-    },
-    async rotateSecret(clientId, secret, keepOldUntil) {
-      guard();
-      return wrote(rotateSecret.immediate)(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime());
-    },
-    async listKeys() {
-      guard();
-      return listKeys();
-    },
-    async insertFirstKey(key) {
-      guard();
-      return insertFirstKey.immediate(key);
-    },
-    async rotateKey(key, expectedCurrent) {
-      guard();
-      return rotateKey.immediate(key, expectedCurrent);
-    },
-    async pruneKeys(retiredBefore) {
-      guard();
-      return q.prune.run(retiredBefore.getTime()).changes;
-    },
+    }),
+    revokeClient: io((clientId: string, at: Date) => wrote(revokeClient.immediate)(clientId, at.getTime())),
+    rotateSecret: io((clientId: string, secret: StoredSecret, keepOldUntil: Date | null) =>
+      wrote(rotateSecret.immediate)(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime()),
+    ),
+    listKeys: io(listKeys),
+    insertFirstKey: io((key: StoredKey) => insertFirstKey.immediate(key)),
+    rotateKey: io((key: StoredKey, expectedCurrent: string[]) => rotateKey.immediate(key, expectedCurrent)),
+    pruneKeys: io((retiredBefore: Date) => q.prune.run(retiredBefore.getTime()).changes),
+    ping: io((): void => {
+      ping.get();
+    }),
     async close() {
       if (!open) return;
       open = false;

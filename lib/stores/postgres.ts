@@ -5,6 +5,7 @@
  * it has been validated against a strict pattern and double-quoted.
  */
 import { Pool, type PoolClient } from 'pg';
+import { StoreUnavailableError } from '../errors';
 import type { ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 export interface PostgresStoreOptions {
@@ -16,6 +17,10 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Size of the pool the store creates (ignored with `pool`). */
   max?: number;
+  /** How long to wait for a connection (new or from the pool), in ms. Default 3000 (ignored with `pool`). */
+  connectionTimeoutMillis?: number;
+  /** How long to wait for a query's answer, in ms, so a database that stopped answering fails fast. Default 5000 (ignored with `pool`). */
+  queryTimeoutMillis?: number;
 }
 
 export interface PostgresStore extends Store {
@@ -96,6 +101,55 @@ function toDate(value: Date | string): Date {
 
 function toDateOrNull(value: Date | string | null): Date | null {
   return value === null ? null : toDate(value);
+}
+
+/** Socket errors that mean the server cannot be reached (or stopped answering). */
+const CONNECTION_ERRNOS = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ECONNABORTED', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENOTFOUND', 'EAI_AGAIN',
+]);
+/** node-postgres's own messages for lost connections and its timeouts. */
+const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying to connect|query read timeout|connection timeout|not queryable/i;
+
+/**
+ * Whether `err` says the database cannot be reached or used right now, as
+ * opposed to a bug or bad data: socket errors, node-postgres's lost-connection
+ * and timeout errors, SQLSTATE class 08 (connection exception), 57P01-57P03
+ * (shutting down, cannot connect now), 53300 (too many connections) and
+ * 57014 (a statement cancelled by statement_timeout).
+ */
+export function isPostgresUnavailable(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  if (err instanceof AggregateError) return err.errors.some(isPostgresUnavailable);
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (CONNECTION_ERRNOS.has(code)) return true;
+    if (/^08[0-9A-Z]{3}$/.test(code) || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300' || code === '57014') return true;
+  }
+  return err instanceof Error && CONNECTION_MESSAGES.test(err.message);
+}
+
+/** `err` as a StoreUnavailableError when it is one (see isPostgresUnavailable), else unchanged. */
+function classify(err: unknown): unknown {
+  if (err instanceof StoreUnavailableError || !isPostgresUnavailable(err)) return err;
+  const first = err instanceof AggregateError ? err.errors.find(isPostgresUnavailable) : err;
+  const reason = (first as Error).message || (first as { code?: string }).code || 'connection failed';
+  return new StoreUnavailableError(`PostgreSQL is unavailable: ${reason}`, { cause: err });
+}
+
+/** The same store, every method rejecting with StoreUnavailableError for an outage. */
+function guarded<T extends object>(store: T): T {
+  const out = { ...store } as Record<string, unknown>;
+  for (const [name, fn] of Object.entries(store)) {
+    if (typeof fn !== 'function') continue;
+    out[name] = async (...args: unknown[]) => {
+      try {
+        return await (fn as (...a: unknown[]) => Promise<unknown>).apply(store, args);
+      } catch (err) {
+        throw classify(err);
+      }
+    };
+  }
+  return out as T;
 }
 
 function isUniqueViolation(err: unknown): boolean {
@@ -189,7 +243,15 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
   const S = `"${schema}"`; // safe: the pattern admits no quotes
 
   const ownsPool = options.pool === undefined;
-  const pool = options.pool ?? new Pool({ connectionString: options.connectionString, max: options.max });
+  const pool =
+    options.pool ??
+    new Pool({
+      connectionString: options.connectionString,
+      max: options.max,
+      connectionTimeoutMillis: options.connectionTimeoutMillis ?? 3000,
+      query_timeout: options.queryTimeoutMillis ?? 5000,
+      keepAlive: true,
+    });
   if (ownsPool) {
     // An idle connection that dies (server restart) emits 'error' on the pool;
     // without a listener that would crash the process. The pool already drops
@@ -201,7 +263,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
     await migrate(pool, S);
   } catch (err) {
     if (ownsPool) await pool.end().catch(() => undefined);
-    throw err;
+    throw classify(err);
   }
 
   // One statement (hence one snapshot) for a client and its secrets.
@@ -233,8 +295,12 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
 
   let closed = false;
 
-  return {
+  return guarded<PostgresStore>({
     kind: 'postgres',
+
+    async ping() {
+      await pool.query('SELECT 1');
+    },
 
     async findClient(clientId) {
       const { rows } = await pool.query<ClientSecretRow>(
@@ -346,5 +412,5 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       closed = true;
       if (ownsPool) await pool.end();
     },
-  };
+  });
 }

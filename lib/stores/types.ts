@@ -2,6 +2,11 @@
  * The storage contract. Every store (embedded SQLite, PostgreSQL, or one of
  * your own) implements `ClientStore` and `KeyStore`. Stores hold data only:
  * what revocation or a scope means is decided in `lib/core`, never here.
+ *
+ * When the backing database cannot be reached or used (connection refused or
+ * lost, timeouts, a read-only or full disk), a store rejects with
+ * `StoreUnavailableError` from `lib/errors.ts`: the issuer then answers 503
+ * instead of 500 and logs the outage once.
  */
 
 /** One hashed client secret. A client has one current secret and, during a rotation window, older ones. */
@@ -58,6 +63,12 @@ export interface ClientStore {
    * (and no change) when the client is unknown or revoked.
    */
   rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null): Promise<boolean>;
+  /**
+   * Resolves when the store answers a trivial read now; rejects (with a
+   * `StoreUnavailableError`) when it cannot. Optional: readiness checks fall
+   * back to `listKeys()`. Should answer within a few seconds either way.
+   */
+  ping?(): Promise<void>;
   /** Releases files, pools and timers. */
   close(): Promise<void>;
 }

@@ -1,0 +1,71 @@
+import { StoreUnavailableError, TemporarilyUnavailableError } from '../../lib/errors';
+import { asTemporarilyUnavailable, StoreHealth } from '../../lib/core/store-health';
+
+function recorder() {
+  const events: Record<string, unknown>[] = [];
+  const log = (level: string) => (obj: Record<string, unknown>) => events.push({ level, ...obj });
+  return { events, logger: { info: log('info'), warn: log('warn'), error: log('error') } };
+}
+
+describe('StoreHealth', () => {
+  it('logs store.unavailable once per outage and store.recovered when a call succeeds again', () => {
+    const { events, logger } = recorder();
+    let now = 1_000;
+    const health = new StoreHealth(logger, () => now);
+    health.succeeded();
+    expect(events).toEqual([]);
+
+    for (let i = 0; i < 50; i++) health.failed(new StoreUnavailableError('PostgreSQL is unavailable: connect ECONNREFUSED'));
+    expect(health.up).toBe(false);
+    now = 4_500;
+    health.succeeded();
+    health.succeeded();
+    expect(health.up).toBe(true);
+    expect(events).toEqual([
+      { level: 'error', event: 'store.unavailable', reason: 'PostgreSQL is unavailable: connect ECONNREFUSED' },
+      { level: 'info', event: 'store.recovered', down_ms: 3_500, failures: 50 },
+    ]);
+
+    // a second outage is a second event
+    health.failed(new StoreUnavailableError('again'));
+    expect(events.filter((e) => e.event === 'store.unavailable')).toHaveLength(2);
+  });
+
+  it('does not count other errors', () => {
+    const { events, logger } = recorder();
+    const health = new StoreHealth(logger);
+    health.failed(new TypeError('x'));
+    expect(health.up).toBe(true);
+    expect(events).toEqual([]);
+  });
+
+  it('turns an outage into a 503 with Retry-After, and leaves other errors alone', () => {
+    const mapped = asTemporarilyUnavailable(new StoreUnavailableError('PostgreSQL is unavailable: x'));
+    expect(mapped).toBeInstanceOf(TemporarilyUnavailableError);
+    expect((mapped as TemporarilyUnavailableError).status).toBe(503);
+    expect((mapped as TemporarilyUnavailableError).headers).toEqual({ 'Retry-After': '5' });
+    expect((mapped as TemporarilyUnavailableError).toJSON()).toEqual({ error: 'temporarily_unavailable', error_description: 'the service is temporarily unavailable' });
+    const bug = new TypeError('x');
+    expect(asTemporarilyUnavailable(bug)).toBe(bug);
+  });
+
+  it('monitors a store: each call is reported, results and errors are passed on', async () => {
+    const { events, logger } = recorder();
+    const health = new StoreHealth(logger);
+    let down = true;
+    const store = {
+      kind: 'fake',
+      async listKeys() {
+        if (down) throw new StoreUnavailableError('down');
+        return [];
+      },
+    };
+    const watched = health.monitor(store as never) as unknown as typeof store;
+    expect(watched.kind).toBe('fake');
+    await expect(watched.listKeys()).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(watched.listKeys()).rejects.toBeInstanceOf(StoreUnavailableError);
+    down = false;
+    await expect(watched.listKeys()).resolves.toEqual([]);
+    expect(events.map((e) => e.event)).toEqual(['store.unavailable', 'store.recovered']);
+  });
+});

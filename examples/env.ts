@@ -1,0 +1,69 @@
+/**
+ * The example's environment: the one place it reads settings, opens the
+ * store (and Redis) and creates the issuer from them.
+ *
+ * PORT (3000), HOST (all interfaces), ISSUER (http://localhost:PORT),
+ * AUDIENCE (ISSUER + /api), DATA_DIR (./data), DATABASE_URL (PostgreSQL
+ * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (shared
+ * brute-force counters), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256),
+ * KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0:
+ * one process; N: node:cluster with N workers), LOG_LEVEL (info).
+ */
+import Redis from 'ioredis';
+import pino from 'pino';
+import { createIssuer, openStore, type Issuer } from '../lib';
+
+export function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new TypeError(`${name} must be a whole number, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+export function loggerFromEnv(env: NodeJS.ProcessEnv): pino.Logger {
+  return pino({ name: 'orders-api', level: env.LOG_LEVEL || 'info' });
+}
+
+export interface IssuerFromEnv {
+  issuer: Issuer;
+  /** The issuer URL clients reach. */
+  publicUrl: string;
+  redis?: Redis;
+}
+
+/** Opens the store (and Redis), creates the issuer and waits until it is ready. */
+export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger): Promise<IssuerFromEnv> {
+  const port = intFromEnv(env, 'PORT', 3000);
+  if (env.DATABASE_URL && !env.ISSUER) {
+    logger.warn(
+      { event: 'config.warning', setting: 'ISSUER' },
+      `DATABASE_URL is set but ISSUER is not: this instance calls itself http://localhost:${port}, and instances on one database with different ports refuse each other's tokens; set ISSUER to the URL clients reach`,
+    );
+  }
+  const publicUrl = (env.ISSUER || `http://localhost:${port}`).replace(/\/+$/, '');
+  const ttl = intFromEnv(env, 'ACCESS_TOKEN_TTL', 3600);
+  const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
+  const redis = env.REDIS_URL ? new Redis(env.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
+  redis?.on('error', (err) => logger.warn({ event: 'redis.error', err: err.message }, 'redis unavailable; counting failures in memory'));
+  try {
+    const issuer = createIssuer({
+      issuer: publicUrl,
+      audience: env.AUDIENCE || `${publicUrl}/api`,
+      store,
+      algorithm: (env.SIGNING_ALG as 'ES256' | 'RS256' | undefined) || undefined,
+      accessTokenTtl: ttl,
+      keyRotationLeadTime: env.KEY_ROTATION_LEAD_TIME ? intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', 300) : undefined,
+      keyRefreshInterval: env.KEY_REFRESH_INTERVAL ? Number(env.KEY_REFRESH_INTERVAL) : undefined,
+      scopesSupported: ['orders:read', 'orders:write'],
+      bruteForce: redis ? { redis } : undefined,
+      logger,
+    });
+    await issuer.ready();
+    return { issuer, publicUrl, redis };
+  } catch (err) {
+    await store.close();
+    redis?.disconnect();
+    throw err;
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * An "existing Express API" (a small orders API) protected by
+ * express-client-credentials: the issuer's router serves POST /oauth/token
+ * and the well-known documents, requireBearer() guards /api.
+ */
+import express from 'express';
+import type { Issuer } from '../lib';
+
+interface Order {
+  id: number;
+  item: string;
+  quantity: number;
+  created_by: string;
+}
+
+export function createApp(issuer: Issuer): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  const orders: Order[] = [];
+
+  // liveness: the process answers
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  // readiness: the store answers and a key signs; 503 otherwise (take the instance out of rotation)
+  app.get('/health/ready', (_req, res) => {
+    void issuer.health().then((health) => {
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(health.ok ? 200 : 503).json(health);
+    });
+  });
+
+  // token endpoint, JWKS and metadata
+  app.use(issuer.router());
+
+  // everything under /api needs a valid access token...
+  app.use('/api', issuer.requireBearer());
+
+  app.get('/api/whoami', (req, res) => {
+    res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') });
+  });
+
+  // ...and each route its own scope
+  app.get('/api/orders', issuer.requireBearer({ scope: 'orders:read' }), (_req, res) => {
+    res.json({ orders });
+  });
+
+  app.post('/api/orders', issuer.requireBearer({ scope: 'orders:write' }), express.json({ limit: '16kb' }), (req, res) => {
+    const { item, quantity } = (req.body ?? {}) as { item?: unknown; quantity?: unknown };
+    if (typeof item !== 'string' || item === '' || !Number.isInteger(quantity) || (quantity as number) < 1) {
+      res.status(400).json({ error: 'invalid_order', error_description: 'send {"item": string, "quantity": positive integer}' });
+      return;
+    }
+    const order: Order = { id: orders.length + 1, item, quantity: quantity as number, created_by: req.auth!.clientId };
+    orders.push(order);
+    res.status(201).json(order);
+  });
+
+  app.use((_req, res) => {
+    res.status(404).json({ error: 'not_found' });
+  });
+  // last resort for the app's own routes (e.g. a malformed JSON order): never a stack trace
+  app.use((err: { status?: number; statusCode?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    const status = err.status ?? err.statusCode ?? 500;
+    res.status(status >= 400 && status < 600 ? status : 500).json({ error: status < 500 ? 'bad_request' : 'server_error' });
+  });
+  return app;
+}
