@@ -435,3 +435,24 @@ describe('verifyDpopProof: imported keys are cached by thumbprint', () => {
     expect(result.jwk).toEqual(key.publicJwk);
   });
 });
+
+describe('verifyDpopProof: what an error tells', () => {
+  it('keeps the proof, its signature and the access token out of messages; bounds echoed values', async () => {
+    const api: DpopExpected = { htm: 'GET', htu: 'https://api.test/x', accessToken: AT, jkt: key.jkt };
+    const cases = [
+      raw({ header: { alg: 'A'.repeat(500) } }, { htm: 'GET', htu: api.htu, accessToken: AT }),
+      raw({ payload: { htm: 'G'.repeat(500) } }, { htm: 'GET', htu: api.htu, accessToken: AT }),
+      raw({ signWith: privateKeyOf(otherKey) }, { htm: 'GET', htu: api.htu, accessToken: AT }),
+      raw({}, { htm: 'GET', htu: api.htu, accessToken: 'other' }),
+    ];
+    for (const proof of cases) {
+      const err = (await (async () => verify(proof, api))().catch((e: unknown) => e)) as InvalidDpopProofError;
+      expect(err).toBeInstanceOf(InvalidDpopProofError);
+      const told = `${err.message} ${err.detail} ${err.description}`;
+      expect(told).not.toContain(proof.split('.')[2]);
+      expect(told).not.toContain(AT);
+      expect(told).not.toContain('A'.repeat(33));
+      expect(told).not.toContain('G'.repeat(33));
+    }
+  });
+});

@@ -74,6 +74,11 @@ function decodeObject(segment: string): Record<string, unknown> | undefined {
   }
 }
 
+/** A header or claim value for an operator's detail: bounded, whatever the client sent. */
+function shown(value: unknown): string {
+  return String(value).slice(0, 32);
+}
+
 /** The replay key of a proof: its jti scoped to its key, hashed to a fixed size. */
 function replayKey(jkt: string, jti: string): string {
   return createHash('sha256').update(`${jkt}\n${jti}`).digest().subarray(0, 16).toString('base64url');
@@ -116,9 +121,9 @@ export function verifyDpopProof(
   const firstDot = proof.indexOf('.');
   const secondDot = proof.indexOf('.', firstDot + 1);
   const header = decodeObject(proof.slice(0, firstDot)) ?? fail('malformed', 'the JOSE header is not a JSON object');
-  if (header.typ !== 'dpop+jwt') fail('typ', `typ ${String(header.typ)}`);
+  if (header.typ !== 'dpop+jwt') fail('typ', `typ ${shown(header.typ)}`);
   const alg = header.alg;
-  if (!isDpopAlgorithm(alg) || !(options.algorithms ?? DPOP_ALGORITHMS).includes(alg)) return fail('alg', `alg ${String(alg)}`);
+  if (!isDpopAlgorithm(alg) || !(options.algorithms ?? DPOP_ALGORITHMS).includes(alg)) return fail('alg', `alg ${shown(alg)}`);
   if (header.crit !== undefined) fail('malformed', 'crit is not supported');
   const jwk = publicDpopJwk(header.jwk, alg);
   if (typeof jwk === 'string') return fail('jwk', jwk);
@@ -129,10 +134,10 @@ export function verifyDpopProof(
   if (typeof htm !== 'string' || typeof htu !== 'string') fail('claims', 'htm or htu missing');
   if (typeof iat !== 'number' || !Number.isFinite(iat)) fail('claims', 'iat missing');
 
-  if (htm !== expected.htm) fail('htm', `htm ${String(htm).slice(0, 16)} for a ${expected.htm} request`);
+  if (htm !== expected.htm) fail('htm', `htm ${shown(htm)} for a ${expected.htm} request`);
   const proofHtu = normalizeHtu(htu as string);
   const requestHtu = normalizeHtu(expected.htu);
-  if (proofHtu === undefined || proofHtu !== requestHtu) fail('htu', `htu ${proofHtu ?? '(not an http(s) URL)'} for ${requestHtu ?? '(no request URI)'}`);
+  if (proofHtu === undefined || proofHtu !== requestHtu) fail('htu', `htu ${proofHtu?.slice(0, 256) ?? '(not an http(s) URL)'} for ${requestHtu ?? '(no request URI)'}`);
 
   const now = (options.now ?? Date.now)();
   const maxAge = options.maxAge ?? 300;
