@@ -25,3 +25,16 @@ function normalizePercent(encoded: string): string {
   const char = String.fromCharCode(parseInt(encoded.slice(1), 16));
   return UNRESERVED.test(char) ? char : encoded.toUpperCase();
 }
+
+/**
+ * The `htu` a request must carry: the configured public base URL (scheme,
+ * host, and any path prefix a proxy strips) followed by the path the app
+ * saw (`req.originalUrl`, so a router mounted under a prefix works). Built
+ * by concatenation, never by resolving the path against the base: a path
+ * such as `//evil.test/x` stays a path on the configured host. The request's
+ * `Host` and `X-Forwarded-*` headers play no part.
+ */
+export function requestHtu(publicBaseUrl: string, originalUrl: string): string {
+  const base = publicBaseUrl.endsWith('/') ? publicBaseUrl.replace(/\/+$/, '') : publicBaseUrl;
+  return originalUrl.startsWith('/') ? base + originalUrl : `${base}/${originalUrl}`;
+}
