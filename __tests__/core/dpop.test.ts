@@ -172,10 +172,24 @@ describe('verifyDpopProof: the jwk header (DT5, DR12)', () => {
     expect(await reasonOf(() => verify(raw({ header: { alg: 'PS256' } })))).toBe('jwk');
   });
 
+  it('refuses a jwk whose alg member names another algorithm, or whose use is not sig', async () => {
+    expect(await reasonOf(() => verify(raw({ header: { jwk: { ...key.publicJwk, alg: 'ES384' } } })))).toBe('jwk');
+    expect(await reasonOf(() => verify(raw({ header: { jwk: { ...key.publicJwk, use: 'enc' } } })))).toBe('jwk');
+    expect(verify(raw({ header: { jwk: { ...key.publicJwk, alg: 'ES256', use: 'sig' } } }))).toHaveProperty('jkt', key.jkt);
+  });
+
   it('refuses an RSA key shorter than 2048 bits', async () => {
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 1024 });
     const weak = new DpopKey({ privateKey, alg: 'RS256' });
     expect(await reasonOf(() => verify(weak.proof({ htm: 'POST', htu: TOKEN_URL, iat: IAT })))).toBe('jwk');
+  });
+
+  it('refuses an RSA modulus over 4096 bits (bounds the cost of a made-up proof)', async () => {
+    const rsa = newDpopKey('PS256');
+    const modulus = (bytes: number) => Buffer.concat([Buffer.from([0xc1]), crypto.randomBytes(bytes - 1)]).toString('base64url');
+    expect(await reasonOf(() => verify(raw({ header: { jwk: { kty: 'RSA', e: 'AQAB', n: modulus(640) } } }, {}, rsa)))).toBe('jwk');
+    // 4096 bits is imported; this made-up modulus then fails the signature
+    expect(await reasonOf(() => verify(raw({ header: { jwk: { kty: 'RSA', e: 'AQAB', n: modulus(512) } } }, {}, rsa)))).toBe('signature');
   });
 
   it('refuses coordinates that are not a point on the curve', async () => {

@@ -26,7 +26,8 @@ function isBase64url(value: unknown): value is string {
 /**
  * Checks a proof header's `jwk` for `alg` and gives its public members, or a
  * short reason it is refused: not an object, private or symmetric material,
- * a key type or curve that does not fit the algorithm, members that are not
+ * an `alg` member other than the proof's or a `use` other than `sig`, a key
+ * type or curve that does not fit the algorithm, members that are not
  * base64url strings.
  */
 export function publicDpopJwk(jwk: unknown, alg: DpopAlgorithm): JsonWebKey | string {
@@ -35,6 +36,8 @@ export function publicDpopJwk(jwk: unknown, alg: DpopAlgorithm): JsonWebKey | st
   for (const member of PRIVATE_MEMBERS) {
     if (member in candidate) return `jwk carries the private or symmetric member ${member}`;
   }
+  if (candidate.alg !== undefined && candidate.alg !== alg) return `jwk is meant for ${String(candidate.alg).slice(0, 32)}, the proof uses ${alg}`;
+  if (candidate.use !== undefined && candidate.use !== 'sig') return 'jwk use is not sig';
   const need = keyTypeOf(alg);
   if (candidate.kty !== need.kty) return `jwk kty ${String(candidate.kty)} does not fit ${alg}`;
   if (need.kty === 'EC') {
