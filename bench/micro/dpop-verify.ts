@@ -49,6 +49,23 @@ const proofs = Array.from({ length: N }, () => dpopKey.proof({ htm: 'GET', htu, 
 const expected = { htm: 'GET', htu: `${htu}?page=1`, accessToken, jkt: dpopKey.jkt };
 const keyCache = new DpopKeyCache();
 
+console.log('memory (measured first, on a clean heap)');
+const gc = (globalThis as { gc?: () => void }).gc;
+if (gc) {
+  const M = 200_000;
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const store = new MemoryReplayStore({ max: M });
+  const exp = Date.now() + 300_000;
+  for (let i = 0; i < M; i++) store.consume(randomBytes(16).toString('base64url'), exp + (i % 1000));
+  gc();
+  const per = (process.memoryUsage().heapUsed - before) / store.size;
+  console.log(`  memory replay store: ${per.toFixed(0)} bytes per remembered proof (${M} proofs: ${((per * M) / 1e6).toFixed(1)} MB)`);
+} else {
+  console.log('  (run with --expose-gc for the replay store memory per proof)');
+}
+console.log('');
+
 console.log(`node ${process.version}, ${N} distinct proofs, best of ${ROUNDS} rounds\n`);
 const bearerUncached = measure('access token verify, jsonwebtoken ES256 (uncached)', N, () => uncached.verify(accessToken));
 const bearerCached = measure('access token verify, cache hit (the Bearer route today)', N, () => cached.verify(accessToken));
@@ -64,6 +81,19 @@ measure('DPoP proof verify ES256 with a nonce', N, (i) => {
   if (i === 0) options = { replay: new MemoryReplayStore({ max: N }), keyCache, nonces };
   verifyDpopProof(nonceProofs[i], expected, options);
 });
+
+for (const alg of ['ES384', 'PS256'] as const) {
+  const pair =
+    alg === 'ES384'
+      ? require('node:crypto').generateKeyPairSync('ec', { namedCurve: 'P-384' })
+      : require('node:crypto').generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const k = new DpopKey({ privateKey: pair.privateKey, alg });
+  const ps = Array.from({ length: N }, () => k.proof({ htm: 'GET', htu, accessToken }));
+  measure(`DPoP proof verify ${alg} (cached key, memory replay)`, N, (i) => {
+    if (i === 0) options = { replay: new MemoryReplayStore({ max: N }), keyCache };
+    verifyDpopProof(ps[i], { ...expected, jkt: k.jkt }, options);
+  });
+}
 
 console.log('\nparts');
 const proof = proofs[0];
@@ -81,22 +111,6 @@ measure('  nonce check (cached step)', N, () => nonces.isValid(nonces.current())
 const replay = new MemoryReplayStore({ max: N * ROUNDS + 1 });
 let serial = 0;
 measure('  memory replay consume', N, () => replay.consume(`k${serial++}`, Date.now() + 300_000));
-
-console.log('\nmemory');
-const gc = (globalThis as { gc?: () => void }).gc;
-if (gc) {
-  const M = 200_000;
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  const store = new MemoryReplayStore({ max: M });
-  const exp = Date.now() + 300_000;
-  for (let i = 0; i < M; i++) store.consume(randomBytes(16).toString('base64url'), exp + (i % 1000));
-  gc();
-  const per = (process.memoryUsage().heapUsed - before) / store.size;
-  console.log(`  memory replay store: ${per.toFixed(0)} bytes per remembered proof (${M} proofs: ${((per * M) / 1e6).toFixed(1)} MB)`);
-} else {
-  console.log('  (run with --expose-gc for the replay store memory per proof)');
-}
 
 console.log('\nratio');
 console.log(`  DPoP proof + cached token vs cached token alone (core only): ${(bearerCached / (bearerCached + dpop)).toFixed(3)}×`);
