@@ -112,6 +112,17 @@ const replay = new MemoryReplayStore({ max: N * ROUNDS + 1 });
 let serial = 0;
 measure('  memory replay consume', N, () => replay.consume(`k${serial++}`, Date.now() + 300_000));
 
-console.log('\nratio');
-console.log(`  DPoP proof + cached token vs cached token alone (core only): ${(bearerCached / (bearerCached + dpop)).toFixed(3)}×`);
-console.log(`  DPoP proof + cached token vs uncached token verify: ${(bearerUncached / (bearerCached + dpop)).toFixed(2)}×`);
+console.log('\nestimate');
+// the Bearer route's throughput from the last `npm run bench` (server on one core, 32 connections)
+let bearerRps: number | undefined;
+try {
+  bearerRps = require('../results/latest.json').medians['ours-protected']['32'].rps.median;
+} catch {
+  // no bench results here
+}
+if (bearerRps) {
+  const dpopRps = 1e6 / (1e6 / bearerRps + dpop);
+  console.log(`  Bearer route ${Math.round(bearerRps)} req/s (bench/results/latest.json) = ${(1e6 / bearerRps).toFixed(0)} µs per request`);
+  console.log(`  + one ES256 proof check (${dpop.toFixed(0)} µs) ≈ ${Math.round(dpopRps)} req/s = ${(dpopRps / bearerRps).toFixed(2)}× Bearer`);
+}
+console.log(`  DPoP proof check vs an uncached access-token verify: ${(dpop / bearerUncached).toFixed(2)}× the time`);
