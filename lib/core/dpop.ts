@@ -7,6 +7,13 @@ import { DpopKeyCache, publicDpopJwk } from './dpop-key-cache';
 import type { DpopNonces } from './dpop-nonces';
 import type { ReplayStore } from './dpop-replay';
 
+// One import for the adapters: the parts verifyDpopProof is configured with.
+export { normalizeHtu, requestHtu } from './dpop-htu';
+export { DpopKeyCache } from './dpop-key-cache';
+export { DpopNonces, type DpopNoncesOptions } from './dpop-nonces';
+export { MemoryReplayStore, RedisReplayStore, type ReplayStore, type RedisSetNxClient } from './dpop-replay';
+export { DPOP_ALGORITHMS, type DpopAlgorithm } from '../jwt/algorithms';
+
 /** What the request says the proof must match. */
 export interface DpopExpected {
   /** The request method, e.g. `POST`; compared exactly. */
