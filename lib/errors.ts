@@ -172,3 +172,71 @@ export function toOAuthError(err: unknown): OAuthError {
   if (err instanceof StoreUnavailableError) return new TemporarilyUnavailableError(undefined, { detail: err.message, cause: err });
   return new ServerError({ detail: err instanceof Error ? err.message : String(err), cause: err });
 }
+
+// ---- RFC 9449: DPoP ----
+
+/** Why a DPoP proof was refused; operators see it, clients get the matching description. */
+export type DpopProofFailure =
+  | 'missing'
+  | 'multiple'
+  | 'malformed'
+  | 'typ'
+  | 'alg'
+  | 'jwk'
+  | 'claims'
+  | 'htm'
+  | 'htu'
+  | 'iat_too_old'
+  | 'iat_in_future'
+  | 'ath'
+  | 'signature'
+  | 'replayed';
+
+const DPOP_PROOF_DESCRIPTIONS: Record<DpopProofFailure, string> = {
+  missing: 'a DPoP proof is required',
+  multiple: 'exactly one DPoP proof is allowed',
+  malformed: 'the DPoP proof is not a compact JWS',
+  typ: 'the DPoP proof typ must be dpop+jwt',
+  alg: 'the DPoP proof algorithm is not supported',
+  jwk: 'the DPoP proof jwk must be a supported public key',
+  claims: 'the DPoP proof lacks a valid jti, htm, htu or iat',
+  htm: 'the DPoP proof htm does not match the request method',
+  htu: 'the DPoP proof htu does not match the request URI',
+  iat_too_old: 'the DPoP proof is too old',
+  iat_in_future: 'the DPoP proof is issued in the future',
+  ath: 'the DPoP proof ath does not match the access token',
+  signature: 'the DPoP proof signature is invalid',
+  replayed: 'the DPoP proof was already used',
+};
+
+/**
+ * RFC 9449 §5, §7.1: the DPoP proof failed a check. 400 at the token
+ * endpoint, 401 at a protected resource: the caller picks `status`.
+ */
+export class InvalidDpopProofError extends OAuthError {
+  readonly code = 'invalid_dpop_proof';
+  readonly reason: DpopProofFailure;
+  constructor(reason: DpopProofFailure, options: OAuthErrorOptions & { status?: number } = {}) {
+    super(options.status ?? 400, DPOP_PROOF_DESCRIPTIONS[reason], { ...options, detail: options.detail ?? `dpop proof: ${reason}` });
+    this.reason = reason;
+  }
+}
+
+/**
+ * RFC 9449 §8, §9: the proof lacks the server's current nonce. Carries one
+ * `DPoP-Nonce` header with the nonce to use; 400 at the token endpoint, 401
+ * at a protected resource.
+ */
+export class UseDpopNonceError extends OAuthError {
+  readonly code = 'use_dpop_nonce';
+  readonly nonce: string;
+  constructor(nonce: string, options: OAuthErrorOptions & { status?: number; stale?: boolean } = {}) {
+    super(
+      options.status ?? 400,
+      options.stale ? 'the DPoP nonce is stale or unknown; use the one in DPoP-Nonce' : 'a DPoP nonce is required; use the one in DPoP-Nonce',
+      options,
+      { 'DPoP-Nonce': nonce },
+    );
+    this.nonce = nonce;
+  }
+}

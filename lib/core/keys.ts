@@ -1,4 +1,5 @@
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { jwkThumbprint } from '../jwt/thumbprint';
 import type { Logger } from '../logger';
 import type { KeyStore, StoredKey } from '../stores/types';
 
@@ -43,12 +44,8 @@ export function deferredKeyStore(get: () => KeyStore | Promise<KeyStore>): KeySt
   };
 }
 
-/** RFC 7638 thumbprint, used as `kid`. */
-export function jwkThumbprint(jwk: JsonWebKey): string {
-  const members =
-    jwk.kty === 'EC' ? { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y } : { e: jwk.e, kty: jwk.kty, n: jwk.n };
-  return createHash('sha256').update(JSON.stringify(members)).digest('base64url');
-}
+/** RFC 7638 thumbprint, used as `kid` (shared with DPoP: lib/jwt/thumbprint). */
+export { jwkThumbprint };
 
 function publicMembers(jwk: JsonWebKey): JsonWebKey {
   return jwk.kty === 'EC' ? { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y } : { kty: jwk.kty, n: jwk.n, e: jwk.e };

@@ -1,0 +1,40 @@
+/**
+ * RFC 3986 §6.2.2 / §6.2.3 normalisation of a DPoP `htu` (RFC 9449 §4.3):
+ * scheme and host lower-case, default port dropped, empty path "/", dot
+ * segments removed (all by the WHATWG URL parser), then percent-encodings
+ * of unreserved characters decoded and the others' hex digits upper-cased.
+ * Query, fragment and userinfo are dropped. Returns `undefined` for
+ * anything but an absolute http(s) URL.
+ */
+export function normalizeHtu(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '') return undefined;
+  const path = url.pathname.includes('%') ? url.pathname.replace(PERCENT_ENCODED, normalizePercent) : url.pathname;
+  return `${url.protocol}//${url.host}${path}`;
+}
+
+const PERCENT_ENCODED = /%[0-9A-Fa-f]{2}/g;
+const UNRESERVED = /[A-Za-z0-9\-._~]/;
+
+function normalizePercent(encoded: string): string {
+  const char = String.fromCharCode(parseInt(encoded.slice(1), 16));
+  return UNRESERVED.test(char) ? char : encoded.toUpperCase();
+}
+
+/**
+ * The `htu` a request must carry: the configured public base URL (scheme,
+ * host, and any path prefix a proxy strips) followed by the path the app
+ * saw (`req.originalUrl`, so a router mounted under a prefix works). Built
+ * by concatenation, never by resolving the path against the base: a path
+ * such as `//evil.test/x` stays a path on the configured host. The request's
+ * `Host` and `X-Forwarded-*` headers play no part.
+ */
+export function requestHtu(publicBaseUrl: string, originalUrl: string): string {
+  const base = publicBaseUrl.endsWith('/') ? publicBaseUrl.replace(/\/+$/, '') : publicBaseUrl;
+  return originalUrl.startsWith('/') ? base + originalUrl : `${base}/${originalUrl}`;
+}

@@ -1,0 +1,91 @@
+import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { keyTypeOf, type DpopAlgorithm } from '../jwt/algorithms';
+import { jwkThumbprint } from '../jwt/thumbprint';
+
+/** JWK members that carry private or symmetric key material (RFC 7518 §6). */
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+
+/** Smallest RSA modulus accepted, in bits (RFC 7518 §3.3, §3.5). */
+export const MIN_RSA_BITS = 2048;
+/** Largest RSA modulus accepted, in bits: bounds what one made-up proof can cost to check. */
+export const MAX_RSA_BITS = 4096;
+
+export interface ImportedDpopKey {
+  /** RFC 7638 thumbprint of the key. */
+  jkt: string;
+  key: KeyObject;
+  /** The public JWK, required members only. */
+  jwk: JsonWebKey;
+}
+
+function isBase64url(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= 1024 && /^[A-Za-z0-9_-]+$/.test(value);
+}
+
+/**
+ * Checks a proof header's `jwk` for `alg` and gives its public members, or a
+ * short reason it is refused: not an object, private or symmetric material,
+ * an `alg` member other than the proof's or a `use` other than `sig`, a key
+ * type or curve that does not fit the algorithm, members that are not
+ * base64url strings.
+ */
+export function publicDpopJwk(jwk: unknown, alg: DpopAlgorithm): JsonWebKey | string {
+  if (!jwk || typeof jwk !== 'object' || Array.isArray(jwk)) return 'jwk is not an object';
+  const candidate = jwk as Record<string, unknown>;
+  for (const member of PRIVATE_MEMBERS) {
+    if (member in candidate) return `jwk carries the private or symmetric member ${member}`;
+  }
+  if (candidate.alg !== undefined && candidate.alg !== alg) return `jwk is meant for ${String(candidate.alg).slice(0, 32)}, the proof uses ${alg}`;
+  if (candidate.use !== undefined && candidate.use !== 'sig') return 'jwk use is not sig';
+  const need = keyTypeOf(alg);
+  if (candidate.kty !== need.kty) return `jwk kty ${String(candidate.kty)} does not fit ${alg}`;
+  if (need.kty === 'EC') {
+    if (candidate.crv !== need.crv) return `jwk crv ${String(candidate.crv)} does not fit ${alg}`;
+    if (!isBase64url(candidate.x) || !isBase64url(candidate.y)) return 'jwk x or y is not base64url';
+    return { crv: need.crv, kty: 'EC', x: candidate.x, y: candidate.y };
+  }
+  if (!isBase64url(candidate.n) || !isBase64url(candidate.e)) return 'jwk n or e is not base64url';
+  return { e: candidate.e, kty: 'RSA', n: candidate.n };
+}
+
+/**
+ * Public keys from DPoP proof headers, imported once per key: a bounded LRU
+ * keyed by RFC 7638 thumbprint (the thumbprint covers every member the
+ * import reads, so one thumbprint is one key). Clients reuse one DPoP key,
+ * so a proof normally costs a thumbprint and a map lookup, not an import.
+ */
+export class DpopKeyCache {
+  private readonly keys: LRUCache<string, KeyObject>;
+
+  constructor(max = 1000) {
+    this.keys = new LRUCache({ max: Math.max(1, max) });
+  }
+
+  get size(): number {
+    return this.keys.size;
+  }
+
+  /**
+   * The key object for a checked public JWK (see publicDpopJwk), or a
+   * reason it cannot be used (not a point on the curve, RSA modulus too
+   * small). Failed imports are not cached.
+   */
+  import(jwk: JsonWebKey): ImportedDpopKey | string {
+    const jkt = jwkThumbprint(jwk);
+    let key = this.keys.get(jkt);
+    if (!key) {
+      try {
+        key = createPublicKey({ key: jwk, format: 'jwk' });
+      } catch {
+        return 'jwk is not a valid public key';
+      }
+      const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+      if (jwk.kty === 'RSA' && (bits < MIN_RSA_BITS || bits > MAX_RSA_BITS)) {
+        return `jwk RSA modulus of ${bits} bits is outside ${MIN_RSA_BITS}-${MAX_RSA_BITS}`;
+      }
+      this.keys.set(jkt, key);
+    }
+    return { jkt, key, jwk };
+  }
+}

@@ -1,0 +1,28 @@
+import { createHash, type JsonWebKey } from 'node:crypto';
+
+/**
+ * The members RFC 7638 §3.2 hashes, i.e. the public key itself, for the key
+ * types this package uses. Anything else (private members, `kid`, `alg`,
+ * `use`) is left out.
+ */
+export function publicKeyMembers(jwk: JsonWebKey): JsonWebKey {
+  switch (jwk.kty) {
+    case 'EC':
+      return { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y };
+    case 'RSA':
+      return { e: jwk.e, kty: jwk.kty, n: jwk.n };
+    case 'OKP':
+      return { crv: jwk.crv, kty: jwk.kty, x: jwk.x };
+    default:
+      throw new TypeError(`no RFC 7638 thumbprint for kty ${String(jwk.kty)}`);
+  }
+}
+
+/**
+ * RFC 7638 JWK thumbprint (SHA-256, base64url): the required members in
+ * lexicographic order, no whitespace. Used as signing `kid` and as DPoP `jkt`.
+ */
+export function jwkThumbprint(jwk: JsonWebKey): string {
+  // publicKeyMembers lists the members in lexicographic order already
+  return createHash('sha256').update(JSON.stringify(publicKeyMembers(jwk))).digest('base64url');
+}
