@@ -32,7 +32,11 @@ export interface IssuerOptions {
   clientCacheTtl?: number;
   /** Seconds between background reloads of the signing keys (rotations by the CLI or another instance). Default 30. */
   keyRefreshInterval?: number;
-  /** Limits on failed client authentications, or `false` to turn them off. Default: 20 per client_id and 100 per address in 15 minutes, in memory. */
+  /**
+   * Limits on failed client authentications, or `false` to turn them off. Default: in 15 minutes, 100 per source
+   * address and 10 per (client_id, address), in memory; 20 failures of one client from all addresses raise
+   * `client.auth_failures_high` but never refuse its right secret.
+   */
   bruteForce?: BruteForceOptions | false;
   /** A pino-compatible logger, or `false` for none. Default: pino on stdout. */
   logger?: Logger | false;
@@ -133,12 +137,22 @@ function parseBruteForce(value: IssuerOptions['bruteForce']): BruteForceSettings
   if (value === false) return false;
   if (value !== undefined && (typeof value !== 'object' || value === null)) throw new TypeError('option bruteForce must be an object or false');
   const v = value ?? {};
-  checkKnown('option bruteForce', v, ['maxFailuresPerClient', 'maxFailuresPerAddress', 'window', 'redis']);
+  if ('maxFailuresPerClient' in v) {
+    throw new TypeError(
+      'option bruteForce.maxFailuresPerClient is gone: a per-client limit let anyone who knows a client_id lock it out. ' +
+        'Use maxFailuresPerClientAddress (a limit per client_id and address) and alertFailuresPerClient (an audit event, never a refusal)',
+    );
+  }
+  checkKnown('option bruteForce', v, ['maxFailuresPerAddress', 'maxFailuresPerClientAddress', 'alertFailuresPerClient', 'window', 'redis', 'keyPrefix']);
   if (v.redis !== undefined && (typeof v.redis !== 'object' || v.redis === null)) throw new TypeError('option bruteForce.redis must be an ioredis client');
+  const keyPrefix = checkString('bruteForce.keyPrefix', v.keyPrefix, 'ecc:authfail');
+  if (keyPrefix.length > 100) throw new TypeError('option bruteForce.keyPrefix must be at most 100 characters');
   return {
-    maxFailuresPerClient: checkInteger('bruteForce.maxFailuresPerClient', v.maxFailuresPerClient, 20, 1, 1_000_000),
     maxFailuresPerAddress: checkInteger('bruteForce.maxFailuresPerAddress', v.maxFailuresPerAddress, 100, 1, 1_000_000),
+    maxFailuresPerClientAddress: checkInteger('bruteForce.maxFailuresPerClientAddress', v.maxFailuresPerClientAddress, 10, 1, 1_000_000),
+    alertFailuresPerClient: checkInteger('bruteForce.alertFailuresPerClient', v.alertFailuresPerClient, 20, 1, 1_000_000),
     window: checkInteger('bruteForce.window', v.window, 900, 1, 86400),
+    keyPrefix,
   };
 }
 

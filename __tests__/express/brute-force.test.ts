@@ -3,6 +3,7 @@ import Redis from 'ioredis';
 import request from 'supertest';
 import { setup, type TestSetup } from '../helpers/app';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
+import type { Logger } from '../../lib';
 
 function attempt(s: TestSetup, id: string, secret: string, address = '203.0.113.1') {
   return request(s.app).post('/oauth/token').set('X-Forwarded-For', address).type('form')
@@ -19,20 +20,71 @@ function expect429(res: request.Response): void {
 
 const trustProxy = (s: TestSetup) => s.app.set('trust proxy', true);
 
+interface Logged {
+  level: 'info' | 'warn' | 'error';
+  obj: Record<string, unknown>;
+}
+
+function capture(): { logger: Logger; lines: Logged[] } {
+  const lines: Logged[] = [];
+  const at = (level: Logged['level']) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+  return { logger: { info: at('info'), warn: at('warn'), error: at('error') }, lines };
+}
+
 describe('failed client authentications are limited (RFC 6749 §2.3.1)', () => {
   let s: TestSetup;
+  let log: ReturnType<typeof capture>;
   beforeEach(async () => {
-    s = await setup({ bruteForce: { maxFailuresPerClient: 3, maxFailuresPerAddress: 6, window: 60 } });
+    log = capture();
+    s = await setup({
+      bruteForce: { maxFailuresPerClientAddress: 3, maxFailuresPerAddress: 6, alertFailuresPerClient: 4, window: 60 },
+      logger: log.logger,
+    });
     trustProxy(s);
   });
   afterEach(() => s.close());
 
-  it('per client_id: 429 with Retry-After after the limit, even for the right secret; other clients unaffected', async () => {
+  // Before issue 7 a per-client_id limit answered 429 to the right secret from any address:
+  // anyone who knew a client_id could lock it out. Now only the address and the (client_id, address) pair refuse.
+  it('per (client_id, address): 429 with Retry-After for that pair only, even for the right secret; the client works from any other address', async () => {
     const victim = await s.issuer.clients.create({ name: 'victim' });
-    const other = await s.issuer.clients.create({ name: 'other' });
-    for (let i = 0; i < 3; i++) expect((await attempt(s, victim.clientId, 'wrong', `198.51.100.${i}`)).status).toBe(401);
-    expect429(await attempt(s, victim.clientId, victim.clientSecret, '198.51.100.9'));
-    expect((await attempt(s, other.clientId, other.clientSecret, '198.51.100.9')).status).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await attempt(s, victim.clientId, 'wrong', '198.51.100.1')).status).toBe(401);
+    expect429(await attempt(s, victim.clientId, 'wrong', '198.51.100.1'));
+    expect429(await attempt(s, victim.clientId, victim.clientSecret, '198.51.100.1'));
+    expect((await attempt(s, victim.clientId, victim.clientSecret, '198.51.100.9')).status).toBe(200);
+  });
+
+  it('wrong secrets for one client_id from many addresses never refuse its right secret from another address', async () => {
+    const victim = await s.issuer.clients.create({ name: 'victim' });
+    for (let a = 0; a < 10; a++) {
+      for (let i = 0; i < 3; i++) expect((await attempt(s, victim.clientId, 'wrong', `198.51.100.${a}`)).status).toBe(401);
+      expect429(await attempt(s, victim.clientId, 'wrong', `198.51.100.${a}`));
+    }
+    const ok = await attempt(s, victim.clientId, victim.clientSecret, '198.51.100.200');
+    expect(ok.status).toBe(200);
+    expect(typeof ok.body.access_token).toBe('string');
+  });
+
+  it('raises client.auth_failures_high at the threshold and each doubling, with counts and never the secret', async () => {
+    const victim = await s.issuer.clients.create({ name: 'victim' });
+    // 10 addresses × 3 failures = 30 failures of the client: events at 4, 8 and 16
+    for (let a = 0; a < 10; a++) {
+      for (let i = 0; i < 3; i++) await attempt(s, victim.clientId, `wrong-secret-${a}-${i}`, `198.51.100.${a}`);
+    }
+    const events = log.lines.filter((l) => l.obj.event === 'client.auth_failures_high');
+    expect(events.map((e) => ({ level: e.level, ...e.obj }))).toEqual([4, 8, 16].map((failures) => ({
+      level: 'warn',
+      event: 'client.auth_failures_high',
+      client_id: victim.clientId,
+      failures,
+      threshold: 4,
+      window_s: 60,
+      ip: expect.stringMatching(/^198\.51\.100\.\d+$/),
+    })));
+    expect(JSON.stringify(events)).not.toMatch(/wrong-secret|hmac/);
+    // an unknown client_id raises none
+    for (let a = 0; a < 10; a++) await attempt(s, 'no-such-client', 'x', `192.0.2.${a}`);
+    expect(log.lines.filter((l) => l.obj.event === 'client.auth_failures_high')).toHaveLength(3);
   });
 
   it('per address: failures with many client ids from one address trip the limit for that address only', async () => {
@@ -42,13 +94,15 @@ describe('failed client authentications are limited (RFC 6749 §2.3.1)', () => {
     expect((await attempt(s, good.clientId, good.clientSecret, '203.0.113.8')).status).toBe(200);
   });
 
-  it('correct requests never count, and a success clears the client count', async () => {
+  it('correct requests never count, and a success clears the (client_id, address) count', async () => {
     const c = await s.issuer.clients.create({ name: 'c' });
-    for (let i = 0; i < 10; i++) expect((await attempt(s, c.clientId, c.clientSecret)).status).toBe(200);
-    for (let round = 0; round < 3; round++) {
-      expect((await attempt(s, c.clientId, 'wrong', `192.0.2.${round}`)).status).toBe(401);
-      expect((await attempt(s, c.clientId, 'wrong', `192.0.2.${round + 10}`)).status).toBe(401);
-      expect((await attempt(s, c.clientId, c.clientSecret, `192.0.2.${round + 20}`)).status).toBe(200);
+    for (let i = 0; i < 10; i++) expect((await attempt(s, c.clientId, c.clientSecret, '192.0.2.1')).status).toBe(200);
+    // 2 rounds of 2 failures: without the clearing, the 4th failure would be over the pair limit of 3
+    // (and a 3rd round would reach the address limit of 6, which a success does not clear)
+    for (let round = 0; round < 2; round++) {
+      expect((await attempt(s, c.clientId, 'wrong', '192.0.2.1')).status).toBe(401);
+      expect((await attempt(s, c.clientId, 'wrong', '192.0.2.1')).status).toBe(401);
+      expect((await attempt(s, c.clientId, c.clientSecret, '192.0.2.1')).status).toBe(200);
     }
   });
 
@@ -64,39 +118,49 @@ describe('failed client authentications are limited (RFC 6749 §2.3.1)', () => {
   });
 
   it('refuses bad limits at start-up', async () => {
-    await expect(setup({ bruteForce: { maxFailuresPerClient: 0 } })).rejects.toThrow(TypeError);
+    await expect(setup({ bruteForce: { maxFailuresPerClientAddress: 0 } })).rejects.toThrow(TypeError);
+    await expect(setup({ bruteForce: { alertFailuresPerClient: 1.5 } })).rejects.toThrow(TypeError);
     await expect(setup({ bruteForce: { window: -1 } })).rejects.toThrow(TypeError);
+    await expect(setup({ bruteForce: { keyPrefix: '' } })).rejects.toThrow(TypeError);
     await expect(setup({ bruteForce: { perMinute: 1 } as never })).rejects.toThrow(/unknown option perMinute/);
+    // the per-client lockout of the first release is refused with a pointer to its replacements
+    await expect(setup({ bruteForce: { maxFailuresPerClient: 20 } as never })).rejects.toThrow(/maxFailuresPerClientAddress.*alertFailuresPerClient/);
   });
 });
 
 describeIfRedis('with Redis, instances count failures together', () => {
   const redis = new Redis(redisUrl(), { lazyConnect: true });
+  const keyPrefix = `ecc-test:${randomBytes(6).toString('hex')}`;
   let a: TestSetup;
   let b: TestSetup;
   beforeAll(async () => {
     await redis.connect();
     // one store, two issuers: as two instances on one database
-    a = await setup({ bruteForce: { maxFailuresPerClient: 4, redis } });
+    const bruteForce = { maxFailuresPerClientAddress: 4, redis, keyPrefix };
+    a = await setup({ bruteForce });
     const { openEmbeddedStore } = await import('../../lib');
-    b = await setup({ store: await openEmbeddedStore({ dataDir: a.dataDir }), bruteForce: { maxFailuresPerClient: 4, redis } });
+    b = await setup({ store: await openEmbeddedStore({ dataDir: a.dataDir }), bruteForce });
     trustProxy(a);
     trustProxy(b);
   });
   afterAll(async () => {
     await b.issuer.close();
     await a.close();
+    const keys = await redis.keys(`${keyPrefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
     await redis.quit();
   });
 
-  it('failures spread over A and B trip the limit on both', async () => {
+  it('failures from one address spread over A and B lock that pair on both; the right secret from another address works on both', async () => {
     const c = await a.issuer.clients.create({ name: `spread-${randomBytes(4).toString('hex')}` });
-    const addr = () => `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}.1`;
-    expect((await attempt(a, c.clientId, 'w', addr())).status).toBe(401);
-    expect((await attempt(b, c.clientId, 'w', addr())).status).toBe(401);
-    expect((await attempt(a, c.clientId, 'w', addr())).status).toBe(401);
-    expect((await attempt(b, c.clientId, 'w', addr())).status).toBe(401);
-    expect429(await attempt(a, c.clientId, c.clientSecret, addr()));
-    expect429(await attempt(b, c.clientId, c.clientSecret, addr()));
+    expect((await attempt(a, c.clientId, 'w', '10.0.0.1')).status).toBe(401);
+    expect((await attempt(b, c.clientId, 'w', '10.0.0.1')).status).toBe(401);
+    expect((await attempt(a, c.clientId, 'w', '10.0.0.1')).status).toBe(401);
+    expect((await attempt(b, c.clientId, 'w', '10.0.0.1')).status).toBe(401);
+    expect429(await attempt(a, c.clientId, c.clientSecret, '10.0.0.1'));
+    expect429(await attempt(b, c.clientId, c.clientSecret, '10.0.0.1'));
+    expect((await attempt(a, c.clientId, c.clientSecret, '10.0.0.2')).status).toBe(200);
+    expect((await attempt(b, c.clientId, c.clientSecret, '10.0.0.3')).status).toBe(200);
+    expect(await redis.exists(`${keyPrefix}:addr:10.0.0.1`)).toBe(1);
   });
 });

@@ -6,6 +6,8 @@
  * authentications these tests count in Redis.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import Redis from 'ioredis';
@@ -206,6 +208,46 @@ export async function tokenRequest(baseUrl: string, clientId: string, clientSecr
   );
   if (res.status === 401) invalidClientResponses++;
   return res;
+}
+
+/** A loopback address other than HOST, fresh for each run (all of 127.0.0.0/8 is local). */
+export function otherLoopbackAddress(): string {
+  const [x, y, z] = randomBytes(3);
+  return `127.${1 + (x % 254)}.${y}.${1 + (z % 254)}`;
+}
+
+/**
+ * POST /oauth/token with HTTP Basic client authentication from `localAddress`
+ * (not HOST, so its failures are not counted for giving back).
+ */
+export function tokenRequestFrom(localAddress: string, baseUrl: string, clientId: string, clientSecret: string): Promise<HttpResult> {
+  const body = new URLSearchParams({ grant_type: 'client_credentials' }).toString();
+  const basic = Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(clientSecret)}`).toString('base64');
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      `${baseUrl}/oauth/token`,
+      {
+        method: 'POST',
+        agent: false, // one connection, closed after the answer
+        localAddress,
+        timeout: 5000,
+        headers: { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => {
+          const headers = new Headers();
+          for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') headers.set(name, value);
+          resolve({ status: res.statusCode!, headers, body: JSON.parse(text) as Record<string, unknown> });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`token request from ${localAddress} timed out`)));
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 /** The access token, or an error that says what the endpoint answered. */

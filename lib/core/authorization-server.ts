@@ -147,6 +147,7 @@ export class AuthorizationServer {
     // a store outage is a 503 (already reported to storeHealth by the store call that failed)
     if (!this.isReady) await this.ready().catch((err: unknown) => Promise.reject(asTemporarilyUnavailable(err)));
     const base = { client_id: credentials.clientId, method: credentials.method, ip: source.ip };
+    // only what the caller controls can refuse it: its address, and this client_id from its address
     const limit = this.limiter && (await this.limiter.check(credentials.clientId, source.ip));
     if (limit && limit.retryAfterMs > 0) {
       this.logger.warn({ event: 'client.rate_limited', ...base, retry_after_ms: limit.retryAfterMs }, 'too many failed client authentications');
@@ -154,16 +155,27 @@ export class AuthorizationServer {
     }
     try {
       const client = await this.check(credentials);
-      if (limit && limit.clientFailures > 0) await this.limiter!.succeeded(credentials.clientId);
+      if (limit && limit.pairFailures > 0) await this.limiter!.succeeded(credentials.clientId, source.ip);
       return client;
     } catch (err) {
       if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
       if (err instanceof OAuthError) {
         this.logger.warn({ event: 'client.auth_failed', ...base, reason: err.detail }, 'client authentication failed');
-        if (err instanceof InvalidClientError) await this.limiter?.failed(credentials.clientId, source.ip);
+        if (err instanceof InvalidClientError && this.limiter) await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
       }
       throw err;
     }
+  }
+
+  /** Counts a failure; at the alert threshold (and each doubling) of a registered client, one audit event. */
+  private async countFailure(clientId: string, ip: string | undefined, knownClient: boolean): Promise<void> {
+    const { clientFailures, alert } = await this.limiter!.failed(clientId, ip, knownClient);
+    if (!alert) return;
+    const { alertFailuresPerClient, window } = this.limiter!.settings;
+    this.logger.warn(
+      { event: 'client.auth_failures_high', client_id: clientId, failures: clientFailures, threshold: alertFailuresPerClient, window_s: window, ip },
+      'many failed authentications for one client; its right secret still works',
+    );
   }
 
   issue(client: ClientRecord, scopes: string[]): IssuedToken {

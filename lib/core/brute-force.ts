@@ -2,79 +2,133 @@ import { createHash } from 'node:crypto';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from 'rate-limiter-flexible';
 
 /**
- * Limits failed client authentications (RFC 6749 §2.3.1) per client_id and
- * per source address, with rate-limiter-flexible: counters in memory, or in
- * Redis so that every instance counts together. Only failures count; a
- * correct request within the limit never does. Once a key is over its limit,
- * every token request for it is refused until the window passes.
+ * Limits failed client authentications (RFC 6749 §2.3.1) by what an attacker
+ * controls: the source address, and the pair (client_id, address). A client_id
+ * is no secret (every token carries it), so failures under it from other
+ * addresses never refuse the right secret: a per-client count only raises an
+ * alert. Counters live in memory, or in Redis so that every instance counts
+ * together (rate-limiter-flexible). Only failures count; a correct request
+ * never does.
  */
 export interface BruteForceOptions {
-  /** Failed authentications allowed per client_id in a window. Default 20. */
-  maxFailuresPerClient?: number;
-  /** Failed authentications allowed per source address in a window. Default 100. */
+  /** Failed authentications allowed from one source address in a window, whatever the client_id. Default 100. */
   maxFailuresPerAddress?: number;
+  /** Failed authentications allowed for one client_id from one source address in a window. Default 10. */
+  maxFailuresPerClientAddress?: number;
+  /**
+   * Failed authentications of one registered client, from all addresses, in a
+   * window that raise `client.auth_failures_high` (again at twice, four times… as many).
+   * Never refuses a request. Default 20.
+   */
+  alertFailuresPerClient?: number;
   /** Window in seconds. Default 900 (15 minutes). */
   window?: number;
   /** An ioredis (or node-redis 4+) client: counters shared by every instance. Default: in memory. */
   redis?: unknown;
+  /** Prefix of the counters' keys, e.g. to keep two deployments apart on one Redis. Default `ecc:authfail`. */
+  keyPrefix?: string;
 }
 
 export interface BruteForceSettings {
-  maxFailuresPerClient: number;
   maxFailuresPerAddress: number;
+  maxFailuresPerClientAddress: number;
+  alertFailuresPerClient: number;
   window: number;
+  keyPrefix: string;
+}
+
+export interface LimitCheck {
+  /** How long until this address, or this client from this address, may try again; 0 when not over a limit. */
+  retryAfterMs: number;
+  /** Failures counted for this client from this address (cleared by a success). */
+  pairFailures: number;
+}
+
+export interface FailureCount {
+  /** Failures of this client from every address in the window; 0 when the client is not registered. */
+  clientFailures: number;
+  /** True exactly when this failure brought the client's count to the alert threshold or a doubling of it. */
+  alert: boolean;
 }
 
 /** Fixed-size keys: a client_id is whatever the request says, up to the body limit. */
 const digest = (value: string): string => createHash('sha256').update(value).digest('base64url').slice(0, 22);
 
+/** One key per peer whether the server listens on IPv4 or dual-stack (`::ffff:192.0.2.1` is `192.0.2.1`). */
+export function addressKey(address: string): string {
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}
+
+const over = (res: RateLimiterRes | null, points: number): number => (res && res.consumedPoints >= points ? res.msBeforeNext : 0);
+
+/** `threshold`, 2 × `threshold`, 4 × `threshold`…: an alert per crossing, not per request. */
+function isAlertCount(count: number, threshold: number): boolean {
+  if (count < threshold || count % threshold !== 0) return false;
+  const multiple = count / threshold;
+  return (multiple & (multiple - 1)) === 0;
+}
+
 export class FailedAuthLimiter {
-  private readonly perClient: RateLimiterAbstract;
   private readonly perAddress: RateLimiterAbstract;
+  private readonly perPair: RateLimiterAbstract;
+  private readonly perClient: RateLimiterAbstract;
 
   constructor(
     readonly settings: BruteForceSettings,
     redis?: unknown,
   ) {
-    const make = (points: number, keyPrefix: string): RateLimiterAbstract => {
-      const base = { points, duration: settings.window, keyPrefix };
+    const make = (points: number, name: string): RateLimiterAbstract => {
+      const base = { points, duration: settings.window, keyPrefix: `${settings.keyPrefix}:${name}` };
       if (!redis) return new RateLimiterMemory(base);
       // Redis down: count in this instance's memory rather than fail every request
       return new RateLimiterRedis({ ...base, storeClient: redis, insuranceLimiter: new RateLimiterMemory(base) });
     };
-    this.perClient = make(settings.maxFailuresPerClient, 'ecc:authfail:client');
-    this.perAddress = make(settings.maxFailuresPerAddress, 'ecc:authfail:addr');
+    this.perAddress = make(settings.maxFailuresPerAddress, 'addr');
+    this.perPair = make(settings.maxFailuresPerClientAddress, 'pair');
+    this.perClient = make(settings.alertFailuresPerClient, 'client');
   }
 
-  /**
-   * `retryAfterMs`: how long until the client or the address may try again,
-   * 0 when neither is over its limit. `clientFailures`: failures counted
-   * against the client in the window.
-   */
-  async check(clientId: string, address: string | undefined): Promise<{ retryAfterMs: number; clientFailures: number }> {
-    const [client, addr] = await Promise.all([
-      this.perClient.get(digest(clientId)),
-      address ? this.perAddress.get(address) : Promise.resolve(null),
+  private static pairKey(clientId: string, address: string): string {
+    return `${digest(clientId)}:${addressKey(address)}`;
+  }
+
+  /** Before the secret is checked: one round of two parallel reads. */
+  async check(clientId: string, address: string | undefined): Promise<LimitCheck> {
+    if (!address) return { retryAfterMs: 0, pairFailures: 0 };
+    const [addr, pair] = await Promise.all([
+      this.perAddress.get(addressKey(address)),
+      this.perPair.get(FailedAuthLimiter.pairKey(clientId, address)),
     ]);
-    const wait = (res: RateLimiterRes | null, points: number): number => (res && res.consumedPoints >= points ? res.msBeforeNext : 0);
     return {
-      retryAfterMs: Math.max(wait(client, this.settings.maxFailuresPerClient), wait(addr, this.settings.maxFailuresPerAddress)),
-      clientFailures: client?.consumedPoints ?? 0,
+      retryAfterMs: Math.max(over(addr, this.settings.maxFailuresPerAddress), over(pair, this.settings.maxFailuresPerClientAddress)),
+      pairFailures: pair?.consumedPoints ?? 0,
     };
   }
 
-  /** Counts one failed authentication against the client and the address. */
-  async failed(clientId: string, address: string | undefined): Promise<void> {
-    const consume = (limiter: RateLimiterAbstract, key: string) =>
-      limiter.consume(key).catch((res: unknown) => {
-        // over the limit is a RateLimiterRes, not an error: the next check() reports it
-        if (res instanceof Error) throw res;
-      });
-    await Promise.all([consume(this.perClient, digest(clientId)), address ? consume(this.perAddress, address) : undefined]);
+  /**
+   * Counts one failed authentication against the address and the pair, and,
+   * when the client is registered (`knownClient`), against the client.
+   */
+  async failed(clientId: string, address: string | undefined, knownClient: boolean): Promise<FailureCount> {
+    const consume = (limiter: RateLimiterAbstract, key: string): Promise<number> =>
+      limiter.consume(key).then(
+        (res) => res.consumedPoints,
+        (res: unknown) => {
+          // over the limit is a RateLimiterRes, not an error: the next check() reports it
+          if (res instanceof Error) throw res;
+          return (res as RateLimiterRes).consumedPoints;
+        },
+      );
+    const [clientFailures] = await Promise.all([
+      knownClient ? consume(this.perClient, digest(clientId)) : 0,
+      address ? consume(this.perAddress, addressKey(address)) : undefined,
+      address ? consume(this.perPair, FailedAuthLimiter.pairKey(clientId, address)) : undefined,
+    ]);
+    return { clientFailures, alert: knownClient && isAlertCount(clientFailures, this.settings.alertFailuresPerClient) };
   }
 
-  /** A successful authentication clears the client's count (not the address's). */
-  async succeeded(clientId: string): Promise<void> {
-    await this.perClient.delete(digest(clientId));
+  /** A success clears the count of this client from this address (not the address's, nor the client's alert count). */
+  async succeeded(clientId: string, address: string | undefined): Promise<void> {
+    if (address) await this.perPair.delete(FailedAuthLimiter.pairKey(clientId, address));
   }
 }

@@ -1,0 +1,107 @@
+import Redis from 'ioredis';
+import { addressKey, FailedAuthLimiter, type BruteForceSettings } from '../../lib/core/brute-force';
+
+const settings = (over: Partial<BruteForceSettings> = {}): BruteForceSettings => ({
+  maxFailuresPerAddress: 100,
+  maxFailuresPerClientAddress: 10,
+  alertFailuresPerClient: 20,
+  window: 60,
+  keyPrefix: 'test',
+  ...over,
+});
+
+describe('FailedAuthLimiter (in memory)', () => {
+  it('refuses a (client_id, address) pair over its limit, and nothing else', async () => {
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 3 }));
+    for (let i = 0; i < 3; i++) {
+      expect((await l.check('victim', '192.0.2.1')).retryAfterMs).toBe(0);
+      await l.failed('victim', '192.0.2.1', true);
+    }
+    const blocked = await l.check('victim', '192.0.2.1');
+    expect(blocked.retryAfterMs).toBeGreaterThan(0);
+    expect(blocked.retryAfterMs).toBeLessThanOrEqual(60_000);
+    expect(blocked.pairFailures).toBe(3);
+    expect(await l.check('victim', '192.0.2.2')).toEqual({ retryAfterMs: 0, pairFailures: 0 });
+    expect(await l.check('other', '192.0.2.1')).toEqual({ retryAfterMs: 0, pairFailures: 0 });
+  });
+
+  it('a client failing from many addresses is never refused from a fresh one', async () => {
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2, alertFailuresPerClient: 5 }));
+    for (let a = 1; a <= 50; a++) {
+      await l.failed('victim', `198.51.100.${a}`, true);
+      await l.failed('victim', `198.51.100.${a}`, true);
+    }
+    expect(await l.check('victim', '203.0.113.9')).toEqual({ retryAfterMs: 0, pairFailures: 0 });
+    expect((await l.check('victim', '198.51.100.7')).retryAfterMs).toBeGreaterThan(0);
+  });
+
+  it('refuses an address over its limit for every client_id', async () => {
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerAddress: 4 }));
+    for (let i = 0; i < 4; i++) await l.failed(`guess-${i}`, '203.0.113.7', false);
+    expect((await l.check('anyone', '203.0.113.7')).retryAfterMs).toBeGreaterThan(0);
+    expect((await l.check('anyone', '203.0.113.8')).retryAfterMs).toBe(0);
+  });
+
+  it('alerts when a registered client reaches the threshold and each doubling, not per failure', async () => {
+    const l = new FailedAuthLimiter(settings({ alertFailuresPerClient: 3, maxFailuresPerClientAddress: 1_000 }));
+    const alerts: number[] = [];
+    for (let i = 1; i <= 25; i++) {
+      const r = await l.failed('victim', `198.51.100.${i}`, true);
+      expect(r.clientFailures).toBe(i);
+      if (r.alert) alerts.push(r.clientFailures);
+    }
+    expect(alerts).toEqual([3, 6, 12, 24]);
+  });
+
+  it('counts no alert for an unknown client_id', async () => {
+    const l = new FailedAuthLimiter(settings({ alertFailuresPerClient: 1 }));
+    expect(await l.failed('nobody', '192.0.2.1', false)).toEqual({ clientFailures: 0, alert: false });
+  });
+
+  it('a success clears the pair count only', async () => {
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 3, maxFailuresPerAddress: 5, alertFailuresPerClient: 1_000 }));
+    for (let i = 0; i < 2; i++) await l.failed('c', '192.0.2.1', true);
+    expect((await l.check('c', '192.0.2.1')).pairFailures).toBe(2);
+    await l.succeeded('c', '192.0.2.1');
+    expect((await l.check('c', '192.0.2.1')).pairFailures).toBe(0);
+    // the address kept its 2: three more failures (another client) reach its limit of 5
+    for (let i = 0; i < 3; i++) await l.failed('d', '192.0.2.1', true);
+    expect((await l.check('c', '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
+    // and the client's alert count kept its 2 failures
+    expect((await l.failed('c', '192.0.2.2', true)).clientFailures).toBe(3);
+  });
+
+  it('without an address, nothing is refused', async () => {
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 1, maxFailuresPerAddress: 1 }));
+    await l.failed('c', undefined, true);
+    expect(await l.check('c', undefined)).toEqual({ retryAfterMs: 0, pairFailures: 0 });
+  });
+
+  it('an IPv4-mapped IPv6 address is the same peer as its IPv4 form', async () => {
+    expect(addressKey('::ffff:127.0.0.5')).toBe('127.0.0.5');
+    expect(addressKey('2001:db8::1')).toBe('2001:db8::1');
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2 }));
+    await l.failed('c', '::ffff:192.0.2.1', true);
+    await l.failed('c', '192.0.2.1', true);
+    expect((await l.check('c', '::ffff:192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
+    expect((await l.check('c', '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
+  });
+});
+
+describe('FailedAuthLimiter with Redis unreachable', () => {
+  // nothing listens on port 1: every command fails at once, as during an outage
+  const redis = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  afterAll(() => redis.disconnect());
+
+  it('counts in memory instead: the pair and address limits still hold, the alert still fires', async () => {
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 3, alertFailuresPerClient: 2 }), redis);
+    await l.failed('c', '192.0.2.1', true);
+    expect(await l.failed('c', '192.0.2.1', true)).toEqual({ clientFailures: 2, alert: true });
+    expect((await l.check('c', '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
+    expect((await l.check('c', '192.0.2.2')).retryAfterMs).toBe(0);
+    await l.failed('d', '192.0.2.1', false);
+    expect((await l.check('e', '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
+    await l.succeeded('c', '192.0.2.1');
+    expect((await l.check('c', '192.0.2.1')).pairFailures).toBe(0);
+  });
+});
