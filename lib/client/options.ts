@@ -22,7 +22,7 @@ export interface TokenClientOptions {
   skew?: number;
   /** Seconds a token whose answer had no `expires_in` is used (300). */
   defaultTtl?: number;
-  /** Seconds before the end of a token's use in which it is renewed in the background (300), at most half its use. */
+  /** Seconds before expiry from which a token is renewed in the background while still in use (300), at most half its lifetime. */
   refreshWindow?: number;
   /** Seconds between two renewals caused by a 401 from an API (5). */
   minRenewalInterval?: number;

@@ -268,12 +268,17 @@ export class TokenCache {
     return this.cached(stored);
   }
 
-  /** Skew at most half the lifetime; the refresh window is the last min(refreshWindow, half) of the use, jittered over its first quarter. */
+  /**
+   * Skew at most half the lifetime. The refresh window opens min(refreshWindow,
+   * half the lifetime) before expiry; each token starts its background renewal
+   * at a random point in the first quarter of what is left of the window before
+   * the skew, so a fleet does not renew in step. A token of at most twice the
+   * skew has no room left: it is renewed when it stops being used.
+   */
   private cached(stored: StoredToken): CachedToken {
     const skew = Math.min(this.config.skewMs, stored.lifetime / 2);
     const usableUntil = stored.expiresAt - skew;
-    const use = stored.lifetime - skew;
-    const window = Math.min(this.config.refreshWindowMs, use / 2);
+    const opens = stored.expiresAt - Math.min(this.config.refreshWindowMs, stored.lifetime / 2);
     const pop = this.config.pop;
     const scheme = pop && stored.tokenType.toLowerCase() === pop.scheme.toLowerCase() ? pop.scheme : 'Bearer';
     return {
@@ -281,7 +286,7 @@ export class TokenCache {
       stored,
       scheme,
       usableUntil,
-      refreshAt: usableUntil - window * (1 - 0.25 * Math.random()),
+      refreshAt: opens + 0.25 * Math.random() * Math.max(0, usableUntil - opens),
     };
   }
 
