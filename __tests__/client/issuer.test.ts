@@ -86,7 +86,7 @@ it('2. concurrent calls for two scopes: 2 token requests, each call carries a to
   const calls = Array.from({ length: 20 }, (_, i) =>
     i % 2 ? c.fetch(`${url}/api/whoami`, undefined, { scope: 'orders:read' }) : c.fetch(`${url}/api/whoami`, undefined, { scope: 'orders:write orders:read' }),
   );
-  const bodies = await Promise.all((await Promise.all(calls)).map((r) => r.json()));
+  const bodies = (await Promise.all((await Promise.all(calls)).map((r) => r.json()))) as Array<{ scope: string }>;
   expect(tokenPosts).toBe(2);
   bodies.forEach((b, i) => expect(b.scope).toBe(i % 2 ? 'orders:read' : 'orders:read orders:write'));
 });

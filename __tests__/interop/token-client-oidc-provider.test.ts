@@ -41,7 +41,7 @@ it.each([['client_secret_basic'], ['client_secret_post']])('gets a token with %s
     expect(events.filter((e) => e.type === 'token.requested')).toHaveLength(1);
 
     // the provider's introspection endpoint accepts it as its own active token
-    const meta = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json();
+    const meta = (await (await fetch(`${issuer}/.well-known/openid-configuration`)).json()) as { introspection_endpoint: string };
     const res = await fetch(meta.introspection_endpoint, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
