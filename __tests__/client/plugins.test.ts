@@ -77,11 +77,11 @@ describe('client authentication', () => {
     const pop: ProofOfPossession = {
       scheme: 'DPoP',
       tokenRequest(r) {
-        (r.headers as Record<string, string>).dpop = `proof-token-${nonce ?? 'none'}`;
+        r.headers.dpop = `proof-token-${nonce ?? 'none'}`;
       },
       apiRequest(r) {
         proofs.push(`${r.method} ${r.url} ${r.accessToken}`);
-        (r.headers as Headers).set('dpop', `proof-api-${nonce ?? 'none'}`);
+        r.headers.set('dpop', `proof-api-${nonce ?? 'none'}`);
       },
       retry(answer) {
         if (answer.error !== 'use_dpop_nonce') return false;
@@ -112,7 +112,7 @@ describe('client authentication', () => {
       proofOfPossession: {
         scheme: 'DPoP',
         tokenRequest: () => undefined,
-        apiRequest: (r) => void (r.headers as Headers).set('dpop', `p-${nonce}`),
+        apiRequest: (r) => void r.headers.set('dpop', `p-${nonce}`),
         retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
       },
     });

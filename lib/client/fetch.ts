@@ -75,12 +75,20 @@ export async function fetchWithToken(cache: TokenCache, input: Input, init: Requ
 }
 
 async function send(cache: TokenCache, input: Input, init: RequestInit | undefined, url: string, token: CachedToken): Promise<Response> {
-  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
-  headers.set('authorization', `${token.scheme} ${token.value.accessToken}`);
+  const authorization = `${token.scheme} ${token.value.accessToken}`;
   const pop = cache.config.pop;
-  if (pop !== undefined && token.scheme === pop.scheme) {
-    const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
-    await pop.apiRequest({ url, method, headers, accessToken: token.value.accessToken });
+  const prove = pop !== undefined && token.scheme === pop.scheme;
+  let headers: Headers | Record<string, string>;
+  if (!prove && init?.headers === undefined && !(input instanceof Request)) {
+    headers = { authorization }; // the common case: no Headers object to build
+  } else {
+    const h = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+    h.set('authorization', authorization);
+    if (prove) {
+      const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
+      await pop.apiRequest({ url, method, headers: h, accessToken: token.value.accessToken });
+    }
+    headers = h;
   }
   return cache.fetchImpl(input, init === undefined ? { headers } : { ...init, headers });
 }

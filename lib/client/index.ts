@@ -34,7 +34,7 @@ export { TokenEndpointError } from './errors';
 export type { TokenEndpointErrorInit } from './errors';
 export { clientSecretBasic, clientSecretPost, formEncode } from './auth';
 export type { ClientAuthentication, ClientAuthContext, TokenRequestParts } from './auth';
-export type { ProofOfPossession, ProofRequest, RefusedAnswer } from './proof-of-possession';
+export type { ProofOfPossession, TokenProofRequest, ApiProofRequest, RefusedAnswer } from './proof-of-possession';
 export type { TokenStore, StoredToken } from './store';
 export { redisTokenStore } from './redis-store';
 export type { RedisLike, RedisTokenStoreOptions } from './redis-store';

@@ -5,13 +5,20 @@
  * nonce; when it answers `true` the request is sent once more (a token request
  * then also gets fresh client authentication).
  */
-export interface ProofRequest {
+export interface TokenProofRequest {
+  readonly url: string;
+  readonly method: 'POST';
+  /** Headers of the token request; add the proof here. */
+  readonly headers: Record<string, string>;
+}
+
+export interface ApiProofRequest {
   readonly url: string;
   readonly method: string;
-  /** Headers of the request; add the proof here. */
-  readonly headers: Headers | Record<string, string>;
-  /** The access token the API request carries (for `ath`); absent on token requests. */
-  readonly accessToken?: string;
+  /** Headers of the API request; add the proof here. */
+  readonly headers: Headers;
+  /** The access token the request carries (for `ath`). */
+  readonly accessToken: string;
 }
 
 export interface RefusedAnswer {
@@ -27,9 +34,9 @@ export interface ProofOfPossession {
   /** The token type and Authorization scheme it handles, e.g. `DPoP`. */
   readonly scheme: string;
   /** Adds a proof to a token request (each attempt). */
-  tokenRequest(request: ProofRequest): void | Promise<void>;
+  tokenRequest(request: TokenProofRequest): void | Promise<void>;
   /** Adds a proof to an API request that carries a token of type `scheme`. */
-  apiRequest(request: ProofRequest): void | Promise<void>;
+  apiRequest(request: ApiProofRequest): void | Promise<void>;
   /** `true`: send the request once more (e.g. `use_dpop_nonce` with a new `DPoP-Nonce`). */
   retry(answer: RefusedAnswer): boolean;
 }
