@@ -136,16 +136,18 @@ it('6. 403 insufficient_scope from requireBearer() goes back as is, with no new 
 });
 
 it('5. a wrong secret: invalid_client, not retried in a loop; the brute-force 429 and its Retry-After hold for all callers; the API never sees a request', async () => {
-  const c = tokenClient({ clientSecret: 'wrong', scope: 'orders:read' });
+  // its own client: the limiter then refuses this client_id for a while
+  const { clientId } = await issuer.clients.create({ name: 'victim', scopes: 'orders:read' });
+  const c = tokenClient({ clientId, clientSecret: 'wrong', scope: 'orders:read' });
   const first = (await c.fetch(`${url}/api/orders`).catch((e: unknown) => e)) as TokenEndpointError;
   expect(first).toMatchObject({ name: 'TokenEndpointError', status: 401, error: 'invalid_client' });
   for (let i = 0; i < 50; i++) await expect(c.fetch(`${url}/api/orders`)).rejects.toMatchObject({ error: 'invalid_client' });
   expect(tokenPosts).toBe(1);
 
   // a second instance with the same wrong secret runs into the limiter (2 failures per client)
-  const other = tokenClient({ clientSecret: 'wrong', scope: 'orders:read' });
+  const other = tokenClient({ clientId, clientSecret: 'wrong', scope: 'orders:read' });
   await other.getToken().catch(() => undefined);
-  const limited = tokenClient({ clientSecret: 'wrong', scope: 'orders:read' });
+  const limited = tokenClient({ clientId, clientSecret: 'wrong', scope: 'orders:read' });
   const err = (await limited.getToken().catch((e: unknown) => e)) as TokenEndpointError;
   expect(err).toMatchObject({ status: 429 });
   expect(err.retryAfter).toBeGreaterThan(0);
@@ -153,4 +155,58 @@ it('5. a wrong secret: invalid_client, not retried in a loop; the brute-force 42
   for (let i = 0; i < 50; i++) await expect(limited.getToken()).rejects.toMatchObject({ status: 429 });
   expect(tokenPosts).toBe(posts);
   expect(apiRequests).toHaveLength(0);
+});
+
+describe('with a simulated clock on the client side (the issuer keeps real time)', () => {
+  it('3-4. reused for its lifetime; inside the refresh window calls go on with the current token while one background request renews it', async () => {
+    let t = Date.now();
+    const c = tokenClient({ now: () => t, scope: 'orders:read' });
+    expect((await c.fetch(`${url}/api/orders`)).status).toBe(200);
+    t += 3000_000;
+    expect((await c.fetch(`${url}/api/orders`)).status).toBe(200);
+    expect(tokenPosts).toBe(1);
+    t += 361_000; // 3361 s: inside the window (3300-3540 s) past any jitter
+    const first = apiRequests[0].authorization;
+    const inWindow = await Promise.all(Array.from({ length: 20 }, () => c.fetch(`${url}/api/orders`)));
+    expect(inWindow.every((r) => r.status === 200)).toBe(true);
+    expect(apiRequests.slice(2).every((r) => r.authorization === first)).toBe(true);
+    for (let i = 0; i < 200 && tokenPosts < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    let token = await c.getToken();
+    for (let i = 0; i < 200 && `Bearer ${token.accessToken}` === first; i++) {
+      await new Promise((r) => setTimeout(r, 5));
+      token = await c.getToken();
+    }
+    expect(tokenPosts).toBe(2);
+    const res = await c.fetch(`${url}/api/orders`);
+    expect(res.status).toBe(200);
+    expect(apiRequests.at(-1)!.authorization).not.toBe(first);
+    expect(events.filter((e) => e.type === 'token.requested').map((e) => (e as { reason: string }).reason)).toEqual(['initial', 'refresh']);
+  });
+});
+
+it("7. an aborted caller does not cancel the token request the others wait on", async () => {
+  const c = tokenClient();
+  const controller = new AbortController();
+  const aborted = c.fetch(`${url}/api/whoami`, { signal: controller.signal });
+  const others = Array.from({ length: 9 }, () => c.fetch(`${url}/api/whoami`));
+  controller.abort();
+  await expect(aborted).rejects.toMatchObject({ name: 'AbortError' });
+  expect((await Promise.all(others)).map((r) => r.status)).toEqual(Array(9).fill(200));
+  expect(tokenPosts).toBe(1);
+});
+
+it("8. a second client on the same store reuses the first one's token, and the API accepts it", async () => {
+  const data = new Map<string, StoredToken>();
+  const store: TokenStore = {
+    get: async (k) => data.get(k),
+    set: async (k, v) => void data.set(k, v),
+    delete: async (k) => void data.delete(k),
+  };
+  await tokenClient({ store }).fetch(`${url}/api/whoami`);
+  for (let i = 0; i < 50 && data.size === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  const second = tokenClient({ store });
+  const responses = await Promise.all(Array.from({ length: 20 }, () => second.fetch(`${url}/api/whoami`)));
+  expect(responses.map((r) => r.status)).toEqual(Array(20).fill(200));
+  expect(tokenPosts).toBe(1);
+  expect(events.filter((e) => e.type === 'token.requested')).toHaveLength(tokenPosts);
 });
