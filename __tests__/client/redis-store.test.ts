@@ -1,5 +1,8 @@
 /** The shared store on Redis (ioredis): a second client with its own connection reuses the first one's token. */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Redis from 'ioredis';
 import { createTokenClient, redisTokenStore, type TokenClientEvent } from '../../lib/client';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
@@ -50,6 +53,28 @@ describeIfRedis('redisTokenStore', () => {
     for (let i = 0; i < 100; i++) expect((await second.getToken()).accessToken).toBe('tok-1');
     expect(endpoint.requests).toHaveLength(1);
   });
+
+  it("a second process reuses the first one's token", async () => {
+    const store = redisTokenStore({ client: connect(), prefix });
+    const first = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'proc', clientSecret: 'x', store });
+    clients.push(first);
+    const token = (await first.getToken()).accessToken;
+    const r = connect();
+    for (let i = 0; i < 100 && (await r.keys(`${prefix}*`)).length < 1; i++) await new Promise((res) => setTimeout(res, 10));
+    const script = `
+      const Redis = require('ioredis');
+      const { createTokenClient, redisTokenStore } = require(${JSON.stringify(join(__dirname, '../../lib/client'))});
+      const redis = new Redis(process.env.URL);
+      const c = createTokenClient({ tokenEndpoint: process.env.EP, clientId: 'proc', clientSecret: 'x', store: redisTokenStore({ client: redis, prefix: process.env.PREFIX }) });
+      c.getToken().then((t) => { process.stdout.write(t.accessToken); redis.disconnect(); }, (e) => { console.error(e); process.exit(1); });`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['-r', 'ts-node/register/transpile-only', '-e', script], {
+      cwd: join(__dirname, '../..'),
+      env: { ...process.env, URL: redisUrl(), EP: endpoint.tokenUrl, PREFIX: prefix },
+      timeout: 60_000,
+    });
+    expect(stdout).toBe(token);
+    expect(endpoint.requests).toHaveLength(1);
+  }, 70_000);
 
   it('a Redis that is down: calls go to the token endpoint, with store.error events', async () => {
     const down = new Redis({ port: 1, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
