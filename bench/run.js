@@ -17,6 +17,7 @@
 //   BENCH_OURS_MODULE     path of the package entry (default ../dist/lib/index.js)
 //   BENCH_SERVER_CPU=0, BENCH_LOAD_CPU=1   cores for servers / load generator
 //   BENCH_VERBOSE=1       echo the servers' stderr
+//   BENCH_SKIP_CLIENT=1   skip the token client measurement (bench/client.js) at the end
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -562,6 +563,11 @@ async function main() {
 
     log(`\n${report.text(results)}`);
     log(`wrote ${['latest.json', 'latest.md', 'latest.svg'].map((f) => path.relative(REPO_ROOT, path.join(RESULTS_DIR, f))).join(', ')}`);
+    // the calling side (token client), standalone: see bench/client.js
+    if (process.env.BENCH_SKIP_CLIENT !== '1') {
+      log('');
+      require('node:child_process').spawnSync(process.execPath, ['--expose-gc', path.join(BENCH_DIR, 'client.js')], { stdio: 'inherit' });
+    }
   } finally {
     cleanup();
   }

@@ -1,0 +1,125 @@
+/**
+ * Fakes for the token client tests: a token endpoint that counts requests and
+ * answers as told, an API that records the Authorization header of each
+ * request, a clock, and a way to wait for background work.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Reply {
+  status?: number;
+  headers?: Record<string, string>;
+  body?: unknown;
+}
+
+export interface SeenRequest {
+  method: string;
+  path: string;
+  headers: IncomingMessage['headers'];
+  form: URLSearchParams;
+  body: string;
+}
+
+export interface FakeServer {
+  url: string;
+  requests: SeenRequest[];
+  /** Answer for each request (after `gate`, when set). */
+  reply: (req: SeenRequest, n: number) => Reply | Promise<Reply>;
+  /** While set, answers wait for it. */
+  gate: Promise<void> | undefined;
+  close(): Promise<void>;
+}
+
+async function listen(handle: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ server: Server; url: string }> {
+  const server = createServer(handle);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+export async function fakeServer(reply: FakeServer['reply']): Promise<FakeServer> {
+  const fake: FakeServer = {
+    url: '',
+    requests: [],
+    reply,
+    gate: undefined,
+    close: async () => undefined,
+  };
+  const { server, url } = await listen((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const seen: SeenRequest = { method: req.method!, path: req.url!, headers: req.headers, form: new URLSearchParams(body), body };
+      fake.requests.push(seen);
+      const n = fake.requests.length;
+      try {
+        if (fake.gate) await fake.gate;
+        const r = await fake.reply(seen, n);
+        res.writeHead(r.status ?? 200, { 'content-type': 'application/json', ...r.headers });
+        res.end(r.body === undefined ? '' : typeof r.body === 'string' ? r.body : JSON.stringify(r.body));
+      } catch {
+        res.destroy();
+      }
+    });
+  });
+  fake.url = url;
+  fake.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return fake;
+}
+
+/** A token endpoint at /token: `tok-N` with the asked scope, expires_in 3600 unless told otherwise. */
+export async function fakeTokenEndpoint(expiresIn: number | undefined = 3600): Promise<FakeServer & { tokenUrl: string }> {
+  const fake = await fakeServer((req, n) => ({
+    body: {
+      access_token: `tok-${n}`,
+      token_type: 'Bearer',
+      ...(expiresIn === undefined ? {} : { expires_in: expiresIn }),
+      ...(req.form.get('scope') ? { scope: req.form.get('scope') } : {}),
+    },
+  }));
+  return Object.assign(fake, { tokenUrl: `${fake.url}/token` });
+}
+
+/** An API answering 200 with the token it saw, unless `reply` says otherwise. */
+export async function fakeApi(reply?: FakeServer['reply']): Promise<FakeServer> {
+  return fakeServer(reply ?? ((req) => ({ body: { authorization: req.headers.authorization ?? null } })));
+}
+
+/** A gate: `open()` lets held answers go. */
+export function gate(): { promise: Promise<void>; open(): void } {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+export interface Clock {
+  now: () => number;
+  t: number;
+  advance(seconds: number): void;
+}
+
+export function clock(start = 1_800_000_000_000): Clock {
+  const c: Clock = {
+    t: start,
+    now: () => c.t,
+    advance(seconds) {
+      c.t += seconds * 1000;
+    },
+  };
+  return c;
+}
+
+/** Waits (in real time, at most 5 s) until `check()` is true. */
+export async function until(check: () => boolean, what = 'condition'): Promise<void> {
+  const end = Date.now() + 5000;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+export const bearerOf = (req: SeenRequest): string | undefined => req.headers.authorization?.replace(/^Bearer /, '');

@@ -1,0 +1,87 @@
+/**
+ * The built package as an importer sees it: `express-client-credentials/client`
+ * through package.json `exports`, from ESM and CommonJS, loading nothing of
+ * Express, the stores, Redis or pino; and a script making one call exits by itself.
+ */
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { fakeApi, fakeTokenEndpoint, type FakeServer } from './fakes';
+
+const run = promisify(execFile);
+const ROOT = resolve(__dirname, '../..');
+let dir: string;
+
+const FORBIDDEN = String.raw`/node_modules/(express|express4|better-sqlite3|pg|pg-[a-z-]+|ioredis|pino|passport|oauth2orize|jsonwebtoken)/`;
+const REPORT = `
+  const loaded = Object.keys(cache);
+  const forbidden = loaded.filter((f) => new RegExp(${JSON.stringify(FORBIDDEN)}).test(f));
+  const serverSide = loaded.filter((f) => f.includes('/dist/lib/') && !f.includes('/dist/lib/client/'));
+  process.stdout.write(JSON.stringify({ type: typeof createTokenClient, error: typeof TokenEndpointError, forbidden, serverSide, count: loaded.length }));
+`;
+
+beforeAll(async () => {
+  await run('npm', ['run', 'build'], { cwd: ROOT, timeout: 180_000 });
+  dir = mkdtempSync(join(tmpdir(), 'ecc-entry-'));
+  mkdirSync(join(dir, 'node_modules'));
+  symlinkSync(ROOT, join(dir, 'node_modules', 'express-client-credentials'), 'dir');
+  writeFileSync(
+    join(dir, 'esm.mjs'),
+    `import { createRequire } from 'node:module';
+     import { createTokenClient, TokenEndpointError } from 'express-client-credentials/client';
+     const cache = createRequire(import.meta.url).cache;${REPORT}`,
+  );
+  writeFileSync(join(dir, 'cjs.cjs'), `const { createTokenClient, TokenEndpointError } = require('express-client-credentials/client'); const cache = require.cache;${REPORT}`);
+  writeFileSync(
+    join(dir, 'main.cjs'),
+    `const m = require('express-client-credentials'); const p = require('express-client-credentials/package.json');
+     process.stdout.write(JSON.stringify({ createIssuer: typeof m.createIssuer, requireBearer: typeof m.requireBearer, name: p.name }));`,
+  );
+  writeFileSync(
+    join(dir, 'one-call.mjs'),
+    `import { createTokenClient } from 'express-client-credentials/client';
+     const [tokenEndpoint, api] = process.argv.slice(2);
+     const client = createTokenClient({ tokenEndpoint, clientId: 'svc', clientSecret: 'secret' });
+     const res = await client.fetch(api);
+     process.stdout.write(String(res.status));`,
+  );
+}, 200_000);
+
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+it.each([['esm.mjs'], ['cjs.cjs']])('%s imports createTokenClient by the package name, loading no Express, store, Redis, pino or server-side module', async (file) => {
+  const { stdout } = await run(process.execPath, [join(dir, file)], { cwd: dir, timeout: 30_000 });
+  const report = JSON.parse(stdout);
+  expect(report).toMatchObject({ type: 'function', error: 'function', forbidden: [], serverSide: [] });
+  expect(report.count).toBeGreaterThan(3); // the client's own modules were seen
+});
+
+it('the main entry and package.json stay importable', async () => {
+  const { stdout } = await run(process.execPath, [join(dir, 'main.cjs')], { cwd: dir, timeout: 30_000 });
+  expect(JSON.parse(stdout)).toEqual({ createIssuer: 'function', requireBearer: 'function', name: 'express-client-credentials' });
+});
+
+describe('a script that makes one call', () => {
+  let endpoint: FakeServer & { tokenUrl: string };
+  let api: FakeServer;
+  beforeAll(async () => {
+    endpoint = await fakeTokenEndpoint();
+    api = await fakeApi();
+  });
+  afterAll(async () => {
+    await endpoint.close();
+    await api.close();
+  });
+
+  it('exits by itself without close(): no timer or refresh keeps it alive', async () => {
+    const started = Date.now();
+    const { stdout } = await run(process.execPath, [join(dir, 'one-call.mjs'), endpoint.tokenUrl, `${api.url}/x`], { cwd: dir, timeout: 20_000 });
+    expect(stdout).toBe('200');
+    expect(api.requests[0].headers.authorization).toBe('Bearer tok-1');
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});

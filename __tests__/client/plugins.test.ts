@@ -1,0 +1,271 @@
+/** Client authentication, the shared store, the proof-of-possession hook, option checks and event hygiene (behaviours 8 and 9). */
+import {
+  clientSecretBasic,
+  clientSecretPost,
+  createTokenClient,
+  type ClientAuthentication,
+  type ProofOfPossession,
+  type StoredToken,
+  type TokenClientEvent,
+  type TokenClientOptions,
+  type TokenStore,
+} from '../../lib/client';
+import { clock, fakeApi, fakeServer, fakeTokenEndpoint, type Clock, type FakeServer } from './fakes';
+
+let endpoint: FakeServer & { tokenUrl: string };
+let api: FakeServer;
+let time: Clock;
+let events: TokenClientEvent[];
+const clients: Array<{ close(): Promise<void> }> = [];
+const SECRET = 'a:b+c%d e/é';
+
+function client(options: Partial<TokenClientOptions> = {}) {
+  const c = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'svc id', clientSecret: SECRET, now: time.now, onEvent: (e) => events.push(e), ...options });
+  clients.push(c);
+  return c;
+}
+const count = (type: TokenClientEvent['type']): number => events.filter((e) => e.type === type).length;
+
+beforeEach(async () => {
+  endpoint = await fakeTokenEndpoint();
+  api = await fakeApi();
+  time = clock();
+  events = [];
+});
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.close()));
+  await endpoint.close();
+  await api.close();
+});
+
+describe('client authentication', () => {
+  it('client_secret_basic (the default) form-encodes id and secret before Base64 (RFC 6749 §2.3.1)', async () => {
+    await client().getToken();
+    const [req] = endpoint.requests;
+    const decoded = Buffer.from(req.headers.authorization!.replace(/^Basic /, ''), 'base64').toString('utf8');
+    expect(decoded).toBe('svc+id:a%3Ab%2Bc%25d+e%2F%C3%A9');
+    expect(req.form.get('client_secret')).toBeNull();
+    expect(req.form.get('grant_type')).toBe('client_credentials');
+    expect(req.headers['content-type']).toBe('application/x-www-form-urlencoded');
+  });
+
+  it('client_secret_post sends id and secret as form fields, no Authorization header', async () => {
+    await client({ authMethod: 'client_secret_post' }).getToken();
+    const [req] = endpoint.requests;
+    expect(req.headers.authorization).toBeUndefined();
+    expect([req.form.get('client_id'), req.form.get('client_secret')]).toEqual(['svc id', SECRET]);
+  });
+
+  it('a ClientAuthentication plug-in runs for every token request, retries included, with the endpoint as context', async () => {
+    const seen: Array<{ aud: string; n: number }> = [];
+    let n = 0;
+    const assertion: ClientAuthentication = {
+      method: 'private_key_jwt',
+      apply(request, context) {
+        n++;
+        seen.push({ aud: context.tokenEndpoint, n });
+        request.body.set('client_assertion_type', 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer');
+        request.body.set('client_assertion', `assertion-${n}`);
+      },
+    };
+    endpoint.reply = (req, i) =>
+      i === 1
+        ? { status: 400, headers: { 'dpop-nonce': 'n-1' }, body: { error: 'use_dpop_nonce' } }
+        : { body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } };
+    const proofs: string[] = [];
+    let nonce: string | undefined;
+    const pop: ProofOfPossession = {
+      scheme: 'DPoP',
+      tokenRequest(r) {
+        r.headers.dpop = `proof-token-${nonce ?? 'none'}`;
+      },
+      apiRequest(r) {
+        proofs.push(`${r.method} ${r.url} ${r.accessToken}`);
+        r.headers.set('dpop', `proof-api-${nonce ?? 'none'}`);
+      },
+      retry(answer) {
+        if (answer.error !== 'use_dpop_nonce') return false;
+        nonce = answer.headers.get('dpop-nonce') ?? undefined;
+        return true;
+      },
+    };
+    const c = client({ authMethod: assertion, clientSecret: undefined, proofOfPossession: pop });
+    const res = await c.fetch(`${api.url}/orders`);
+    expect(res.status).toBe(200);
+    expect(endpoint.requests.map((r) => [r.form.get('client_assertion'), r.headers.dpop])).toEqual([
+      ['assertion-1', 'proof-token-none'],
+      ['assertion-2', 'proof-token-n-1'],
+    ]);
+    expect(seen.every((s) => s.aud === endpoint.tokenUrl)).toBe(true);
+    expect(api.requests[0].headers.authorization).toBe('DPoP tok-2');
+    expect(api.requests[0].headers.dpop).toBe('proof-api-n-1');
+    expect(proofs).toEqual([`GET ${api.url}/orders tok-2`]);
+    expect(count('dpop.nonce_retry')).toBe(1);
+    expect(count('token.requested')).toBe(2);
+  });
+
+  it('the proof-of-possession hook can ask for one API retry on a nonce challenge', async () => {
+    endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
+    api.reply = (req, n) => (n === 1 ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } } : { body: {} });
+    let nonce = 'none';
+    const c = client({
+      proofOfPossession: {
+        scheme: 'DPoP',
+        tokenRequest: () => undefined,
+        apiRequest: (r) => void r.headers.set('dpop', `p-${nonce}`),
+        retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
+      },
+    });
+    expect((await c.fetch(`${api.url}/x`)).status).toBe(200);
+    expect(api.requests.map((r) => r.headers.dpop)).toEqual(['p-none', 'p-api-n']);
+    expect(endpoint.requests).toHaveLength(1); // a nonce retry is not a token renewal
+    expect(count('dpop.nonce_retry')).toBe(1);
+  });
+
+  it('a DPoP token without a proof-of-possession plug-in is refused, never sent as Bearer', async () => {
+    endpoint.reply = () => ({ body: { access_token: 'x', token_type: 'DPoP', expires_in: 60 } });
+    await expect(client().fetch(`${api.url}/x`)).rejects.toMatchObject({ error: 'invalid_response' });
+    expect(api.requests).toHaveLength(0);
+  });
+
+  it('the secret methods are exported as plug-ins too', async () => {
+    await client({ authMethod: clientSecretPost('p1'), clientSecret: undefined }).getToken({ scope: 'x' });
+    await client({ authMethod: clientSecretBasic('p2'), clientSecret: undefined }).getToken({ scope: 'y' });
+    expect(endpoint.requests[0].form.get('client_secret')).toBe('p1');
+    expect(endpoint.requests[1].headers.authorization).toBe(`Basic ${Buffer.from('svc+id:p2').toString('base64')}`);
+  });
+});
+
+class MemoryStore implements TokenStore {
+  readonly data = new Map<string, { token: StoredToken; ttl: number }>();
+  async get(key: string) {
+    return this.data.get(key)?.token;
+  }
+  async set(key: string, token: StoredToken, ttl: number) {
+    this.data.set(key, { token, ttl });
+  }
+  async delete(key: string) {
+    this.data.delete(key);
+  }
+}
+
+describe('8. shared store', () => {
+  it("a second client reuses the first one's token: 100 calls, 0 token requests; entries live until the token expires", async () => {
+    const store = new MemoryStore();
+    await client({ store }).getToken();
+    await new Promise((r) => setTimeout(r, 10));
+    const [entry] = [...store.data.values()];
+    expect(entry.ttl).toBeLessThanOrEqual(3600_000);
+    expect(entry.ttl).toBeGreaterThan(3590_000);
+    const second = client({ store });
+    for (let i = 0; i < 100; i++) expect((await second.getToken()).accessToken).toBe('tok-1');
+    expect(endpoint.requests).toHaveLength(1);
+    expect(events.filter((e) => e.type === 'token.cache_hit' && e.source === 'store')).toHaveLength(1);
+  });
+
+  it('keys differ by scope, resource, client and endpoint', async () => {
+    const store = new MemoryStore();
+    await client({ store }).getToken({ scope: 'a' });
+    await client({ store }).getToken({ scope: 'b' });
+    await client({ store, clientId: 'other' }).getToken({ scope: 'a' });
+    await client({ store }).getToken({ scope: 'a', resource: 'https://r.example/' });
+    expect(endpoint.requests).toHaveLength(4);
+    expect(store.data.size).toBe(4);
+  });
+
+  it('a failing store falls back to the token endpoint with a store.error event', async () => {
+    const broken: TokenStore = {
+      get: async () => Promise.reject(new Error('connection refused')),
+      set: async () => Promise.reject(new Error('connection refused')),
+      delete: async () => Promise.reject(new Error('connection refused')),
+    };
+    const c = client({ store: broken });
+    expect((await c.getToken()).accessToken).toBe('tok-1');
+    expect((await c.fetch(`${api.url}/x`)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(events.filter((e) => e.type === 'store.error').map((e) => (e as { operation: string }).operation).sort()).toEqual(['get', 'set']);
+  });
+
+  it('a token the API refused is not read back from the store', async () => {
+    const store = new MemoryStore();
+    api.reply = (req) => (req.headers.authorization === 'Bearer tok-1' ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: {} });
+    const c = client({ store });
+    expect((await c.fetch(`${api.url}/x`)).status).toBe(200);
+    expect(endpoint.requests).toHaveLength(2);
+    await new Promise((r) => setTimeout(r, 10));
+    expect([...store.data.values()][0].token.accessToken).toBe('tok-2');
+  });
+
+  it('a stored token within its skew is not used', async () => {
+    const store = new MemoryStore();
+    await client({ store, refreshWindow: 0 }).getToken();
+    time.advance(3541);
+    expect((await client({ store, refreshWindow: 0 }).getToken()).accessToken).toBe('tok-2');
+  });
+});
+
+describe('9. hygiene', () => {
+  it('no event carries a token or the secret', async () => {
+    const token = 'eyJ.secret-token.sig';
+    endpoint.reply = (req, n) =>
+      n === 3 ? { status: 503, body: { error: 'temporarily_unavailable' } } : { body: { access_token: `${token}${n}`, token_type: 'Bearer', expires_in: 3600 } };
+    api.reply = (req, n) => (n === 1 ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: {} });
+    const broken: TokenStore = { get: async () => Promise.reject(new Error('down')), set: async () => undefined, delete: async () => undefined };
+    const c = client({ store: broken });
+    await c.getToken();
+    await c.fetch(`${api.url}/x?access_token=leak`).catch(() => undefined);
+    await c.fetch(`${api.url}/x`);
+    time.advance(3400);
+    await c.getToken();
+    await new Promise((r) => setTimeout(r, 20));
+    const kinds = new Set(events.map((e) => e.type));
+    for (const k of ['token.requested', 'token.cache_hit', 'token.refresh_failed', 'api.retry_401', 'store.error']) expect(kinds).toContain(k);
+    const text = JSON.stringify(events);
+    expect(text).not.toContain(token);
+    expect(text).not.toContain('secret-token');
+    expect(text).not.toContain('leak');
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain(encodeURIComponent(SECRET));
+  });
+
+  it('a listener that throws never breaks a call', async () => {
+    const c = client({ onEvent: () => { throw new Error('listener'); } });
+    expect((await c.getToken()).accessToken).toBe('tok-1');
+  });
+
+  it.each([
+    [{}, /exactly one of issuer and tokenEndpoint/],
+    [{ issuer: 'https://a', tokenEndpoint: 'https://a/t' }, /exactly one/],
+    [{ tokenEndpoint: 'https://a/t', clientSecret: 'x' }, /clientId/],
+    [{ tokenEndpoint: 'https://a/t', clientId: 'x' }, /clientSecret/],
+    [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', skew: -1 }, /skew/],
+    [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', scope: 'a "b' }, /scope/],
+    [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', resource: 'relative' }, /resource/],
+    [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', scopes: 'a' }, /unknown option scopes/],
+    [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', authMethod: 'none' }, /authMethod/],
+    [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', store: {} }, /store/],
+  ])('a wrong option is a TypeError at creation: %j', (options, message) => {
+    expect(() => createTokenClient(options as TokenClientOptions)).toThrow(TypeError);
+    expect(() => createTokenClient(options as TokenClientOptions)).toThrow(message);
+  });
+});
+
+describe('issuer discovery', () => {
+  it("reads the token endpoint from RFC 8414 metadata once, and refuses metadata naming another issuer", async () => {
+    const meta = await fakeServer((req) =>
+      req.path === '/.well-known/oauth-authorization-server'
+        ? { body: { issuer: meta.url, token_endpoint: endpoint.tokenUrl, token_endpoint_auth_methods_supported: ['client_secret_post'] } }
+        : { status: 404 },
+    );
+    try {
+      const c = client({ tokenEndpoint: undefined, issuer: meta.url });
+      await Promise.all([c.getToken({ scope: 'a' }), c.getToken({ scope: 'b' })]);
+      expect(meta.requests).toHaveLength(1);
+      expect(endpoint.requests[0].form.get('client_secret')).toBe(SECRET); // the only method the metadata lists
+      const wrong = client({ tokenEndpoint: undefined, issuer: `${meta.url}/` });
+      await expect(wrong.getToken()).rejects.toMatchObject({ error: 'invalid_metadata' });
+    } finally {
+      await meta.close();
+    }
+  });
+});

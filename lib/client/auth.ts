@@ -1,0 +1,64 @@
+/**
+ * Client authentication at the token endpoint, as a plug-in: each method adds
+ * its credentials to one token request. `apply()` runs for every request sent,
+ * retries included, so a method that signs a fresh assertion per request
+ * (private_key_jwt) fits the same hook.
+ */
+
+/** One token request about to be sent: add headers and form fields. */
+export interface TokenRequestParts {
+  readonly url: string;
+  readonly headers: Record<string, string>;
+  readonly body: URLSearchParams;
+}
+
+export interface ClientAuthContext {
+  readonly clientId: string;
+  /** The token endpoint URL (the `aud` of a client assertion). */
+  readonly tokenEndpoint: string;
+  /** The issuer, when the client was created with one. */
+  readonly issuer: string | undefined;
+}
+
+export interface ClientAuthentication {
+  /** The RFC 7591 `token_endpoint_auth_method` name. */
+  readonly method: string;
+  apply(request: TokenRequestParts, context: ClientAuthContext): void | Promise<void>;
+}
+
+/** application/x-www-form-urlencoded encoding of one value (RFC 6749 Appendix B). */
+export function formEncode(value: string): string {
+  return encodeURIComponent(value).replace(/%20/g, '+');
+}
+
+function checkSecret(secret: unknown): string {
+  if (typeof secret !== 'string' || secret === '') throw new TypeError('a client secret must be a non-empty string');
+  return secret;
+}
+
+/** HTTP Basic with the id and secret form-encoded first (RFC 6749 §2.3.1). */
+export function clientSecretBasic(clientSecret: string): ClientAuthentication {
+  const secret = formEncode(checkSecret(clientSecret));
+  let cached: { clientId: string; header: string } | undefined;
+  return {
+    method: 'client_secret_basic',
+    apply(request, context) {
+      if (cached?.clientId !== context.clientId) {
+        cached = { clientId: context.clientId, header: `Basic ${Buffer.from(`${formEncode(context.clientId)}:${secret}`).toString('base64')}` };
+      }
+      request.headers.authorization = cached.header;
+    },
+  };
+}
+
+/** `client_id` and `client_secret` as form fields (RFC 6749 §2.3.1). */
+export function clientSecretPost(clientSecret: string): ClientAuthentication {
+  const secret = checkSecret(clientSecret);
+  return {
+    method: 'client_secret_post',
+    apply(request, context) {
+      request.body.set('client_id', context.clientId);
+      request.body.set('client_secret', secret);
+    },
+  };
+}

@@ -1,0 +1,50 @@
+import { TokenEndpointError } from './errors';
+import { deadline, readJsonObject, type FetchLike } from './http';
+
+export interface Discovered {
+  tokenEndpoint: string;
+  authMethods: string[] | undefined;
+}
+
+/** Where RFC 8414 §3.1 puts the metadata of `issuer`, then the OpenID Connect Discovery location. */
+function metadataUrls(issuer: string): string[] {
+  const url = new URL(issuer);
+  const path = url.pathname === '/' ? '' : url.pathname.replace(/\/$/, '');
+  return [`${url.origin}/.well-known/oauth-authorization-server${path}`, `${url.origin}${path}/.well-known/openid-configuration`];
+}
+
+/** Reads the authorization server metadata and checks that it names `issuer` (RFC 8414 §3.3). */
+export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: number, parent: AbortSignal): Promise<Discovered> {
+  for (const url of metadataUrls(issuer)) {
+    const limit = deadline(timeoutMs, parent);
+    let response: Response;
+    let doc: Record<string, unknown> | undefined;
+    try {
+      response = await fetchImpl(url, { headers: { accept: 'application/json' }, signal: limit.signal });
+      if (response.status === 404) {
+        await response.body?.cancel();
+        continue;
+      }
+      doc = response.ok ? await readJsonObject(response) : undefined;
+    } catch (cause) {
+      throw new TokenEndpointError({ error: limit.timedOut() ? 'timeout' : 'discovery_failed', error_description: `metadata request to ${url} failed`, cause });
+    } finally {
+      limit.done();
+    }
+    if (!response.ok || doc === undefined) {
+      throw new TokenEndpointError({ status: response.status, error: 'discovery_failed', error_description: `no metadata document at ${url}` });
+    }
+    if (doc.issuer !== issuer) {
+      throw new TokenEndpointError({ error: 'invalid_metadata', error_description: `the metadata at ${url} names another issuer` });
+    }
+    if (typeof doc.token_endpoint !== 'string') {
+      throw new TokenEndpointError({ error: 'invalid_metadata', error_description: `the metadata at ${url} has no token_endpoint` });
+    }
+    const methods = doc.token_endpoint_auth_methods_supported;
+    return {
+      tokenEndpoint: doc.token_endpoint,
+      authMethods: Array.isArray(methods) && methods.every((m) => typeof m === 'string') ? (methods as string[]) : undefined,
+    };
+  }
+  throw new TokenEndpointError({ status: 404, error: 'discovery_failed', error_description: `no metadata document for ${issuer}` });
+}

@@ -1,0 +1,43 @@
+/**
+ * The one error a token request can end in. `error` is the RFC 6749 §5.2 code
+ * the token endpoint sent, or one of this client's own codes when there was no
+ * usable answer: `network_error`, `timeout`, `invalid_response`,
+ * `discovery_failed`, `invalid_metadata`.
+ */
+export interface TokenEndpointErrorInit {
+  status?: number;
+  error: string;
+  error_description?: string;
+  retryAfter?: number;
+  cause?: unknown;
+}
+
+export class TokenEndpointError extends Error {
+  readonly code = 'ERR_TOKEN_ENDPOINT';
+  /** HTTP status of the token endpoint's answer; `undefined` when there was none. */
+  readonly status: number | undefined;
+  readonly error: string;
+  readonly error_description: string | undefined;
+  /** Seconds until this client sends the next token request for the same key. */
+  readonly retryAfter: number | undefined;
+
+  constructor(init: TokenEndpointErrorInit) {
+    const where = init.status === undefined ? 'no answer' : `HTTP ${init.status}`;
+    super(`token request failed (${where}): ${init.error}${init.error_description ? `: ${init.error_description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = 'TokenEndpointError';
+    this.status = init.status;
+    this.error = init.error;
+    this.error_description = init.error_description;
+    this.retryAfter = init.retryAfter;
+  }
+
+  /** The same failure, seen later: `retryAfter` is what is left of the wait. */
+  again(retryAfter: number): TokenEndpointError {
+    return new TokenEndpointError({ status: this.status, error: this.error, error_description: this.error_description, retryAfter, cause: this });
+  }
+
+  /** A 4xx other than 408 and 429: asking again soon gets the same answer (bad credentials, scope, endpoint). */
+  get permanent(): boolean {
+    return this.status !== undefined && this.status >= 400 && this.status < 500 && this.status !== 408 && this.status !== 429;
+  }
+}

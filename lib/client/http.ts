@@ -1,0 +1,79 @@
+/** Small HTTP helpers of the client side: timeouts, Retry-After, URLs. */
+
+export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+/**
+ * A signal that aborts after `ms` or when `parent` aborts. The timer is
+ * unref()'d: it never keeps a process alive. Call `done()` when finished.
+ */
+export function deadline(ms: number, parent: AbortSignal): { signal: AbortSignal; timedOut(): boolean; done(): void } {
+  const controller = new AbortController();
+  let expired = false;
+  const timer = setTimeout(() => {
+    expired = true;
+    controller.abort(new Error('timeout'));
+  }, ms);
+  timer.unref();
+  const onAbort = (): void => controller.abort(parent.reason);
+  if (parent.aborted) onAbort();
+  else parent.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    timedOut: () => expired,
+    done() {
+      clearTimeout(timer);
+      parent.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/** Seconds from a `Retry-After` header (delay-seconds or HTTP-date), at most one hour; `undefined` when absent or unreadable. */
+export function retryAfterSeconds(value: string | null, now: number): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  let seconds: number;
+  if (/^\d+$/.test(text)) seconds = Number(text);
+  else {
+    const at = Date.parse(text);
+    if (Number.isNaN(at)) return undefined;
+    seconds = Math.max(0, Math.ceil((at - now) / 1000));
+  }
+  return Math.min(seconds, 3600);
+}
+
+/** http: to a loopback host (localhost, 127.0.0.0/8, ::1) is allowed without TLS. */
+export function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname.endsWith('.localhost') || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
+}
+
+/** Throws a TypeError for a URL a credential must not be sent to. */
+export function checkTransport(url: string, allowInsecureHttp: boolean, what: string): void {
+  if (url.startsWith('https://')) return;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`${what}: not a URL`);
+  }
+  if (parsed.protocol === 'https:') return;
+  if (parsed.protocol === 'http:' && (allowInsecureHttp || isLoopbackHost(parsed.hostname))) return;
+  const err = new TypeError(`${what}: refusing to send a credential to ${parsed.protocol}//${parsed.host} over plain HTTP (set allowInsecureHttp to allow it)`);
+  (err as TypeError & { code: string }).code = 'ERR_INSECURE_HTTP';
+  throw err;
+}
+
+/** Reads a JSON object body; `undefined` when the body is not one. */
+export async function readJsonObject(response: Response): Promise<Record<string, unknown> | undefined> {
+  let text: string;
+  try {
+    text = await response.text();
+  } catch {
+    return undefined;
+  }
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}

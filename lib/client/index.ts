@@ -1,0 +1,43 @@
+/**
+ * The calling side: `createTokenClient()` gets client-credentials tokens,
+ * caches them, renews them ahead of expiry and attaches them to requests.
+ * Imports nothing from Express, the stores or the server side.
+ */
+import { fetchWithToken } from './fetch';
+import { parseOptions, type TokenClientOptions } from './options';
+import { TokenCache, type AccessToken, type TokenParams } from './token-client';
+
+export interface TokenClient {
+  /** A token for `params` (the client's scope and resource when absent). */
+  getToken(params?: TokenParams & { signal?: AbortSignal }): Promise<AccessToken>;
+  /** Global `fetch` with the token attached and 401s handled; `params` picks another scope or resource. */
+  fetch(input: string | URL | Request, init?: RequestInit, params?: TokenParams): Promise<Response>;
+  /** Stops background work and aborts token requests in flight; later calls reject. */
+  close(): Promise<void>;
+}
+
+export function createTokenClient(options: TokenClientOptions): TokenClient {
+  const cache = new TokenCache(parseOptions(options));
+  return {
+    async getToken(params) {
+      const got = cache.token(cache.entry(params), params?.signal);
+      return (got instanceof Promise ? await got : got).value;
+    },
+    fetch: (input, init, params) => fetchWithToken(cache, input, init, params),
+    async close() {
+      cache.close();
+    },
+  };
+}
+
+export { TokenEndpointError } from './errors';
+export type { TokenEndpointErrorInit } from './errors';
+export { clientSecretBasic, clientSecretPost, formEncode } from './auth';
+export type { ClientAuthentication, ClientAuthContext, TokenRequestParts } from './auth';
+export type { ProofOfPossession, TokenProofRequest, ApiProofRequest, RefusedAnswer } from './proof-of-possession';
+export type { TokenStore, StoredToken } from './store';
+export { redisTokenStore } from './redis-store';
+export type { RedisLike, RedisTokenStoreOptions } from './redis-store';
+export type { TokenClientOptions, TokenClientEvent, TokenRequestReason, AuthMethod } from './options';
+export type { AccessToken, TokenParams } from './token-client';
+export type { FetchLike } from './http';

@@ -1,0 +1,187 @@
+import { clientSecretBasic, clientSecretPost, type ClientAuthentication } from './auth';
+import { checkTransport, type FetchLike } from './http';
+import type { ProofOfPossession } from './proof-of-possession';
+import type { TokenStore } from './store';
+
+export type AuthMethod = 'client_secret_basic' | 'client_secret_post';
+
+export interface TokenClientOptions {
+  /** Issuer URL: the token endpoint is read from its RFC 8414 metadata, whose `issuer` must be this exact string. */
+  issuer?: string;
+  /** Token endpoint URL, instead of `issuer`. */
+  tokenEndpoint?: string;
+  clientId: string;
+  clientSecret?: string;
+  /** `client_secret_basic` (default, unless the metadata lists only `client_secret_post`), `client_secret_post`, or a plug-in. */
+  authMethod?: AuthMethod | ClientAuthentication;
+  /** Scopes asked for when a call names none ("a b" or ["a", "b"]). */
+  scope?: string | string[];
+  /** RFC 8707 resource indicator(s) asked for when a call names none. */
+  resource?: string | string[];
+  /** Seconds before expiry a token is no longer used (60), at most half its lifetime. */
+  skew?: number;
+  /** Seconds a token whose answer had no `expires_in` is used (300). */
+  defaultTtl?: number;
+  /** Seconds before expiry from which a token is renewed in the background while still in use (300), at most half its lifetime. */
+  refreshWindow?: number;
+  /** Seconds between two renewals caused by a 401 from an API (5). */
+  minRenewalInterval?: number;
+  /** Token and metadata request timeout in seconds (10). */
+  timeout?: number;
+  /** Most keys (scope set + resource) cached at once (1000). */
+  maxEntries?: number;
+  /** The fetch used for token, metadata and API requests (global fetch). */
+  fetch?: FetchLike;
+  /** A store shared by processes, under the in-process cache. */
+  store?: TokenStore;
+  onEvent?: (event: TokenClientEvent) => void;
+  /** Proof-of-possession plug-in (DPoP). */
+  proofOfPossession?: ProofOfPossession;
+  /** Allow tokens and secrets over http: to hosts other than loopback. */
+  allowInsecureHttp?: boolean;
+  /** Clock in epoch milliseconds (tests). */
+  now?: () => number;
+}
+
+export type TokenRequestReason = 'initial' | 'expired' | 'refresh' | 'renew_401';
+
+/** What the client does, for logs and metrics. Never carries a token or a secret. */
+export type TokenClientEvent =
+  | { type: 'token.requested'; scope: string; resource: string[]; reason: TokenRequestReason; attempt: number }
+  | { type: 'token.cache_hit'; scope: string; resource: string[]; source: 'memory' | 'store' }
+  | { type: 'token.refresh_failed'; scope: string; resource: string[]; status: number | undefined; error: string; retryAfter: number; tokenStillValid: boolean }
+  | { type: 'api.retry_401'; method: string; url: string }
+  | { type: 'dpop.nonce_retry'; kind: 'token' | 'api' }
+  | { type: 'store.error'; operation: 'get' | 'set' | 'delete'; message: string };
+
+export interface ClientConfig {
+  issuer: string | undefined;
+  tokenEndpoint: string | undefined;
+  clientId: string;
+  auth: ClientAuthentication | undefined;
+  clientSecret: string | undefined;
+  scope: string;
+  resource: string[];
+  skewMs: number;
+  defaultTtlMs: number;
+  refreshWindowMs: number;
+  minRenewalIntervalMs: number;
+  timeoutMs: number;
+  maxEntries: number;
+  fetch: FetchLike | undefined;
+  store: TokenStore | undefined;
+  onEvent: ((event: TokenClientEvent) => void) | undefined;
+  pop: ProofOfPossession | undefined;
+  allowInsecureHttp: boolean;
+  now: () => number;
+}
+
+const KNOWN = new Set([
+  'issuer', 'tokenEndpoint', 'clientId', 'clientSecret', 'authMethod', 'scope', 'resource', 'skew', 'defaultTtl', 'refreshWindow',
+  'minRenewalInterval', 'timeout', 'maxEntries', 'fetch', 'store', 'onEvent', 'proofOfPossession', 'allowInsecureHttp', 'now',
+]);
+
+/** Scope set as one string: distinct tokens, sorted, so "b a" and "a b" are one key. */
+export function normaliseScope(value: unknown, name = 'scope'): string {
+  if (value === undefined) return '';
+  const list = typeof value === 'string' ? value.split(' ') : value;
+  if (!Array.isArray(list) || !list.every((s) => typeof s === 'string' && /^[\x21\x23-\x5b\x5d-\x7e]*$/.test(s))) {
+    throw new TypeError(`${name} must be a space-separated string or an array of scope tokens (RFC 6749 §3.3)`);
+  }
+  return [...new Set((list as string[]).filter((s) => s !== ''))].sort().join(' ');
+}
+
+/** Resource indicators: absolute URIs without fragment (RFC 8707 §2), distinct and sorted. */
+export function normaliseResource(value: unknown, name = 'resource'): string[] {
+  if (value === undefined) return [];
+  const list = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(list)) throw new TypeError(`${name} must be a URI or an array of URIs`);
+  for (const r of list) {
+    let ok = typeof r === 'string';
+    if (ok) {
+      try {
+        ok = !new URL(r as string).hash;
+      } catch {
+        ok = false;
+      }
+    }
+    if (!ok) throw new TypeError(`${name} must be absolute URIs without a fragment (RFC 8707)`);
+  }
+  return [...new Set(list as string[])].sort();
+}
+
+function seconds(options: TokenClientOptions, name: keyof TokenClientOptions, dflt: number, min = 0): number {
+  const v = options[name];
+  if (v === undefined) return dflt * 1000;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min) throw new TypeError(`option ${name} must be a number of seconds ≥ ${min}`);
+  return v * 1000;
+}
+
+function url(value: unknown, name: string, allowInsecureHttp: boolean): string {
+  if (typeof value !== 'string') throw new TypeError(`option ${name} must be a URL string`);
+  checkTransport(value, allowInsecureHttp, `option ${name}`);
+  return value;
+}
+
+/** Options → complete configuration; a wrong option is a TypeError here, at start-up. */
+export function parseOptions(options: TokenClientOptions): ClientConfig {
+  if (typeof options !== 'object' || options === null) throw new TypeError('createTokenClient() needs an options object');
+  for (const key of Object.keys(options)) {
+    if (!KNOWN.has(key)) throw new TypeError(`createTokenClient(): unknown option ${key}`);
+  }
+  const allowInsecureHttp = options.allowInsecureHttp === true;
+  if ((options.issuer === undefined) === (options.tokenEndpoint === undefined)) {
+    throw new TypeError('createTokenClient() needs exactly one of issuer and tokenEndpoint');
+  }
+  if (typeof options.clientId !== 'string' || options.clientId === '') throw new TypeError('option clientId must be a non-empty string');
+
+  let auth: ClientAuthentication | undefined;
+  const method = options.authMethod;
+  if (typeof method === 'object' && method !== null) {
+    if (typeof method.apply !== 'function' || typeof method.method !== 'string') throw new TypeError('option authMethod must have method and apply()');
+    auth = method;
+  } else if (method === undefined || method === 'client_secret_basic' || method === 'client_secret_post') {
+    if (typeof options.clientSecret !== 'string' || options.clientSecret === '') throw new TypeError('option clientSecret must be a non-empty string');
+    if (method === 'client_secret_post') auth = clientSecretPost(options.clientSecret);
+    else if (method === 'client_secret_basic' || options.tokenEndpoint !== undefined) auth = clientSecretBasic(options.clientSecret);
+    // else: chosen from the issuer's metadata
+  } else {
+    throw new TypeError('option authMethod must be client_secret_basic, client_secret_post or a ClientAuthentication');
+  }
+
+  const pop = options.proofOfPossession;
+  if (pop !== undefined && (typeof pop.scheme !== 'string' || typeof pop.tokenRequest !== 'function' || typeof pop.apiRequest !== 'function' || typeof pop.retry !== 'function')) {
+    throw new TypeError('option proofOfPossession must have scheme, tokenRequest(), apiRequest() and retry()');
+  }
+  const store = options.store;
+  if (store !== undefined && (typeof store.get !== 'function' || typeof store.set !== 'function' || typeof store.delete !== 'function')) {
+    throw new TypeError('option store must implement get(), set() and delete()');
+  }
+  for (const fn of ['fetch', 'onEvent', 'now'] as const) {
+    if (options[fn] !== undefined && typeof options[fn] !== 'function') throw new TypeError(`option ${fn} must be a function`);
+  }
+  const maxEntries = options.maxEntries ?? 1000;
+  if (!Number.isInteger(maxEntries) || maxEntries < 1) throw new TypeError('option maxEntries must be a positive integer');
+
+  return {
+    issuer: options.issuer === undefined ? undefined : url(options.issuer, 'issuer', allowInsecureHttp),
+    tokenEndpoint: options.tokenEndpoint === undefined ? undefined : url(options.tokenEndpoint, 'tokenEndpoint', allowInsecureHttp),
+    clientId: options.clientId,
+    auth,
+    clientSecret: options.clientSecret,
+    scope: normaliseScope(options.scope, 'option scope'),
+    resource: normaliseResource(options.resource, 'option resource'),
+    skewMs: seconds(options, 'skew', 60),
+    defaultTtlMs: seconds(options, 'defaultTtl', 300, 1),
+    refreshWindowMs: seconds(options, 'refreshWindow', 300),
+    minRenewalIntervalMs: seconds(options, 'minRenewalInterval', 5),
+    timeoutMs: seconds(options, 'timeout', 10, 0.001),
+    maxEntries,
+    fetch: options.fetch,
+    store,
+    onEvent: options.onEvent,
+    pop,
+    allowInsecureHttp,
+    now: options.now ?? Date.now,
+  };
+}

@@ -1,0 +1,330 @@
+import { createHash } from 'node:crypto';
+import { clientSecretBasic, clientSecretPost, type ClientAuthContext, type ClientAuthentication } from './auth';
+import { discover } from './discovery';
+import { TokenEndpointError } from './errors';
+import { checkTransport, type FetchLike } from './http';
+import { normaliseResource, normaliseScope, type ClientConfig, type TokenClientEvent, type TokenRequestReason } from './options';
+import type { StoredToken } from './store';
+import { requestToken, type TokenRequestSettings } from './token-request';
+
+/** What `getToken()` returns. The same object for as long as the token is cached. */
+export interface AccessToken {
+  readonly accessToken: string;
+  readonly tokenType: string;
+  readonly expiresAt: Date;
+  /** The granted scope (the asked one when the answer had none). */
+  readonly scope: string;
+}
+
+export interface TokenParams {
+  scope?: string | string[];
+  resource?: string | string[];
+}
+
+/** A token as cached: its public face and the moments that drive its use. */
+export interface CachedToken {
+  readonly value: AccessToken;
+  readonly stored: StoredToken;
+  /** `Bearer`, or the proof-of-possession scheme. */
+  readonly scheme: string;
+  /** Not used from this moment (expiry − skew). */
+  readonly usableUntil: number;
+  /** Renewed in the background from this moment. */
+  readonly refreshAt: number;
+}
+
+/** One cache key: a scope set and resource. */
+export class Entry {
+  token: CachedToken | undefined;
+  inflight: Promise<CachedToken> | undefined;
+  failures = 0;
+  blockedUntil = 0;
+  lastError: TokenEndpointError | undefined;
+  lastRenewal = -Infinity;
+  constructor(
+    readonly key: string,
+    readonly scope: string,
+    readonly resource: string[],
+  ) {}
+}
+
+const noop = (): void => undefined;
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
+}
+
+/** `promise`, or a rejection when `signal` aborts first; the promise itself goes on for others. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | null | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(abortError(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortError(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/**
+ * The cache: one entry per key (LRU), one token request per key at a time
+ * (cold start, refresh ahead and 401 renewal alike), backoff and negative
+ * caching after failures, an optional shared store underneath.
+ */
+export class TokenCache {
+  private readonly entries = new Map<string, Entry>();
+  private readonly fetch: FetchLike;
+  private readonly closing = new AbortController();
+  private endpoint: Promise<{ url: string; auth: ClientAuthentication }> | undefined;
+  private closed = false;
+  readonly defaultEntryKey: string;
+
+  constructor(readonly config: ClientConfig) {
+    this.fetch = config.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.defaultEntryKey = `${config.scope}\n${config.resource.join(' ')}`;
+  }
+
+  get fetchImpl(): FetchLike {
+    return this.fetch;
+  }
+
+  emit(event: TokenClientEvent): void {
+    const listener = this.config.onEvent;
+    if (!listener) return;
+    try {
+      listener(event);
+    } catch {
+      // a listener never breaks a call
+    }
+  }
+
+  /** The entry of `params` (the client's defaults when absent), most recently used last. */
+  entry(params?: TokenParams): Entry {
+    let scope = this.config.scope;
+    let resource = this.config.resource;
+    let key = this.defaultEntryKey;
+    if (params !== undefined && (params.scope !== undefined || params.resource !== undefined)) {
+      if (params.scope !== undefined) scope = normaliseScope(params.scope);
+      if (params.resource !== undefined) resource = normaliseResource(params.resource);
+      key = `${scope}\n${resource.join(' ')}`;
+    }
+    const entries = this.entries;
+    let entry = entries.get(key);
+    if (entry === undefined) {
+      entry = new Entry(key, scope, resource);
+      entries.set(key, entry);
+      if (entries.size > this.config.maxEntries) entries.delete(entries.keys().next().value as string);
+    } else if (entries.size > 1) {
+      entries.delete(key);
+      entries.set(key, entry);
+    }
+    return entry;
+  }
+
+  /** A usable token of `entry`: at once from memory when it has one, else after (at most) one shared token request. */
+  token(entry: Entry, signal?: AbortSignal | null): CachedToken | Promise<CachedToken> {
+    if (this.closed) return Promise.reject(new Error('the token client is closed'));
+    const now = this.config.now();
+    const token = entry.token;
+    if (token !== undefined && now < token.usableUntil) {
+      if (now >= token.refreshAt && entry.inflight === undefined && now >= entry.blockedUntil) this.start(entry, 'refresh', undefined).catch(noop);
+      if (this.config.onEvent) this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'memory' });
+      return token;
+    }
+    let pending = entry.inflight;
+    if (pending === undefined) {
+      if (now < entry.blockedUntil && entry.lastError) {
+        return Promise.reject(entry.lastError.again(Math.ceil((entry.blockedUntil - now) / 1000)));
+      }
+      pending = this.start(entry, token === undefined ? 'initial' : 'expired', undefined);
+    }
+    return untilAborted(pending, signal);
+  }
+
+  /**
+   * After an API refused `rejected`: drop it if it is still the cached token
+   * (at most once per minRenewalInterval) and return the token to retry with,
+   * or `undefined` when there is none to try.
+   */
+  async renewAfter401(entry: Entry, rejected: CachedToken, signal: AbortSignal | null | undefined, wait: boolean): Promise<CachedToken | undefined> {
+    const now = this.config.now();
+    const current = entry.token;
+    if (current !== undefined && current.value.accessToken === rejected.value.accessToken) {
+      if (now - entry.lastRenewal < this.config.minRenewalIntervalMs) return undefined;
+      entry.lastRenewal = now;
+      entry.token = undefined;
+      if (entry.inflight === undefined) this.start(entry, 'renew_401', rejected.value.accessToken).catch(noop);
+    }
+    if (!wait) return undefined;
+    try {
+      const next = await this.token(entry, signal);
+      return next.value.accessToken === rejected.value.accessToken ? undefined : next;
+    } catch {
+      return undefined;
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    this.closing.abort(new Error('the token client is closed'));
+    this.entries.clear();
+  }
+
+  // ---- token requests
+
+  private start(entry: Entry, reason: TokenRequestReason, rejected: string | undefined): Promise<CachedToken> {
+    const pending = this.obtain(entry, reason, rejected).then(
+      (token) => {
+        if (entry.inflight === pending) entry.inflight = undefined;
+        entry.token = token;
+        entry.failures = 0;
+        entry.blockedUntil = 0;
+        entry.lastError = undefined;
+        return token;
+      },
+      (err: unknown) => {
+        if (entry.inflight === pending) entry.inflight = undefined;
+        throw this.failed(entry, err);
+      },
+    );
+    entry.inflight = pending;
+    return pending;
+  }
+
+  private failed(entry: Entry, err: unknown): unknown {
+    if (this.closed) return err;
+    const error = err instanceof TokenEndpointError ? err : new TokenEndpointError({ error: 'invalid_response', cause: err });
+    const now = this.config.now();
+    entry.failures++;
+    entry.lastError = error;
+    const n = Math.min(entry.failures - 1, 20);
+    const delay =
+      error.retryAfter !== undefined
+        ? error.retryAfter * 1000
+        : error.permanent
+          ? Math.min(300_000, 10_000 * 2 ** n) * (0.75 + 0.25 * Math.random())
+          : Math.min(30_000, 1_000 * 2 ** n) * (0.5 + 0.5 * Math.random());
+    entry.blockedUntil = now + delay;
+    const token = entry.token;
+    this.emit({
+      type: 'token.refresh_failed',
+      scope: entry.scope,
+      resource: entry.resource,
+      status: error.status,
+      error: error.error,
+      retryAfter: Math.ceil(delay / 1000),
+      tokenStillValid: token !== undefined && now < token.usableUntil,
+    });
+    return error.retryAfter === undefined ? error.again(Math.ceil(delay / 1000)) : error;
+  }
+
+  private async obtain(entry: Entry, reason: TokenRequestReason, rejected: string | undefined): Promise<CachedToken> {
+    const store = this.config.store;
+    const storeKey = store ? await this.storeKey(entry) : '';
+    if (store) {
+      const held = entry.token?.value.accessToken;
+      const stored = await this.storeCall('get', () => store.get(storeKey));
+      if (stored) {
+        if (stored.accessToken !== rejected && stored.accessToken !== held) {
+          const token = this.cached(stored);
+          if (this.config.now() < token.usableUntil) {
+            this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'store' });
+            return token;
+          }
+        }
+        if (stored.accessToken === rejected) this.storeCall('delete', () => store.delete(storeKey)).catch(noop);
+      }
+    }
+    const { url, auth } = await this.resolveEndpoint();
+    const context: ClientAuthContext = { clientId: this.config.clientId, tokenEndpoint: url, issuer: this.config.issuer };
+    const settings: TokenRequestSettings = {
+      fetch: this.fetch,
+      auth,
+      context,
+      pop: this.config.pop,
+      timeoutMs: this.config.timeoutMs,
+      now: this.config.now,
+      onSend: (attempt) => this.emit({ type: 'token.requested', scope: entry.scope, resource: entry.resource, reason, attempt }),
+      onNonceRetry: () => this.emit({ type: 'dpop.nonce_retry', kind: 'token' }),
+    };
+    const res = await requestToken(settings, entry.scope, entry.resource, this.closing.signal);
+    const lifetime = (res.expiresIn === undefined ? this.config.defaultTtlMs : res.expiresIn * 1000);
+    const stored: StoredToken = {
+      accessToken: res.accessToken,
+      tokenType: res.tokenType,
+      scope: res.scope ?? entry.scope,
+      expiresAt: res.sentAt + lifetime,
+      lifetime,
+    };
+    if (store) this.storeCall('set', () => store.set(storeKey, stored, stored.expiresAt - this.config.now())).catch(noop);
+    return this.cached(stored);
+  }
+
+  /**
+   * Skew at most half the lifetime. The refresh window opens min(refreshWindow,
+   * half the lifetime) before expiry; each token starts its background renewal
+   * at a random point in the first quarter of what is left of the window before
+   * the skew, so a fleet does not renew in step. A token of at most twice the
+   * skew has no room left: it is renewed when it stops being used.
+   */
+  private cached(stored: StoredToken): CachedToken {
+    const skew = Math.min(this.config.skewMs, stored.lifetime / 2);
+    const usableUntil = stored.expiresAt - skew;
+    const opens = stored.expiresAt - Math.min(this.config.refreshWindowMs, stored.lifetime / 2);
+    const pop = this.config.pop;
+    const scheme = pop && stored.tokenType.toLowerCase() === pop.scheme.toLowerCase() ? pop.scheme : 'Bearer';
+    return {
+      value: Object.freeze({ accessToken: stored.accessToken, tokenType: stored.tokenType, expiresAt: new Date(stored.expiresAt), scope: stored.scope }),
+      stored,
+      scheme,
+      usableUntil,
+      refreshAt: opens + 0.25 * Math.random() * Math.max(0, usableUntil - opens),
+    };
+  }
+
+  private resolveEndpoint(): Promise<{ url: string; auth: ClientAuthentication }> {
+    const config = this.config;
+    if (config.tokenEndpoint !== undefined) return Promise.resolve({ url: config.tokenEndpoint, auth: config.auth! });
+    if (this.endpoint === undefined) {
+      const pending = discover(config.issuer!, this.fetch, config.timeoutMs, this.closing.signal).then((found) => {
+        checkTransport(found.tokenEndpoint, config.allowInsecureHttp, 'token_endpoint');
+        let auth = config.auth;
+        if (auth === undefined) {
+          const post = found.authMethods !== undefined && !found.authMethods.includes('client_secret_basic') && found.authMethods.includes('client_secret_post');
+          auth = post ? clientSecretPost(config.clientSecret!) : clientSecretBasic(config.clientSecret!);
+        }
+        return { url: found.tokenEndpoint, auth };
+      });
+      this.endpoint = pending;
+      pending.catch(() => {
+        if (this.endpoint === pending) this.endpoint = undefined;
+      });
+    }
+    return this.endpoint;
+  }
+
+  private storeKeyPrefix: string | undefined;
+
+  private async storeKey(entry: Entry): Promise<string> {
+    const origin = this.config.tokenEndpoint ?? this.config.issuer!;
+    this.storeKeyPrefix ??= `${origin}\n${this.config.clientId}\n`;
+    return createHash('sha256').update(this.storeKeyPrefix + entry.key).digest('base64url');
+  }
+
+  private async storeCall<T>(operation: 'get' | 'set' | 'delete', run: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run();
+    } catch (err) {
+      this.emit({ type: 'store.error', operation, message: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    }
+  }
+}
