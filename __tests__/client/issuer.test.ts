@@ -37,7 +37,7 @@ beforeAll(async () => {
   const store = await openEmbeddedStore({ dataDir });
   const createdAt = new Date();
   await store.createClient({ clientId: SPECIAL_ID, name: 'special', scopes: ['orders:read'], grantTypes: ['client_credentials'], createdAt, secret: { hash: hashSecret(SPECIAL_SECRET), createdAt, expiresAt: null } });
-  issuer = createIssuer({ issuer: url, audience: `${url}/api`, store, logger: false, bruteForce: { maxFailuresPerClient: 2 } });
+  issuer = createIssuer({ issuer: url, audience: `${url}/api`, store, logger: false, bruteForce: { maxFailuresPerClientAddress: 2 } });
   await issuer.ready();
   client = await issuer.clients.create({ name: 'caller', scopes: 'orders:read orders:write' });
 
