@@ -4,6 +4,7 @@ import { AuthorizationServer } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
 import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
+import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
 import { bearerMiddleware } from './express/require-bearer';
 import { issuerRouter } from './express/token-router';
@@ -73,6 +74,8 @@ export function createIssuer(options: IssuerOptions): Issuer {
     logger,
     limiter,
   );
+  // one per issuer: its requireBearer() middlewares share the once-a-minute info lines
+  const rejections = new RejectionLog(logger);
 
   const info = (k: LoadedKey, now: number): KeyInfo => ({
     kid: k.kid,
@@ -92,6 +95,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
         realm: config.bearerRealm,
         scope: scopeOption('scope', routeOptions.scope),
         logger,
+        rejections,
         pending: () => server.pending(),
       });
     },

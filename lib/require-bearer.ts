@@ -2,6 +2,7 @@ import type { RequestHandler } from 'express';
 import { checkInteger, checkKnown, checkNumber, checkObject, checkString, checkUrl, type BearerOptions } from './config';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
 import type { KeyResolver } from './core/keys';
+import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
 import { bearerMiddleware } from './express/require-bearer';
@@ -56,10 +57,13 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now });
     if (memoKey) verifiers.set(memoKey, verifier);
   }
+  const logger = resolveLogger(options.logger);
   return bearerMiddleware({
     verifier,
     realm: options.realm === undefined ? 'api' : checkString('realm', options.realm),
     scope: scopeOption('scope', options.scope),
-    logger: resolveLogger(options.logger),
+    logger,
+    // one per middleware: the once-a-minute info lines are counted per requireBearer() call
+    rejections: new RejectionLog(logger),
   });
 }
