@@ -5,6 +5,7 @@ import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
 import { InsufficientScopeError, InvalidRequestError, InvalidTokenError, MissingTokenError, toOAuthError, type OAuthError } from '../errors';
 import type { RejectionLog } from '../core/rejection-log';
+import { bearerCheck, type BearerCheck, type Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
 import { queryNames } from './read-form';
 import { sendBearerError } from './respond';
@@ -49,6 +50,8 @@ export interface BearerMiddlewareOptions {
   logger: Logger;
   /** Where `token.rejected` goes: one per issuer, or per standalone middleware. */
   rejections: RejectionLog;
+  /** Checks by outcome, when metrics are on. */
+  counts?: Counts<BearerCheck>;
   /** `null` when the keys are loaded, else a promise to wait for first. */
   pending?: () => Promise<void> | null;
 }
@@ -60,7 +63,7 @@ export interface BearerMiddlewareOptions {
  * scope here.
  */
 export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandler {
-  const { verifier, realm, scope: required, logger, rejections, pending } = options;
+  const { verifier, realm, scope: required, logger, rejections, counts, pending } = options;
   const strategy = new BearerStrategy((token: string, done: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
     let result: AccessTokenAuth | Promise<AccessTokenAuth>;
     try {
@@ -78,6 +81,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts);
     else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {});
     else if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
+    if (counts) counts[bearerCheck(error)]++;
     sendBearerError(res, error, realm);
   };
 
@@ -101,6 +105,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
         }
       }
       req.auth = auth;
+      if (counts) counts.accepted++;
       next();
     };
     // passport-http-bearer splits on one space: hand it "Bearer <token>" when there were more
