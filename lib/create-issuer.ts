@@ -67,6 +67,7 @@ function checkStore(store: unknown): Store {
  */
 export function createIssuer(options: IssuerOptions): Issuer {
   const config = parseIssuerOptions(options);
+  const registry = checkMetrics(options.metrics);
   const logger = resolveLogger(options.logger);
   const store = options.store === undefined ? undefined : checkStore(options.store);
   const limiter = config.bruteForce ? new FailedAuthLimiter(config.bruteForce, options.bruteForce ? options.bruteForce.redis : undefined) : undefined;
@@ -80,7 +81,6 @@ export function createIssuer(options: IssuerOptions): Issuer {
   const rejections = new RejectionLog(logger);
 
   // metrics: plain counts here, read by prom-client on the app's registry when it is scraped
-  const registry = checkMetrics(options.metrics);
   let metrics: (TokenMetrics & { bearerChecks: Counts<BearerCheck> }) | undefined;
   let detachMetrics: (() => void) | undefined;
   if (registry) {

@@ -60,13 +60,15 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now });
     if (memoKey) verifiers.set(memoKey, verifier);
   }
+  const realm = options.realm === undefined ? 'api' : checkString('realm', options.realm);
+  const scope = scopeOption('scope', options.scope);
   const logger = resolveLogger(options.logger);
   const counts = registry && zeroCounts(BEARER_CHECKS);
   if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats });
   return bearerMiddleware({
     verifier,
-    realm: options.realm === undefined ? 'api' : checkString('realm', options.realm),
-    scope: scopeOption('scope', options.scope),
+    realm,
+    scope,
     logger,
     // one per middleware: the once-a-minute info lines are counted per requireBearer() call
     rejections: new RejectionLog(logger),
