@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import type { Logger } from './logger';
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from './core/keys';
 import { scopeOption } from './core/scope';
@@ -40,6 +41,13 @@ export interface IssuerOptions {
   bruteForce?: BruteForceOptions | false;
   /** A pino-compatible logger, or `false` for none. Default: pino on stdout. */
   logger?: Logger | false;
+  /** Prometheus metrics on the app's own prom-client registry, e.g. `{ registry: new Registry() }`. Default: none (prom-client is not loaded). */
+  metrics?: MetricsOptions | false;
+}
+
+export interface MetricsOptions {
+  /** A prom-client `Registry`; several issuers and requireBearer() on one registry share (add up) the metrics. */
+  registry: Registry;
 }
 
 /** Options of the standalone `requireBearer()`. */
@@ -62,6 +70,8 @@ export interface BearerOptions {
   /** Timeout of a JWKS fetch, in seconds. Default 5. */
   jwksTimeout?: number;
   logger?: Logger | false;
+  /** Bearer-check and verified-token cache metrics on the app's own prom-client registry. Default: none. */
+  metrics?: MetricsOptions | false;
 }
 
 export function checkUrl(name: string, value: unknown): string {
@@ -103,6 +113,18 @@ export function checkKnown(where: string, options: object, known: readonly strin
   }
 }
 
+/** The registry of the `metrics` option, or `undefined` when metrics are off. */
+export function checkMetrics(value: unknown): Registry | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (!value || typeof value !== 'object') throw new TypeError('option metrics must be { registry } or false');
+  checkKnown('option metrics', value, ['registry']);
+  const registry = (value as { registry?: Record<string, unknown> }).registry;
+  for (const method of ['registerMetric', 'getSingleMetric', 'metrics']) {
+    if (typeof registry?.[method] !== 'function') throw new TypeError('option metrics.registry must be a prom-client Registry');
+  }
+  return registry as unknown as Registry;
+}
+
 export function checkObject(where: string, options: unknown): asserts options is Record<string, unknown> {
   if (!options || typeof options !== 'object') throw new TypeError(`${where} needs an options object`);
 }
@@ -131,6 +153,7 @@ export interface IssuerConfig {
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'realm',
   'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'bruteForce', 'logger',
+  'metrics',
 ] as const;
 
 function parseBruteForce(value: IssuerOptions['bruteForce']): BruteForceSettings | false {

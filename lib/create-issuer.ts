@@ -1,13 +1,16 @@
 import type { RequestHandler, Router } from 'express';
-import { parseIssuerOptions, checkKnown, type IssuerConfig, type IssuerOptions } from './config';
+import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type IssuerOptions } from './config';
 import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
 import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
+import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
 import { bearerMiddleware } from './express/require-bearer';
-import { issuerRouter } from './express/token-router';
+import { issuerRouter, type TokenMetrics } from './express/token-router';
 import { resolveLogger } from './logger';
+import { BEARER_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
+import { metricsFor } from './metrics/prometheus';
 import { openEmbeddedStore } from './stores/embedded';
 import type { Store } from './stores/types';
 
@@ -70,6 +73,7 @@ function checkStore(store: unknown): Store {
  */
 export function createIssuer(options: IssuerOptions): Issuer {
   const config = parseIssuerOptions(options);
+  const registry = checkMetrics(options.metrics);
   const logger = resolveLogger(options.logger);
   const store = options.store === undefined ? undefined : checkStore(options.store);
   const limiter = config.bruteForce ? new FailedAuthLimiter(config.bruteForce, options.bruteForce ? options.bruteForce.redis : undefined) : undefined;
@@ -79,6 +83,22 @@ export function createIssuer(options: IssuerOptions): Issuer {
     logger,
     limiter,
   );
+  // one per issuer: its requireBearer() middlewares share the once-a-minute info lines
+  const rejections = new RejectionLog(logger);
+
+  // metrics: plain counts here, read by prom-client on the app's registry when it is scraped
+  let metrics: (TokenMetrics & { bearerChecks: Counts<BearerCheck> }) | undefined;
+  let detachMetrics: (() => void) | undefined;
+  if (registry) {
+    const shared = metricsFor(registry);
+    metrics = { tokenRequests: zeroCounts(TOKEN_OUTCOMES), bearerChecks: zeroCounts(BEARER_CHECKS), tokenDuration: shared.tokenDuration };
+    detachMetrics = shared.attach({
+      tokenRequests: metrics.tokenRequests,
+      bearerChecks: metrics.bearerChecks,
+      cache: server.verifier.cacheStats,
+      signingKey: () => signingKeyAge(server.keys.list(), Date.now()),
+    });
+  }
 
   const info = (k: LoadedKey, now: number): KeyInfo => ({
     kid: k.kid,
@@ -90,7 +110,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
 
   return {
     config,
-    router: () => issuerRouter(server),
+    router: () => issuerRouter(server, metrics),
     requireBearer(routeOptions = {}) {
       checkKnown('requireBearer()', routeOptions, ['scope']);
       return bearerMiddleware({
@@ -98,12 +118,17 @@ export function createIssuer(options: IssuerOptions): Issuer {
         realm: config.bearerRealm,
         scope: scopeOption('scope', routeOptions.scope),
         logger,
+        rejections,
+        counts: metrics?.bearerChecks,
         pending: () => server.pending(),
       });
     },
     ready: () => server.ready(),
-    close: () => server.close(),
     health: () => server.health(),
+    close: () => {
+      detachMetrics?.();
+      return server.close();
+    },
     clients: server.clients,
     keys: {
       async list() {

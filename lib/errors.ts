@@ -136,10 +136,55 @@ export class MissingTokenError extends OAuthError {
   }
 }
 
+/** Why an access token was refused: decided by the verifier, logged as `token.rejected`, never sent. */
+export const TOKEN_REJECTION_REASONS = [
+  'malformed',
+  'wrong_alg',
+  'wrong_typ',
+  'missing_claim',
+  'invalid_claim',
+  'wrong_issuer',
+  'wrong_audience',
+  'unknown_kid',
+  'bad_signature',
+  'expired',
+  'not_yet_valid',
+] as const;
+export type TokenRejectionReason = (typeof TOKEN_REJECTION_REASONS)[number];
+
+/**
+ * What may be logged about a refused token: values of its header and claims
+ * and what was expected instead, never the token or its signature. Values
+ * taken from a token whose signature was not (or not yet) checked are
+ * shortened to 200 characters.
+ */
+export interface TokenRejectionFacts {
+  expected?: string | string[];
+  received?: string | string[] | number;
+  /** The claim that is missing or has the wrong type. */
+  claim?: string;
+  kid?: string;
+  alg?: string;
+  client_id?: string;
+}
+
+const NO_FACTS: TokenRejectionFacts = Object.freeze({});
+
+export interface InvalidTokenOptions extends OAuthErrorOptions {
+  /** Default `malformed`. */
+  reason?: TokenRejectionReason;
+  facts?: TokenRejectionFacts;
+}
+
+/** 401. The description is fixed (`expired` has its own); the reason and facts are for operators only. */
 export class InvalidTokenError extends OAuthError {
   readonly code = 'invalid_token';
-  constructor(description = 'the access token is invalid', options: OAuthErrorOptions = {}) {
+  readonly reason: TokenRejectionReason;
+  readonly facts: TokenRejectionFacts;
+  constructor(description = 'the access token is invalid', options: InvalidTokenOptions = {}) {
     super(401, description, options);
+    this.reason = options.reason ?? 'malformed';
+    this.facts = options.facts ?? NO_FACTS;
   }
 }
 

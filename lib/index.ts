@@ -1,7 +1,7 @@
 export { createIssuer } from './create-issuer';
 export type { Issuer, KeyInfo } from './create-issuer';
 export { requireBearer } from './require-bearer';
-export type { IssuerOptions, BearerOptions } from './config';
+export type { IssuerOptions, BearerOptions, MetricsOptions } from './config';
 export type { AccessTokenAuth } from './core/verifier';
 export type { IssuerHealth } from './core/authorization-server';
 export type { AccessTokenClaims } from './core/issuer';
@@ -12,6 +12,7 @@ export type { EmbeddedStore } from './stores/embedded';
 export { openStore } from './stores/open';
 export type { ClientStore, KeyStore, Store, ClientRecord, NewClient, StoredKey, StoredSecret } from './stores/types';
 export type { Logger } from './logger';
+export type { TokenRejectionReason, TokenRejectionFacts } from './errors';
 export {
   OAuthError,
   InvalidRequestError,

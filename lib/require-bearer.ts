@@ -1,15 +1,18 @@
 import type { RequestHandler } from 'express';
-import { checkInteger, checkKnown, checkNumber, checkObject, checkString, checkUrl, type BearerOptions } from './config';
+import { checkInteger, checkKnown, checkMetrics, checkNumber, checkObject, checkString, checkUrl, type BearerOptions } from './config';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
 import type { KeyResolver } from './core/keys';
+import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
 import { bearerMiddleware } from './express/require-bearer';
 import { resolveLogger } from './logger';
+import { BEARER_CHECKS, zeroCounts } from './metrics/counts';
+import { metricsFor } from './metrics/prometheus';
 
 const KNOWN = [
   'issuer', 'audience', 'jwksUri', 'keys', 'scope', 'realm', 'clockTolerance', 'tokenCacheMax',
-  'jwksCooldown', 'jwksMaxAge', 'jwksTimeout', 'logger',
+  'jwksCooldown', 'jwksMaxAge', 'jwksTimeout', 'logger', 'metrics',
 ] as const;
 
 /** Verifiers shared by every requireBearer() of one issuer/audience/key source, so they share one JWKS and one cache. */
@@ -28,6 +31,7 @@ export function requireBearer(options: BearerOptions): RequestHandler {
   if ((options.jwksUri === undefined) === (options.keys === undefined)) {
     throw new TypeError('requireBearer() needs exactly one of jwksUri or keys');
   }
+  const registry = checkMetrics(options.metrics);
   const jwksUri = options.jwksUri === undefined ? undefined : checkUrl('jwksUri', options.jwksUri);
   const settings = {
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
@@ -56,10 +60,18 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now });
     if (memoKey) verifiers.set(memoKey, verifier);
   }
+  const realm = options.realm === undefined ? 'api' : checkString('realm', options.realm);
+  const scope = scopeOption('scope', options.scope);
+  const logger = resolveLogger(options.logger);
+  const counts = registry && zeroCounts(BEARER_CHECKS);
+  if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats });
   return bearerMiddleware({
     verifier,
-    realm: options.realm === undefined ? 'api' : checkString('realm', options.realm),
-    scope: scopeOption('scope', options.scope),
-    logger: resolveLogger(options.logger),
+    realm,
+    scope,
+    logger,
+    // one per middleware: the once-a-minute info lines are counted per requireBearer() call
+    rejections: new RejectionLog(logger),
+    counts,
   });
 }

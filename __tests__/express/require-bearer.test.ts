@@ -116,6 +116,16 @@ describe('a valid token', () => {
     expect(res.body).toMatchObject({ clientId: 'minted', scope: ['orders:read'], token });
   });
 
+  it.each([
+    ['two spaces', 'Bearer  '],
+    ['three spaces', 'Bearer   '],
+    ['two spaces, lower-case scheme', 'bearer  '],
+  ])('accepts %s after the scheme (RFC 6750 §2.1: 1*SP)', async (_name, prefix) => {
+    const res = await request(t.app).get('/orders').set('Authorization', `${prefix}${readToken}`);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ clientId: reader.clientId, token: readToken });
+  });
+
   it('accepts a token used many times', async () => {
     for (let i = 0; i < 5; i++) {
       const res = await request(t.app).get('/orders').set('Authorization', `Bearer ${readToken}`);

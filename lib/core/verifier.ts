@@ -1,6 +1,6 @@
 import jwt from 'jsonwebtoken';
 import { LRUCache } from 'lru-cache';
-import { InvalidTokenError } from '../errors';
+import { InvalidTokenError, type TokenRejectionFacts, type TokenRejectionReason } from '../errors';
 import type { AccessTokenClaims } from './issuer';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
 
@@ -25,27 +25,60 @@ export interface VerifierOptions {
 
 const ALLOWED_ALGORITHMS = new Set<string>(SIGNING_ALGORITHMS);
 const REQUIRED_CLAIMS = ['iss', 'sub', 'client_id', 'aud', 'iat', 'exp', 'jti'] as const;
+const TYP = /^(application\/)?at\+jwt$/i;
 
-function invalid(detail: string, description?: string): never {
-  throw new InvalidTokenError(description, { detail });
+type Json = Record<string, unknown>;
+
+/** Values read from an unverified token are shortened before they are logged. */
+const CLIP = 200;
+function clip(value: unknown): string {
+  const text = typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value));
+  return text.length > CLIP ? `${text.slice(0, CLIP)}...` : text;
 }
 
-function decodeHeader(token: string): { alg?: unknown; typ?: unknown; kid?: unknown } {
-  const dot = token.indexOf('.');
-  if (dot < 1 || token.split('.').length !== 3) invalid('not a JWS compact serialization');
+/** Who the token says it is for, to tell operators which client sent it (never the token itself). */
+function context(header: Json, claims: Json | undefined): TokenRejectionFacts {
+  const facts: TokenRejectionFacts = {};
+  if (typeof header.kid === 'string') facts.kid = clip(header.kid);
+  if (typeof claims?.client_id === 'string') facts.client_id = clip(claims.client_id);
+  return facts;
+}
+
+function reject(reason: TokenRejectionReason, detail: string, facts?: TokenRejectionFacts, description?: string): never {
+  throw new InvalidTokenError(description, { reason, detail, facts });
+}
+
+function decodeSegment(segment: string): Json | undefined {
   try {
-    const header: unknown = JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString('utf8'));
-    if (header && typeof header === 'object' && !Array.isArray(header)) return header;
+    const value: unknown = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
+    if (value && typeof value === 'object' && !Array.isArray(value)) return value as Json;
   } catch {
-    // fall through
+    // not JSON
   }
-  return invalid('the JOSE header is not a JSON object');
+  return undefined;
 }
+
+/** Header and claims of a JWS compact serialization, decoded but not verified. */
+function decode(token: string): { header: Json; claims: Json } {
+  const first = token.indexOf('.');
+  const second = first < 1 ? -1 : token.indexOf('.', first + 1);
+  if (second < 0 || token.indexOf('.', second + 1) !== -1) reject('malformed', 'not a JWS compact serialization');
+  const header = decodeSegment(token.slice(0, first)) ?? reject('malformed', 'the JOSE header is not a JSON object');
+  const claims = decodeSegment(token.slice(first + 1, second)) ?? reject('malformed', 'the claims are not a JSON object', context(header, undefined));
+  return { header, claims };
+}
+
+const isString = (value: unknown): value is string => typeof value === 'string';
+const isNumber = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
 
 /**
  * Verifies RFC 9068 access tokens: an allowlist of asymmetric algorithms, a
  * known `kid`, `typ: at+jwt`, issuer, audience, lifetime and the required
- * claims. Every failure is `invalid_token`; the reason stays in `detail`.
+ * claims. Every failure is `invalid_token`; why is in its `reason` (and
+ * `facts`, `detail`), decided here from the decoded token, not from
+ * jsonwebtoken's messages: the header and claims are checked first, then
+ * jsonwebtoken checks the signature and the lifetime (in that order, so an
+ * expired forgery is refused as a bad signature, as before).
  *
  * Verified tokens are remembered (bounded LRU) until their own `exp`, so a
  * token used many times is checked cryptographically once. A remembered
@@ -53,47 +86,99 @@ function decodeHeader(token: string): { alg?: unknown; typ?: unknown; kid?: unkn
  */
 export class AccessTokenVerifier {
   private readonly cache: LRUCache<string, { auth: AccessTokenAuth; key: LoadedKey }> | undefined;
+  /** Lookups in the verified-token cache (none while it is off); read by the metrics. */
+  readonly cacheStats = { hits: 0, misses: 0 };
 
   constructor(private readonly options: VerifierOptions) {
     this.cache = options.cacheMax > 0 ? new LRUCache({ max: options.cacheMax }) : undefined;
   }
 
   verify(token: string): AccessTokenAuth | Promise<AccessTokenAuth> {
-    const hit = this.cache?.get(token);
-    if (hit) {
-      // still unexpired, and its key still published: nothing else can have changed
-      if (hit.auth.claims.exp * 1000 > this.options.now() && this.options.keys.peek(hit.key.kid) === hit.key) return hit.auth;
-      this.cache!.delete(token);
+    if (this.cache) {
+      const hit = this.cache.get(token);
+      if (hit) {
+        // still unexpired, and its key still published: nothing else can have changed
+        if (hit.auth.claims.exp * 1000 > this.options.now() && this.options.keys.peek(hit.key.kid) === hit.key) {
+          this.cacheStats.hits++;
+          return hit.auth;
+        }
+        this.cache.delete(token);
+      }
+      this.cacheStats.misses++;
     }
-    const header = decodeHeader(token);
-    if (typeof header.alg !== 'string' || !ALLOWED_ALGORITHMS.has(header.alg)) invalid(`algorithm ${String(header.alg)} is not allowed`);
-    if (typeof header.typ !== 'string' || !/^(application\/)?at\+jwt$/i.test(header.typ)) invalid(`typ ${String(header.typ)} is not at+jwt`);
-    if (typeof header.kid !== 'string') invalid('no kid in the header');
-    const key = this.options.keys.resolve(header.kid);
-    if (key instanceof Promise) return key.then((k) => this.check(token, header.alg as string, header.kid as string, k));
-    return this.check(token, header.alg, header.kid, key);
+    const { header, claims } = decode(token);
+    const { alg, kid } = header;
+    if (!isString(alg) || !ALLOWED_ALGORITHMS.has(alg)) {
+      reject('wrong_alg', `algorithm ${clip(alg)} is not allowed`, { ...context(header, claims), expected: [...ALLOWED_ALGORITHMS], received: clip(alg) });
+    }
+    if (!isString(header.typ) || !TYP.test(header.typ)) {
+      reject('wrong_typ', `typ ${clip(header.typ)} is not at+jwt`, { ...context(header, claims), expected: 'at+jwt', received: clip(header.typ) });
+    }
+    if (token.endsWith('.')) reject('bad_signature', 'the signature is empty', context(header, claims));
+    if (!isString(kid)) reject('unknown_kid', 'no kid in the header', context(header, claims));
+    this.checkClaims(header, claims);
+    const key = this.options.keys.resolve(kid);
+    if (key instanceof Promise) return key.then((k) => this.check(token, header, claims, k));
+    return this.check(token, header, claims, key);
   }
 
-  private check(token: string, alg: string, kid: string, key: LoadedKey | undefined): AccessTokenAuth {
-    if (!key) invalid(`unknown kid ${kid}`);
-    if (key.alg !== alg) invalid(`kid ${kid} is a ${key.alg} key, the token says ${alg}`);
-    let claims: AccessTokenClaims & Record<string, unknown>;
+  /** Presence, types, issuer and audience, exactly, on the decoded claims. */
+  private checkClaims(header: Json, claims: Json): asserts claims is AccessTokenClaims & Json {
+    for (const claim of REQUIRED_CLAIMS) {
+      if (claims[claim] === undefined) reject('missing_claim', `claim ${claim} is missing`, { ...context(header, claims), claim });
+    }
+    const invalid = (claim: string, wanted: string): never =>
+      reject('invalid_claim', `claim ${claim} must be ${wanted}`, { ...context(header, claims), claim, received: clip(claims[claim]) });
+    const { iss, aud } = claims;
+    if (!isString(iss)) invalid('iss', 'a string');
+    if (iss !== this.options.issuer) {
+      reject('wrong_issuer', `the token is from issuer ${clip(iss)}, not ${this.options.issuer}`, {
+        ...context(header, claims),
+        expected: this.options.issuer,
+        received: clip(iss),
+      });
+    }
+    if (!isString(aud) && !(Array.isArray(aud) && aud.every(isString))) invalid('aud', 'a string or an array of strings');
+    const audiences = aud as string | string[];
+    if (isString(audiences) ? audiences !== this.options.audience : !audiences.includes(this.options.audience)) {
+      const received = isString(audiences) ? clip(audiences) : audiences.slice(0, 10).map(clip);
+      reject('wrong_audience', `the token is for audience ${clip(aud)}, not ${this.options.audience}`, {
+        ...context(header, claims),
+        expected: this.options.audience,
+        received,
+      });
+    }
+    if (!isNumber(claims.exp)) invalid('exp', 'a number');
+    if (!isNumber(claims.iat)) invalid('iat', 'a number');
+    if (claims.nbf !== undefined && !isNumber(claims.nbf)) invalid('nbf', 'a number');
+    if (!isString(claims.client_id)) invalid('client_id', 'a string');
+    if (!isString(claims.sub)) invalid('sub', 'a string');
+    if (claims.scope !== undefined && !isString(claims.scope)) invalid('scope', 'a string');
+  }
+
+  private check(token: string, header: Json, claims: AccessTokenClaims & Json, key: LoadedKey | undefined): AccessTokenAuth {
+    const alg = header.alg as string;
+    if (!key) reject('unknown_kid', `no published key has kid ${clip(header.kid)}`, context(header, claims));
+    if (key.alg !== alg) {
+      reject('wrong_alg', `kid ${key.kid} is a ${key.alg} key, the token says ${alg}`, { ...context(header, claims), expected: key.alg, received: alg });
+    }
     try {
-      claims = jwt.verify(token, key.publicKey, {
+      // issuer, audience and the claims' types are checked above; jsonwebtoken checks the signature, then exp and nbf
+      jwt.verify(token, key.publicKey, {
         algorithms: [key.alg as jwt.Algorithm],
-        issuer: this.options.issuer,
-        audience: this.options.audience,
         clockTolerance: this.options.clockTolerance,
         clockTimestamp: Math.floor(this.options.now() / 1000),
-      }) as AccessTokenClaims & Record<string, unknown>;
+      });
     } catch (err) {
-      if (err instanceof jwt.TokenExpiredError) invalid(err.message, 'the access token expired');
-      return invalid(err instanceof Error ? err.message : 'verification failed');
+      if (err instanceof jwt.TokenExpiredError) {
+        reject('expired', `expired at ${err.expiredAt.toISOString()}`, { ...context(header, claims), received: claims.exp }, 'the access token expired');
+      }
+      if (err instanceof jwt.NotBeforeError) {
+        reject('not_yet_valid', `not valid before ${err.date.toISOString()}`, { ...context(header, claims), received: claims.nbf as number });
+      }
+      // everything else about the token was checked above: what jsonwebtoken refuses now is the signature
+      return reject('bad_signature', err instanceof Error ? err.message : 'signature verification failed', { ...context(header, claims), alg });
     }
-    for (const name of REQUIRED_CLAIMS) if (claims[name] === undefined) invalid(`claim ${name} is missing`);
-    if (typeof claims.exp !== 'number' || typeof claims.iat !== 'number') invalid('exp and iat must be numbers');
-    if (typeof claims.client_id !== 'string' || typeof claims.sub !== 'string') invalid('client_id and sub must be strings');
-    if (claims.scope !== undefined && typeof claims.scope !== 'string') invalid('scope must be a string');
     const auth: AccessTokenAuth = {
       clientId: claims.client_id,
       scope: claims.scope ? claims.scope.split(' ') : [],

@@ -6,7 +6,7 @@ import type { ClientRecord } from '../stores/types';
 /** What the token route hands to oauth2orize: the client is `req.user`, the granted scopes `req.authInfo`. */
 export interface GrantedRequest {
   user?: ClientRecord;
-  authInfo?: { scopes: string[] };
+  authInfo?: { scopes: string[]; startedAt?: number };
 }
 
 /**
@@ -15,14 +15,14 @@ export interface GrantedRequest {
  * only turns the grant into a token response. Its own error handler is never
  * used (it answers 501 and echoes messages).
  */
-export function clientCredentialsExchange(server: AuthorizationServer): RequestHandler {
+export function clientCredentialsExchange(server: AuthorizationServer, onIssued?: (startedAt: number) => void): RequestHandler {
   const oauth = oauth2orize.createServer();
   // oauth2orize picks the callback's signature by its arity: five explicit parameters.
   function issue(
     client: ClientRecord,
     _requested: string[] | undefined,
     _body: unknown,
-    authInfo: { scopes: string[] },
+    authInfo: { scopes: string[]; startedAt?: number },
     done: (err: Error | null, accessToken?: string, params?: Record<string, unknown>) => void,
   ): void {
     let issued;
@@ -32,7 +32,9 @@ export function clientCredentialsExchange(server: AuthorizationServer): RequestH
       done(err as Error);
       return;
     }
+    // oauth2orize writes the response before done() returns
     done(null, issued.accessToken, { token_type: 'Bearer', expires_in: issued.expiresIn, scope: issued.claims.scope });
+    if (onIssued && authInfo.startedAt !== undefined) onIssued(authInfo.startedAt);
   }
   oauth.exchange(oauth2orize.exchange.clientCredentials({ scopeSeparator: ' ' }, issue as never));
   return oauth.token() as unknown as RequestHandler;

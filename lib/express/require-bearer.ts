@@ -3,7 +3,9 @@ import type passport from 'passport';
 import { Strategy as BearerStrategy } from 'passport-http-bearer';
 import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
-import { InsufficientScopeError, InvalidRequestError, MissingTokenError, toOAuthError } from '../errors';
+import { InsufficientScopeError, InvalidRequestError, InvalidTokenError, MissingTokenError, toOAuthError, type OAuthError } from '../errors';
+import type { RejectionLog } from '../core/rejection-log';
+import { bearerCheck, type BearerCheck, type Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
 import { queryNames } from './read-form';
 import { sendBearerError } from './respond';
@@ -18,8 +20,8 @@ declare global {
   }
 }
 
-/** RFC 6750 §2.1: "Bearer" SP b64token (one space, as passport-http-bearer parses it). */
-const BEARER = /^bearer [A-Za-z0-9\-._~+/]+=*$/i;
+/** RFC 6750 §2.1: "Bearer" 1*SP b64token. */
+const BEARER = /^bearer +[A-Za-z0-9\-._~+/]+=*$/i;
 const BEARER_SCHEME = /^bearer(?: |$)/i;
 
 /**
@@ -46,6 +48,10 @@ export interface BearerMiddlewareOptions {
   realm: string;
   scope: string[];
   logger: Logger;
+  /** Where `token.rejected` goes: one per issuer, or per standalone middleware. */
+  rejections: RejectionLog;
+  /** Checks by outcome, when metrics are on. */
+  counts?: Counts<BearerCheck>;
   /** `null` when the keys are loaded, else a promise to wait for first. */
   pending?: () => Promise<void> | null;
 }
@@ -57,7 +63,7 @@ export interface BearerMiddlewareOptions {
  * scope here.
  */
 export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandler {
-  const { verifier, realm, scope: required, logger, pending } = options;
+  const { verifier, realm, scope: required, logger, rejections, counts, pending } = options;
   const strategy = new BearerStrategy((token: string, done: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
     let result: AccessTokenAuth | Promise<AccessTokenAuth>;
     try {
@@ -69,9 +75,13 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     else done(null, result);
   });
 
+  /** Logs why (the scope check reports its own refusals, with the token's scopes) and answers. */
   const fail = (res: Response, err: unknown): void => {
-    const error = toOAuthError(err);
-    if (error.status >= 500 && error.status !== 503) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
+    const error: OAuthError = toOAuthError(err);
+    if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts);
+    else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {});
+    else if (error.status >= 500 && error.status !== 503) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
+    if (counts) counts[bearerCheck(error)]++;
     sendBearerError(res, error, realm);
   };
 
@@ -88,12 +98,19 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       if (!auth) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
       if (required.length > 0) {
         const missing = missingScopes(auth.scope, required);
-        if (missing.length > 0) return fail(res, new InsufficientScopeError(required, { detail: `missing ${missing.join(' ')}` }));
+        if (missing.length > 0) {
+          const detail = `missing ${missing.join(' ')}`;
+          rejections.report('insufficient_scope', detail, { expected: required, received: auth.scope, client_id: auth.clientId });
+          return fail(res, new InsufficientScopeError(required, { detail }));
+        }
       }
       req.auth = auth;
+      if (counts) counts.accepted++;
       next();
     };
-    const authenticate = (): void => runStrategy(strategy, header, done);
+    // passport-http-bearer splits on one space: hand it "Bearer <token>" when there were more
+    const authorization = header.charCodeAt(7) === 32 ? `Bearer ${header.slice(header.lastIndexOf(' ') + 1)}` : header;
+    const authenticate = (): void => runStrategy(strategy, authorization, done);
 
     const waiting = pending?.();
     if (waiting) waiting.then(authenticate, (err: unknown) => fail(res, err));

@@ -3,9 +3,30 @@ import type { AuthorizationServer } from '../core/authorization-server';
 import { readClientCredentials } from '../core/client-auth';
 import { grantScope, parseTokenRequest } from '../core/token-request';
 import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
+import { tokenOutcome, type Counts, type TokenOutcome } from '../metrics/counts';
 import { clientCredentialsExchange, type GrantedRequest } from './oauth2orize';
 import { queryNames, readForm } from './read-form';
 import { sendJson, sendTokenError } from './respond';
+
+/** Token endpoint metrics: counts by outcome and a latency histogram. */
+export interface TokenMetrics {
+  tokenRequests: Counts<TokenOutcome>;
+  tokenDuration: { observe(seconds: number): void };
+}
+
+/** When a token request reached the router (performance.now()), set only when metrics are on. */
+const STARTED = Symbol('startedAt');
+type Timed = Request & { [STARTED]?: number };
+
+function startClock(req: Request, _res: Response, next: NextFunction): void {
+  (req as Timed)[STARTED] = performance.now();
+  next();
+}
+
+function record(metrics: TokenMetrics, outcome: TokenOutcome, startedAt: number): void {
+  metrics.tokenRequests[outcome]++;
+  metrics.tokenDuration.observe((performance.now() - startedAt) / 1000);
+}
 
 function noStore(_req: Request, res: Response, next: NextFunction): void {
   res.setHeader('Cache-Control', 'no-store');
@@ -41,7 +62,7 @@ function prepareTokenRequest(server: AuthorizationServer) {
       const granted = req as Request & GrantedRequest;
       granted.body = params;
       granted.user = client;
-      granted.authInfo = { scopes };
+      granted.authInfo = { scopes, startedAt: (req as Timed)[STARTED] };
       next();
     } catch (err) {
       next(err);
@@ -50,11 +71,14 @@ function prepareTokenRequest(server: AuthorizationServer) {
 }
 
 /** Serves POST /oauth/token, the JWKS and the RFC 8414 metadata; ends in its own error handler. */
-export function issuerRouter(server: AuthorizationServer): Router {
+export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics): Router {
   const router = express.Router();
   const realm = server.config.tokenRealm;
 
-  router.all('/oauth/token', noStore, onlyMethods('POST'), prepareTokenRequest(server), clientCredentialsExchange(server));
+  // with metrics off, the route is exactly what it was: no clock, no counting
+  const exchange = clientCredentialsExchange(server, metrics && ((startedAt: number) => record(metrics, 'issued', startedAt)));
+  if (metrics) router.all('/oauth/token', startClock, noStore, onlyMethods('POST'), prepareTokenRequest(server), exchange);
+  else router.all('/oauth/token', noStore, onlyMethods('POST'), prepareTokenRequest(server), exchange);
 
   router.all('/.well-known/jwks.json', onlyMethods('GET', 'HEAD'), async (_req, res, next) => {
     try {
@@ -76,6 +100,8 @@ export function issuerRouter(server: AuthorizationServer): Router {
     // a 503 is a store outage, logged once per outage as store.unavailable, not per request
     if (error.status >= 500 && error.status !== 503) server.logger.error({ event: 'error', err: error.cause ?? error, path: req.path }, error.detail ?? error.message);
     sendTokenError(res, error, realm);
+    const startedAt = (req as Timed)[STARTED];
+    if (metrics && startedAt !== undefined) record(metrics, tokenOutcome(error), startedAt);
   });
 
   return router;

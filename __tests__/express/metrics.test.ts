@@ -1,0 +1,202 @@
+/**
+ * Prometheus metrics: opt-in on the app's own prom-client registry, scraped
+ * as text after real requests.
+ */
+import { rmSync } from 'node:fs';
+import express, { type Express, type Request, type Response } from 'express';
+import { Registry } from 'prom-client';
+import request from 'supertest';
+import { createIssuer, requireBearer, TemporarilyUnavailableError, ServerError, TooManyRequestsError, InvalidScopeError, type Issuer, type IssuerOptions } from '../../lib';
+import { tokenOutcome } from '../../lib/metrics/counts';
+import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
+import { fetchToken, freshKey, mint } from '../helpers/tokens';
+
+const sendAuth = (req: Request, res: Response): void => {
+  res.json(req.auth);
+};
+
+/** The value of one series in the exposition text (undefined when absent). */
+function value(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+const dirs: string[] = [];
+const issuers: Issuer[] = [];
+
+async function start(options: Partial<IssuerOptions>): Promise<{ issuer: Issuer; app: Express }> {
+  const dataDir = tempDir();
+  dirs.push(dataDir);
+  const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: false, ...options });
+  issuers.push(issuer);
+  await issuer.ready();
+  const app = express();
+  app.use(issuer.router());
+  app.get('/orders', issuer.requireBearer({ scope: 'orders:read' }), sendAuth);
+  app.get('/write', issuer.requireBearer({ scope: 'orders:write' }), sendAuth);
+  return { issuer, app };
+}
+
+afterAll(async () => {
+  for (const i of issuers) await i.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+const form = (fields: Record<string, string>) => fields;
+
+describe('an issuer with metrics on', () => {
+  it('counts token requests by outcome and times them', async () => {
+    const registry = new Registry();
+    const { issuer, app } = await start({ metrics: { registry } });
+    const client = await issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const post = (fields: Record<string, string>) => request(app).post('/oauth/token').type('form').send(fields);
+    const good = { grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret };
+
+    expect((await post(good)).status).toBe(200);
+    expect((await post(good)).status).toBe(200);
+    expect((await post({ ...good, client_secret: 'wrong' })).status).toBe(401);
+    expect((await post(form({ client_id: client.clientId, client_secret: client.clientSecret }))).status).toBe(400); // no grant_type
+    expect((await post({ ...good, grant_type: 'password' })).status).toBe(400);
+    expect((await post({ ...good, scope: 'orders:write' })).status).toBe(400);
+    expect((await request(app).get('/oauth/token')).status).toBe(405);
+
+    const text = await registry.metrics();
+    expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(2);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client"}')).toBe(1);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_request"}')).toBe(2);
+    expect(value(text, 'ecc_token_requests_total{outcome="unsupported_grant_type"}')).toBe(1);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_scope"}')).toBe(1);
+    // every outcome is there from the start, at 0
+    for (const outcome of ['rate_limited', 'unavailable', 'server_error', 'unauthorized_client']) {
+      expect(value(text, `ecc_token_requests_total{outcome="${outcome}"}`)).toBe(0);
+    }
+    expect(value(text, 'ecc_token_request_duration_seconds_count')).toBe(7);
+    const sum = value(text, 'ecc_token_request_duration_seconds_sum')!;
+    expect(sum).toBeGreaterThan(0);
+    expect(sum).toBeLessThan(60);
+    expect(value(text, 'ecc_token_request_duration_seconds_bucket{le="+Inf"}')).toBe(7);
+    // the JWKS and metadata routes are not token requests
+    await request(app).get('/.well-known/jwks.json');
+    await request(app).post('/.well-known/jwks.json');
+    expect(value(await registry.metrics(), 'ecc_token_request_duration_seconds_count')).toBe(7);
+    expect(text).not.toContain(client.clientId);
+  });
+
+  it('counts rate-limited token requests', async () => {
+    const registry = new Registry();
+    const { issuer, app } = await start({ metrics: { registry }, bruteForce: { maxFailuresPerAddress: 2 } });
+    const client = await issuer.clients.create({ name: 'svc', scopes: [] });
+    const bad = { grant_type: 'client_credentials', client_id: client.clientId, client_secret: 'wrong' };
+    for (let i = 0; i < 4; i++) await request(app).post('/oauth/token').type('form').send(bad);
+    const text = await registry.metrics();
+    expect(value(text, 'ecc_token_requests_total{outcome="rate_limited"}')).toBeGreaterThanOrEqual(1);
+    expect((value(text, 'ecc_token_requests_total{outcome="rate_limited"}') ?? 0) + (value(text, 'ecc_token_requests_total{outcome="invalid_client"}') ?? 0)).toBe(4);
+  });
+
+  it('counts bearer checks by outcome and reason, and verified-token cache hits and misses', async () => {
+    const registry = new Registry();
+    const { issuer, app } = await start({ metrics: { registry } });
+    const client = await issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const token = await fetchToken(app, client);
+    const get = (path: string, auth?: string) => (auth === undefined ? request(app).get(path) : request(app).get(path).set('Authorization', auth));
+
+    for (let i = 0; i < 3; i++) expect((await get('/orders', `Bearer ${token}`)).status).toBe(200);
+    expect((await get('/write', `Bearer ${token}`)).status).toBe(403);
+    expect((await get('/orders', `Bearer ${mint(freshKey())}`)).status).toBe(401); // an unknown kid
+    expect((await get('/orders', 'Bearer abc.def.ghi')).status).toBe(401);
+    expect((await get('/orders')).status).toBe(401);
+    expect((await get('/orders', 'Bearer a$b')).status).toBe(400);
+
+    const text = await registry.metrics();
+    expect(value(text, 'ecc_bearer_checks_total{outcome="accepted",reason=""}')).toBe(3);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="insufficient_scope",reason="insufficient_scope"}')).toBe(1);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_token",reason="unknown_kid"}')).toBe(1);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_token",reason="malformed"}')).toBe(1);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_token",reason="wrong_issuer"}')).toBe(0);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="missing_token",reason=""}')).toBe(1);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_request",reason="invalid_request"}')).toBe(1);
+    // the token: checked once, then found 3 times (the 403 route included); the two bad ones were misses
+    expect(value(text, 'ecc_verified_token_cache_misses_total')).toBe(3);
+    expect(value(text, 'ecc_verified_token_cache_hits_total')).toBe(3);
+    expect(text).not.toContain(client.clientId);
+    expect(text).not.toContain(token.split('.')[2]);
+  });
+
+  it('reports how long the current key has been signing, computed when scraped', async () => {
+    const registry = new Registry();
+    const { issuer } = await start({ metrics: { registry } });
+    const [current] = (await issuer.keys.list()).filter((k) => k.status === 'current');
+    const text = await registry.metrics();
+    const age = value(text, `ecc_signing_key_age_seconds{kid="${current.kid}"}`)!;
+    const expected = (Date.now() - current.activatesAt.getTime()) / 1000;
+    expect(age).toBeGreaterThanOrEqual(0);
+    expect(Math.abs(age - expected)).toBeLessThan(5);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(value(await registry.metrics(), `ecc_signing_key_age_seconds{kid="${current.kid}"}`)!).toBeGreaterThanOrEqual(age + 1);
+  });
+
+  it('two issuers on one registry: no "already registered", counts add up, both keys shown, nothing lost on close', async () => {
+    const registry = new Registry();
+    const one = await start({ metrics: { registry } });
+    const two = await start({ metrics: { registry } });
+    for (const { issuer, app } of [one, two]) await fetchToken(app, await issuer.clients.create({ name: 'svc', scopes: [] }));
+    let text = await registry.metrics();
+    expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(2);
+    expect(text.match(/^ecc_signing_key_age_seconds\{kid="[^"]+"\} /gm)).toHaveLength(2);
+    await two.issuer.close();
+    text = await registry.metrics();
+    expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(2);
+    expect(text.match(/^ecc_signing_key_age_seconds\{kid="[^"]+"\} /gm)).toHaveLength(1);
+  });
+
+  it('leaves other metrics on the registry alone', async () => {
+    const registry = new Registry();
+    registry.setDefaultLabels({});
+    const { Counter } = await import('prom-client');
+    new Counter({ name: 'app_requests_total', help: 'the app', registers: [registry] }).inc(5);
+    await start({ metrics: { registry } });
+    const text = await registry.metrics();
+    expect(value(text, 'app_requests_total')).toBe(5);
+    expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(0);
+  });
+});
+
+describe('standalone requireBearer() with metrics', () => {
+  it('counts its checks and its cache', async () => {
+    const { issuer, app } = await start({});
+    const client = await issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const token = await fetchToken(app, client);
+    const registry = new Registry();
+    const api = express();
+    api.get('/orders', requireBearer({ issuer: ISSUER, audience: AUDIENCE, keys: await issuer.keys.jwks(), scope: 'orders:read', logger: false, metrics: { registry } }), sendAuth);
+    for (let i = 0; i < 2; i++) expect((await request(api).get('/orders').set('Authorization', `Bearer ${token}`)).status).toBe(200);
+    expect((await request(api).get('/orders').set('Authorization', `Bearer ${mint(freshKey(), { claims: { iss: 'http://other.test' } })}`)).status).toBe(401);
+    const text = await registry.metrics();
+    expect(value(text, 'ecc_bearer_checks_total{outcome="accepted",reason=""}')).toBe(2);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_token",reason="wrong_issuer"}')).toBe(1);
+    expect(value(text, 'ecc_verified_token_cache_hits_total')).toBe(1);
+    expect(value(text, 'ecc_verified_token_cache_misses_total')).toBe(2);
+    // no issuer on this registry: no token endpoint counts other than zeros, no key age
+    expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(0);
+    expect(text).not.toMatch(/^ecc_signing_key_age_seconds\{/m);
+  });
+});
+
+describe('options', () => {
+  it('refuses a metrics option that is not { registry } with a prom-client Registry', () => {
+    const base = { issuer: ISSUER, audience: AUDIENCE, logger: false as const, dataDir: tempDir() };
+    dirs.push(base.dataDir);
+    expect(() => createIssuer({ ...base, metrics: { registry: {} as Registry } })).toThrow(/metrics.registry must be a prom-client Registry/);
+    expect(() => createIssuer({ ...base, metrics: { registry: new Registry(), prefix: 'x' } as never })).toThrow(/unknown option prefix/);
+    expect(() => createIssuer({ ...base, metrics: 'yes' as never })).toThrow(/option metrics/);
+    expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, keys: { keys: [] }, metrics: { registry: {} as Registry } })).toThrow(TypeError);
+    expect(() => createIssuer({ ...base, metrics: false })).not.toThrow();
+  });
+
+  it('maps token endpoint errors to outcomes', () => {
+    expect(tokenOutcome(new TemporarilyUnavailableError())).toBe('unavailable');
+    expect(tokenOutcome(new ServerError())).toBe('server_error');
+    expect(tokenOutcome(new TooManyRequestsError(3))).toBe('rate_limited');
+    expect(tokenOutcome(new InvalidScopeError('x'))).toBe('invalid_scope');
+  });
+});

@@ -1,0 +1,194 @@
+/**
+ * Why a token was refused: both forms of requireBearer() log `token.rejected`
+ * with a reason, at info the first time a reason appears in a minute and at
+ * debug otherwise, never the token or its signature; the answer on the wire
+ * does not change.
+ */
+import { rmSync } from 'node:fs';
+import express, { type Express, type Request, type Response } from 'express';
+import pino from 'pino';
+import request from 'supertest';
+import { createIssuer, requireBearer, type Issuer, type Logger } from '../../lib';
+import { openEmbeddedStore } from '../../lib/stores/embedded';
+import { AUDIENCE, tempDir } from '../helpers/app';
+import { fetchToken } from '../helpers/tokens';
+
+/** A pino logger (at `level`, pino's default being info) writing JSON lines into an array. */
+function pinoCapture(level = 'info') {
+  const lines: string[] = [];
+  const logger = pino({ level }, { write: (line: string) => void lines.push(line) });
+  const events = (event: string) => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.event === event);
+  return { logger, lines, events };
+}
+
+const sendAuth = (req: Request, res: Response): void => {
+  res.json(req.auth);
+};
+
+function expectRefused(res: request.Response): void {
+  expect(res.status).toBe(401);
+  expect(res.body).toEqual({ error: 'invalid_token', error_description: 'the access token is invalid' });
+  expect(res.headers['www-authenticate']).toBe('Bearer realm="api", error="invalid_token", error_description="the access token is invalid"');
+}
+
+const PINO_INFO = 30;
+const PINO_DEBUG = 20;
+
+describe('two issuers with different issuer URLs on one store', () => {
+  const dataDir = tempDir();
+  const logA = pinoCapture();
+  const logB = pinoCapture('debug');
+  let a: Issuer;
+  let b: Issuer;
+  let appA: Express;
+  let appB: Express;
+
+  function app(issuer: Issuer): Express {
+    const e = express();
+    e.use(issuer.router());
+    e.get('/orders', issuer.requireBearer({ scope: 'orders:read' }), sendAuth);
+    return e;
+  }
+
+  beforeAll(async () => {
+    // two processes' worth: two store connections on one database, as two instances on one PostgreSQL
+    a = createIssuer({ issuer: 'http://a.test:3000', audience: AUDIENCE, store: await openEmbeddedStore({ dataDir }), logger: logA.logger });
+    b = createIssuer({ issuer: 'http://b.test:3001', audience: AUDIENCE, store: await openEmbeddedStore({ dataDir }), logger: logB.logger });
+    await a.ready();
+    await b.ready();
+    appA = app(a);
+    appB = app(b);
+  });
+
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("each refuses the other's tokens; the info log shows wrong_issuer with both URLs once, not once per request", async () => {
+    const client = await a.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const tokenA = await fetchToken(appA, client);
+    const tokenB = await fetchToken(appB, client);
+    for (let i = 0; i < 5; i++) expectRefused(await request(appB).get('/orders').set('Authorization', `Bearer ${tokenA}`));
+    for (let i = 0; i < 5; i++) expectRefused(await request(appA).get('/orders').set('Authorization', `Bearer ${tokenB}`));
+    // each still accepts its own
+    expect((await request(appA).get('/orders').set('Authorization', `Bearer ${tokenA}`)).status).toBe(200);
+    expect((await request(appB).get('/orders').set('Authorization', `Bearer ${tokenB}`)).status).toBe(200);
+
+    // A logs at info (the default level): one line for five refusals
+    const atA = logA.events('token.rejected');
+    expect(atA).toHaveLength(1);
+    expect(atA[0]).toMatchObject({
+      level: PINO_INFO,
+      reason: 'wrong_issuer',
+      expected: 'http://a.test:3000',
+      received: 'http://b.test:3001',
+      client_id: client.clientId,
+    });
+    expect(atA[0].msg).toMatch(/wrong_issuer/);
+
+    // B logs at debug: the same info line, then every other refusal at debug
+    const atB = logB.events('token.rejected');
+    expect(atB.map((l) => l.level)).toEqual([PINO_INFO, PINO_DEBUG, PINO_DEBUG, PINO_DEBUG, PINO_DEBUG]);
+    for (const line of atB) expect(line).toMatchObject({ reason: 'wrong_issuer', expected: 'http://b.test:3001', received: 'http://a.test:3000' });
+
+    // never the token or its signature
+    for (const [log, token] of [[logA, tokenB], [logB, tokenA]] as const) {
+      const text = log.lines.join('');
+      expect(text).not.toContain(token);
+      expect(text).not.toContain(token.split('.')[2]);
+    }
+  });
+});
+
+describe('issuer.requireBearer(): other reasons', () => {
+  const dataDir = tempDir();
+  const log = pinoCapture('debug');
+  let issuer: Issuer;
+  let e: Express;
+
+  beforeAll(async () => {
+    issuer = createIssuer({ issuer: 'http://issuer.test', audience: AUDIENCE, dataDir, logger: log.logger });
+    e = express();
+    e.use(issuer.router());
+    e.get('/write', issuer.requireBearer({ scope: 'orders:write' }), sendAuth);
+    e.get('/me', issuer.requireBearer(), sendAuth);
+    await issuer.ready();
+  });
+
+  afterAll(async () => {
+    await issuer.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  beforeEach(() => {
+    log.lines.length = 0;
+  });
+
+  it('insufficient_scope with the required and granted scopes and the client', async () => {
+    const client = await issuer.clients.create({ name: 'reader', scopes: ['orders:read'] });
+    const token = await fetchToken(e, client);
+    const res = await request(e).get('/write').set('Authorization', `Bearer ${token}`);
+    expect(res.status).toBe(403);
+    expect(log.events('token.rejected')).toEqual([
+      expect.objectContaining({ level: PINO_INFO, reason: 'insufficient_scope', expected: ['orders:write'], received: ['orders:read'], client_id: client.clientId }),
+    ]);
+    expect(log.lines.join('')).not.toContain(token.split('.')[2]);
+  });
+
+  it('a malformed token, and a malformed header (invalid_request), without echoing either', async () => {
+    expectRefused(await request(e).get('/me').set('Authorization', 'Bearer abc.def.ghi'));
+    const res = await request(e).get('/me').set('Authorization', 'Bearer secret-looking$value');
+    expect(res.status).toBe(400);
+    expect(log.events('token.rejected').map((l) => l.reason)).toEqual(['malformed', 'invalid_request']);
+    const text = log.lines.join('');
+    expect(text).not.toContain('abc.def.ghi');
+    expect(text).not.toContain('secret-looking');
+  });
+
+  it('a request without a token is not a refused token: nothing logged', async () => {
+    expect((await request(e).get('/me')).status).toBe(401);
+    expect(log.events('token.rejected')).toEqual([]);
+  });
+});
+
+describe('standalone requireBearer()', () => {
+  const dataDir = tempDir();
+  let issuer: Issuer;
+  let e: Express;
+
+  beforeAll(async () => {
+    issuer = createIssuer({ issuer: 'http://issuer.test', audience: 'http://other-api.test', dataDir, logger: false });
+    e = express();
+    e.use(issuer.router());
+    await issuer.ready();
+  });
+
+  afterAll(async () => {
+    await issuer.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('logs wrong_audience once per minute per middleware, with both values', async () => {
+    const log = pinoCapture();
+    const api = express();
+    api.get('/orders', requireBearer({ issuer: 'http://issuer.test', audience: AUDIENCE, keys: await issuer.keys.jwks(), logger: log.logger }), sendAuth);
+    const client = await issuer.clients.create({ name: 'svc', scopes: [] });
+    const token = await fetchToken(e, client);
+    for (let i = 0; i < 3; i++) expectRefused(await request(api).get('/orders').set('Authorization', `Bearer ${token}`));
+    expect(log.events('token.rejected')).toEqual([
+      expect.objectContaining({ level: PINO_INFO, reason: 'wrong_audience', expected: AUDIENCE, received: 'http://other-api.test', client_id: client.clientId }),
+    ]);
+    expect(log.lines.join('')).not.toContain(token.split('.')[2]);
+  });
+
+  it('takes a logger without debug(): the info line still comes, the debug ones are dropped', async () => {
+    const infos: Record<string, unknown>[] = [];
+    const logger: Logger = { info: (obj) => void infos.push(obj), warn: () => undefined, error: () => undefined };
+    const api = express();
+    api.get('/orders', requireBearer({ issuer: 'http://issuer.test', audience: AUDIENCE, keys: await issuer.keys.jwks(), logger }), sendAuth);
+    for (let i = 0; i < 3; i++) expectRefused(await request(api).get('/orders').set('Authorization', 'Bearer a.b.c'));
+    expect(infos).toEqual([expect.objectContaining({ event: 'token.rejected', reason: 'malformed' })]);
+  });
+});

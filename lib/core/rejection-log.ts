@@ -1,0 +1,38 @@
+import type { TokenRejectionFacts, TokenRejectionReason } from '../errors';
+import type { ResolvedLogger } from '../logger';
+
+/** Why a bearer check refused a request: the verifier's reasons, a missing scope, or a malformed request (400). */
+export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request';
+
+/**
+ * Logs `token.rejected`: at `info` the first time a reason appears in a
+ * window (a minute by default), at `debug` for the rest of that window, so a
+ * misconfiguration shows in default logs once a minute rather than once per
+ * request. The info line says how many refusals for its reason went to debug
+ * since the previous info line. Memory: one entry per reason.
+ */
+export class RejectionLog {
+  private readonly windows = new Map<BearerRejectionReason, { startedAt: number; debugOnly: number }>();
+
+  constructor(
+    private readonly logger: ResolvedLogger,
+    private readonly windowMs = 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  report(reason: BearerRejectionReason, detail: string | undefined, facts: TokenRejectionFacts): void {
+    const now = this.now();
+    const window = this.windows.get(reason);
+    if (window && now - window.startedAt < this.windowMs) {
+      window.debugOnly++;
+      this.logger.debug({ event: 'token.rejected', reason, ...facts, detail }, 'access token refused');
+      return;
+    }
+    const debugOnly = window ? window.debugOnly : 0;
+    this.windows.set(reason, { startedAt: now, debugOnly: 0 });
+    this.logger.info(
+      { event: 'token.rejected', reason, ...facts, detail, debug_only_since_last: debugOnly },
+      `access token refused: ${reason} (more of these within ${Math.round(this.windowMs / 1000)} s are logged at debug level)`,
+    );
+  }
+}

@@ -1,0 +1,70 @@
+import { InsufficientScopeError, InvalidRequestError, InvalidTokenError, MissingTokenError, TOKEN_REJECTION_REASONS, type OAuthError } from '../errors';
+import type { LoadedKey } from '../core/keys';
+
+/**
+ * Plain counters the hot paths increment (one property, no labels to hash,
+ * nothing allocated); the Prometheus metrics read them when scraped.
+ */
+export type Counts<K extends string> = Record<K, number>;
+
+export function zeroCounts<K extends string>(keys: readonly K[]): Counts<K> {
+  const counts = {} as Counts<K>;
+  for (const key of keys) counts[key] = 0;
+  return counts;
+}
+
+export const TOKEN_OUTCOMES = [
+  'issued',
+  'invalid_client',
+  'invalid_request',
+  'invalid_scope',
+  'unauthorized_client',
+  'unsupported_grant_type',
+  'rate_limited',
+  'unavailable',
+  'server_error',
+] as const;
+export type TokenOutcome = (typeof TOKEN_OUTCOMES)[number];
+
+/** The outcome of a failed token request: its error code, with 429, 503 and other 5xx apart. */
+export function tokenOutcome(error: OAuthError): TokenOutcome {
+  if (error.status === 429) return 'rate_limited';
+  if (error.status === 503) return 'unavailable';
+  if (error.status >= 500) return 'server_error';
+  return (TOKEN_OUTCOMES as readonly string[]).includes(error.code) ? (error.code as TokenOutcome) : 'invalid_request';
+}
+
+/** Bearer checks: a key per series, with its `outcome` and `reason` labels. */
+export const BEARER_SERIES = {
+  accepted: { outcome: 'accepted', reason: '' },
+  missing_token: { outcome: 'missing_token', reason: '' },
+  invalid_request: { outcome: 'invalid_request', reason: 'invalid_request' },
+  insufficient_scope: { outcome: 'insufficient_scope', reason: 'insufficient_scope' },
+  unavailable: { outcome: 'unavailable', reason: '' },
+  server_error: { outcome: 'server_error', reason: '' },
+  ...(Object.fromEntries(TOKEN_REJECTION_REASONS.map((reason) => [reason, { outcome: 'invalid_token', reason }])) as Record<
+    (typeof TOKEN_REJECTION_REASONS)[number],
+    { outcome: 'invalid_token'; reason: string }
+  >),
+};
+export type BearerCheck = keyof typeof BEARER_SERIES;
+export const BEARER_CHECKS = Object.keys(BEARER_SERIES) as BearerCheck[];
+
+/** The series a refused bearer check counts in. */
+export function bearerCheck(error: OAuthError): BearerCheck {
+  if (error instanceof InvalidTokenError) return error.reason;
+  if (error instanceof InsufficientScopeError) return 'insufficient_scope';
+  if (error instanceof InvalidRequestError) return 'invalid_request';
+  if (error instanceof MissingTokenError) return 'missing_token';
+  return error.status === 503 ? 'unavailable' : 'server_error';
+}
+
+/** The key that signs now (as KeyRing.current() picks it) and how long it has been signing, without side effects. */
+export function signingKeyAge(keys: Iterable<LoadedKey>, now: number): { kid: string; seconds: number } | undefined {
+  let best: LoadedKey | undefined;
+  for (const k of keys) {
+    if (!k.privateKey || k.activatesAt > now || (k.retiredAt !== null && k.retiredAt <= now)) continue;
+    if (!best || k.activatesAt > best.activatesAt) best = k;
+  }
+  return best && { kid: best.kid, seconds: (now - best.activatesAt) / 1000 };
+}

@@ -1,0 +1,141 @@
+import type * as PromClient from 'prom-client';
+import type { Histogram, Registry } from 'prom-client';
+import { BEARER_CHECKS, BEARER_SERIES, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts, type TokenOutcome } from './counts';
+
+/** Metric names, all prefixed `ecc_`. */
+export const METRIC_NAMES = {
+  tokenRequests: 'ecc_token_requests_total',
+  tokenDuration: 'ecc_token_request_duration_seconds',
+  bearerChecks: 'ecc_bearer_checks_total',
+  cacheHits: 'ecc_verified_token_cache_hits_total',
+  cacheMisses: 'ecc_verified_token_cache_misses_total',
+  signingKeyAge: 'ecc_signing_key_age_seconds',
+} as const;
+
+/** What one issuer or one standalone requireBearer() contributes to a registry. */
+export interface MetricsSource {
+  tokenRequests?: Counts<TokenOutcome>;
+  bearerChecks?: Counts<BearerCheck>;
+  cache?: { hits: number; misses: number };
+  signingKey?: () => { kid: string; seconds: number } | undefined;
+}
+
+/**
+ * The package's metrics on one prom-client registry, made once per registry
+ * and shared by every issuer and requireBearer() given that registry (their
+ * counts add up). Counters are read from the sources' plain counts when the
+ * registry is scraped; the latency histogram is observed directly.
+ */
+export class RegistryMetrics {
+  readonly tokenDuration: Histogram;
+  private readonly sources = new Set<MetricsSource>();
+  /** Counts of detached sources, so counters never go down. */
+  private readonly retired = {
+    tokenRequests: zeroCounts(TOKEN_OUTCOMES),
+    bearerChecks: zeroCounts(BEARER_CHECKS),
+    cache: { hits: 0, misses: 0 },
+  };
+  /** To tell whether the registry still holds these metrics (e.g. after registry.clear()). */
+  readonly marker: object;
+
+  constructor(prom: typeof PromClient, registry: Registry) {
+    const metrics = this;
+    const registers = [registry];
+    const sum = <K extends string>(pick: (s: MetricsSource) => Counts<K> | undefined, base: Counts<K>, key: K): number => {
+      let n = base[key];
+      for (const s of metrics.sources) n += pick(s)?.[key] ?? 0;
+      return n;
+    };
+    const caches = (): { hits: number; misses: number }[] => [...new Set([...this.sources].map((s) => s.cache).filter((c) => c !== undefined))];
+
+    this.marker = new prom.Counter({
+      name: METRIC_NAMES.tokenRequests,
+      help: 'Token endpoint requests (POST /oauth/token) by outcome',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        this.reset();
+        for (const outcome of TOKEN_OUTCOMES) this.inc({ outcome }, sum((s) => s.tokenRequests, metrics.retired.tokenRequests, outcome));
+      },
+    });
+    this.tokenDuration = new prom.Histogram({
+      name: METRIC_NAMES.tokenDuration,
+      help: 'Time from the token request reaching the router to the answer being written, in seconds',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    new prom.Counter({
+      name: METRIC_NAMES.bearerChecks,
+      help: 'requireBearer() checks by outcome and refusal reason',
+      labelNames: ['outcome', 'reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const check of BEARER_CHECKS) this.inc(BEARER_SERIES[check], sum((s) => s.bearerChecks, metrics.retired.bearerChecks, check));
+      },
+    });
+    new prom.Counter({
+      name: METRIC_NAMES.cacheHits,
+      help: 'Access tokens found in the verified-token cache (no signature check needed)',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(caches().reduce((n, c) => n + c.hits, metrics.retired.cache.hits));
+      },
+    });
+    new prom.Counter({
+      name: METRIC_NAMES.cacheMisses,
+      help: 'Access tokens not in the verified-token cache (checked cryptographically)',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(caches().reduce((n, c) => n + c.misses, metrics.retired.cache.misses));
+      },
+    });
+    new prom.Gauge({
+      name: METRIC_NAMES.signingKeyAge,
+      help: 'Seconds since the current signing key began signing, by kid',
+      labelNames: ['kid'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of metrics.sources) {
+          const key = s.signingKey?.();
+          if (key) this.set({ kid: key.kid }, key.seconds);
+        }
+      },
+    });
+  }
+
+  /** Adds a source; the function returned removes it (its counts stay in the totals). */
+  attach(source: MetricsSource): () => void {
+    this.sources.add(source);
+    return () => {
+      if (!this.sources.delete(source)) return;
+      const { retired } = this;
+      if (source.tokenRequests) for (const k of TOKEN_OUTCOMES) retired.tokenRequests[k] += source.tokenRequests[k];
+      if (source.bearerChecks) for (const k of BEARER_CHECKS) retired.bearerChecks[k] += source.bearerChecks[k];
+      if (source.cache && ![...this.sources].some((s) => s.cache === source.cache)) {
+        retired.cache.hits += source.cache.hits;
+        retired.cache.misses += source.cache.misses;
+      }
+    };
+  }
+}
+
+const MEMO = Symbol.for('express-client-credentials.metrics');
+
+/**
+ * The metrics on `registry`, created the first time (prom-client is loaded
+ * only then: with metrics off it is never required).
+ */
+export function metricsFor(registry: Registry): RegistryMetrics {
+  const holder = registry as Registry & { [MEMO]?: RegistryMetrics };
+  const known = holder[MEMO];
+  if (known && registry.getSingleMetric(METRIC_NAMES.tokenRequests) === known.marker) return known;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const prom = require('prom-client') as typeof PromClient;
+  const metrics = new RegistryMetrics(prom, registry);
+  Object.defineProperty(holder, MEMO, { value: metrics, configurable: true, enumerable: false });
+  return metrics;
+}
