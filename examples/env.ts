@@ -7,10 +7,12 @@
  * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (shared
  * brute-force counters), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256),
  * KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0:
- * one process; N: node:cluster with N workers), LOG_LEVEL (info).
+ * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
+ * Prometheus metrics at GET /metrics, per process).
  */
 import Redis from 'ioredis';
 import pino from 'pino';
+import type { Registry } from 'prom-client';
 import { createIssuer, openStore, type Issuer } from '../lib';
 
 export function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -30,6 +32,8 @@ export interface IssuerFromEnv {
   /** The issuer URL clients reach. */
   publicUrl: string;
   redis?: Redis;
+  /** With METRICS=1: the registry to serve at GET /metrics. */
+  metrics?: Registry;
 }
 
 /** Opens the store (and Redis), creates the issuer and waits until it is ready. */
@@ -46,6 +50,8 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
   const redis = env.REDIS_URL ? new Redis(env.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : undefined;
   redis?.on('error', (err) => logger.warn({ event: 'redis.error', err: err.message }, 'redis unavailable; counting failures in memory'));
+  // prom-client is loaded only when metrics are asked for
+  const metrics = env.METRICS === '1' ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
   try {
     const issuer = createIssuer({
       issuer: publicUrl,
@@ -58,9 +64,10 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       scopesSupported: ['orders:read', 'orders:write'],
       bruteForce: redis ? { redis } : undefined,
       logger,
+      metrics: metrics ? { registry: metrics } : undefined,
     });
     await issuer.ready();
-    return { issuer, publicUrl, redis };
+    return { issuer, publicUrl, redis, metrics };
   } catch (err) {
     await store.close();
     redis?.disconnect();

@@ -4,6 +4,7 @@
  * and the well-known documents, requireBearer() guards /api.
  */
 import express from 'express';
+import type { Registry } from 'prom-client';
 import type { Issuer } from '../lib';
 
 interface Order {
@@ -13,7 +14,8 @@ interface Order {
   created_by: string;
 }
 
-export function createApp(issuer: Issuer): express.Express {
+/** `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1). */
+export function createApp(issuer: Issuer, options: { metrics?: Registry } = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
   const orders: Order[] = [];
@@ -29,6 +31,13 @@ export function createApp(issuer: Issuer): express.Express {
       res.status(health.ok ? 200 : 503).json(health);
     });
   });
+
+  const { metrics } = options;
+  if (metrics) {
+    app.get('/metrics', (_req, res, next) => {
+      metrics.metrics().then((text) => res.setHeader('Content-Type', metrics.contentType).send(text), next);
+    });
+  }
 
   // token endpoint, JWKS and metadata
   app.use(issuer.router());

@@ -34,11 +34,11 @@ export async function startServer(
 ): Promise<RunningServer> {
   const port = intFromEnv(env, 'PORT', 3000);
   const logger = loggerFromEnv(env);
-  const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger);
+  const { issuer, publicUrl, redis, metrics } = await issuerFromEnv(env, logger);
   if (options.demoClient !== false) await createDemoClient(issuer, publicUrl, print);
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const app = createApp(issuer);
+    const app = createApp(issuer, { metrics });
     const s = env.HOST ? app.listen(port, env.HOST, () => resolve(s)) : app.listen(port, () => resolve(s));
     s.once('error', reject);
   });

@@ -150,4 +150,26 @@ describe('examples/server.ts', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('serves Prometheus metrics at /metrics with METRICS=1, and no /metrics without it', async () => {
+    expect((await request(running.url).get('/metrics')).status).toBe(404);
+    const dir = tempDir();
+    const withMetrics = await startServer(env(dir, { METRICS: '1' }), () => undefined, { demoClient: false });
+    try {
+      const { clientId, clientSecret } = await withMetrics.issuer.clients.create({ name: 'm', scopes: 'orders:read' });
+      const ok = await request(withMetrics.url).post('/oauth/token').auth(clientId, clientSecret).type('form').send({ grant_type: 'client_credentials' });
+      expect(ok.status).toBe(200);
+      await request(withMetrics.url).post('/oauth/token').auth(clientId, 'wrong').type('form').send({ grant_type: 'client_credentials' });
+      await request(withMetrics.url).get('/api/whoami').set('Authorization', `Bearer ${ok.body.access_token}`).expect(200);
+      const res = await request(withMetrics.url).get('/metrics');
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^text\/plain/);
+      expect(res.text).toContain('ecc_token_requests_total{outcome="issued"} 1');
+      expect(res.text).toContain('ecc_token_requests_total{outcome="invalid_client"} 1');
+      expect(res.text).toMatch(/ecc_bearer_checks_total\{outcome="accepted",reason=""\} 1/);
+      expect(res.text).not.toContain(clientId);
+    } finally {
+      await withMetrics.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
