@@ -172,3 +172,13 @@ export function toOAuthError(err: unknown): OAuthError {
   if (err instanceof StoreUnavailableError) return new TemporarilyUnavailableError(undefined, { detail: err.message, cause: err });
   return new ServerError({ detail: err instanceof Error ? err.message : String(err), cause: err });
 }
+
+// ---- RFC 8707: resource indicators ----
+
+/** 400: the `resource` asked for is invalid, unknown, not allowed for the client, or given more than once. */
+export class InvalidTargetError extends OAuthError {
+  readonly code = 'invalid_target';
+  constructor(description = 'the requested resource is invalid or not allowed', options: OAuthErrorOptions = {}) {
+    super(400, description, options);
+  }
+}
