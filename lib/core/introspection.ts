@@ -5,14 +5,10 @@
  */
 import { InvalidRequestError, InvalidTokenError } from '../errors';
 import type { AccessTokenClaims } from './issuer';
-import type { RevocableClaims, RevocationEvent, RevocationReason } from './revocation';
+import type { RevocationCheck, RevocationEvent } from './revocation';
 
 /** Verifies a token's signature and claims (the issuer's own verifier, accepting any of its audiences). */
 export type VerifyAccessToken = (token: string) => { claims: AccessTokenClaims & Record<string, unknown> } | Promise<{ claims: AccessTokenClaims & Record<string, unknown> }>;
-
-export interface RevocationCheck {
-  isRevoked(claims: RevocableClaims): false | RevocationReason;
-}
 
 export interface ActiveIntrospection {
   active: true;

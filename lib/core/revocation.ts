@@ -27,6 +27,8 @@
  * Generations stay: one number per client that ever used revoke-tokens.
  */
 
+import { InvalidTokenError } from '../errors';
+
 /** Why a token is refused. */
 export type RevocationReason = 'token_revoked' | 'client_revoked' | 'tokens_revoked_before';
 
@@ -258,4 +260,36 @@ export class RevocationState {
  */
 export function revocationClaims(state: Pick<RevocationState, 'generation'>, clientId: string): { [GENERATION_CLAIM]: number } {
   return { [GENERATION_CLAIM]: state.generation(clientId) };
+}
+
+/** Anything that answers the revocation question: a RevocationState, or a RevocationListPoller (which may throw 503 when stale). */
+export interface RevocationCheck {
+  isRevoked(claims: RevocableClaims): false | RevocationReason;
+}
+
+/**
+ * Throws `invalid_token` ("the access token was revoked"; the reason in
+ * `detail` only) when `check` refuses the verified token's claims. Sync.
+ */
+export function assertNotRevoked<T extends { claims: RevocableClaims }>(auth: T, check: RevocationCheck): T {
+  const reason = check.isRevoked(auth.claims);
+  if (reason !== false) throw new InvalidTokenError('the access token was revoked', { detail: reason });
+  return auth;
+}
+
+/**
+ * Wraps a verify function (e.g. `(t) => verifier.verify(t)`, whose verified-
+ * token cache answers hits synchronously) so that every answer, cache hit or
+ * miss, sync or async, passes assertNotRevoked() after the signature and
+ * claims were checked. Keeps a sync answer sync.
+ */
+export function verifyWithRevocation<T extends { claims: RevocableClaims }>(
+  verify: (token: string) => T | Promise<T>,
+  check: RevocationCheck,
+): (token: string) => T | Promise<T> {
+  return (token) => {
+    const result = verify(token);
+    if (result instanceof Promise) return result.then((auth) => assertNotRevoked(auth, check));
+    return assertNotRevoked(result, check);
+  };
 }
