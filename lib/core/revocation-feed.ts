@@ -16,7 +16,7 @@
  * fast path. Events are monotone (see revocation.ts), so echoes, duplicates
  * and reordering are harmless.
  */
-import type { RevocationEvent, RevocationSnapshot, RevocationState } from './revocation';
+import type { RevocationEvent, RevocationSnapshot, RevocationState, RevocationStore } from './revocation';
 
 export interface RevocationFeed {
   /** Applies the events to this instance's state at once, then sends them to the others. */
@@ -191,5 +191,106 @@ export class RedisRevocationFeed implements RevocationFeed {
     this.timer = undefined;
     this.options.subscriber.off('message', this.onMessage);
     await this.options.subscriber.unsubscribe(this.keys.channel);
+  }
+}
+
+export interface StoreRevocationFeedOptions {
+  state: RevocationState;
+  store: RevocationStore;
+  /** Longest token lifetime, seconds: how far back revoked clients are listed. */
+  maxTokenTtl: number;
+  /** Reload from the store every resyncMs (default 2 000, the client-cache bound). */
+  resyncMs?: number;
+  /** Expired denylist entries are deleted from the store at most this often (ms, default 60 000). */
+  purgeEveryMs?: number;
+  /**
+   * Tells other instances at once (e.g. PostgreSQL NOTIFY); they call
+   * `resync()` when told (LISTEN). Without it, others learn within resyncMs.
+   */
+  notify?: (events: RevocationEvent[]) => Promise<void>;
+  now?: () => number;
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * A feed over the shared store alone (no Redis): every instance reloads the
+ * revocations every resyncMs (default 2 s), sooner when a notification
+ * arrives. The events published here must already be persisted (see
+ * Revoker).
+ */
+export class StoreRevocationFeed implements RevocationFeed {
+  private timer: NodeJS.Timeout | undefined;
+  private lastPurge = Number.NEGATIVE_INFINITY;
+  private running: Promise<void> | undefined;
+  private readonly now: () => number;
+
+  constructor(private readonly options: StoreRevocationFeedOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  async publish(events: RevocationEvent | RevocationEvent[]): Promise<void> {
+    const list = asList(events);
+    this.options.state.apply(list);
+    await this.options.notify?.(list);
+  }
+
+  async start(): Promise<void> {
+    await this.resync();
+    if (!this.timer) {
+      this.timer = setInterval(() => {
+        this.resync().catch((err: unknown) => this.options.onError?.(err));
+      }, this.options.resyncMs ?? 2_000);
+      this.timer.unref();
+    }
+  }
+
+  /** Reloads from the store (concurrent calls share one read); purges expired entries now and then. */
+  resync(): Promise<void> {
+    this.running ??= (async () => {
+      const now = this.now();
+      if (now - this.lastPurge >= (this.options.purgeEveryMs ?? 60_000)) {
+        await this.options.store.purgeExpiredRevocations(new Date(now));
+        this.lastPurge = now;
+      }
+      const snapshot = await this.options.store.listRevocations(new Date(now), new Date(now - this.options.maxTokenTtl * 1000));
+      this.options.state.load(snapshot);
+    })().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
+
+/**
+ * The write side, for /oauth/revoke and the CLI: persist in the store, then
+ * publish, so that a restart never forgets and the others hear at once.
+ */
+export class Revoker {
+  constructor(
+    private readonly store: RevocationStore,
+    private readonly feed: RevocationFeed,
+  ) {}
+
+  /** RFC 7009: one token (its jti, owner and exp in epoch seconds). */
+  async token(jti: string, clientId: string, exp: number): Promise<void> {
+    await this.store.revokeToken({ jti, clientId, exp: new Date(exp * 1000) });
+    await this.feed.publish({ type: 'token', jti, clientId, exp });
+  }
+
+  /** revoke-tokens: every token issued to the client so far; answers the new generation. */
+  async clientTokens(clientId: string, at: Date): Promise<number> {
+    const generation = await this.store.bumpTokenGeneration(clientId, at);
+    await this.feed.publish({ type: 'tokens', clientId, generation, at: at.getTime() });
+    return generation;
+  }
+
+  /** revoke: call after ClientStore.revokeClient() answered true (the store keeps revoked_at). */
+  async client(clientId: string, at: Date): Promise<void> {
+    await this.feed.publish({ type: 'client', clientId, at: at.getTime() });
   }
 }
