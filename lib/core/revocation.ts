@@ -152,7 +152,7 @@ export class RevocationState {
       const had = this.denied.get(e.jti);
       if (had && had.exp >= exp) return false;
       this.denied.set(e.jti, { exp, clientId: e.clientId });
-      return had === undefined;
+      return true;
     }
     if (typeof e.clientId !== 'string') return false;
     const cutoff = this.clients.get(e.clientId);
