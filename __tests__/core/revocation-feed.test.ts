@@ -78,6 +78,20 @@ describeIfRedis('RedisRevocationFeed (real Redis)', () => {
     await until(() => a.state.generation('c2') === 1 && a.state.isRevoked({ jti: 'z', client_id: 'c3' }) === 'client_revoked', 2_000);
   });
 
+  it('ignores unreadable messages on its channel (told through onError) and keeps working; its timer is unref\'d', async () => {
+    const state = new RevocationState({ maxTokenTtl: 600 });
+    const errors: unknown[] = [];
+    const feed = new RedisRevocationFeed({ state, redis: connect(), subscriber: connect(), prefix, maxTokenTtl: 600, onError: (e) => errors.push(e) });
+    feeds.push(feed);
+    await feed.start();
+    expect((feed as unknown as { timer: NodeJS.Timeout }).timer.hasRef()).toBe(false);
+    const r = connect();
+    await r.publish(`${prefix}:events`, 'not json');
+    await r.publish(`${prefix}:events`, JSON.stringify([{ type: 'token', jti: 'after-garbage', clientId: 'c1', exp: inAMinute() }]));
+    await until(() => state.isRevoked({ jti: 'after-garbage', client_id: 'c1' }) === 'token_revoked', 2_000);
+    expect(errors).toHaveLength(1);
+  });
+
   it('a message lost (subscription dropped) is caught up by the next resync', async () => {
     const a = instance();
     const b = instance({ resyncMs: 300 });

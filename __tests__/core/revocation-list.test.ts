@@ -147,6 +147,7 @@ describe('RevocationListPoller against an HTTP issuer', () => {
     const intervalMs = 300;
     const poller = new RevocationListPoller({ url, issuer: ISSUER, keys: publicResolver(key), state, intervalMs });
     expect(await poller.start()).toBe('updated');
+    expect((poller as unknown as { timer: NodeJS.Timeout }).timer.hasRef()).toBe(false);
     try {
       const claims = { jti: 'measured', client_id: 'c1' };
       expect(poller.isRevoked(claims)).toBe(false);
