@@ -285,3 +285,13 @@ export class UseDpopNonceError extends OAuthError {
     this.nonce = nonce;
   }
 }
+
+// ---- RFC 8707: resource indicators ----
+
+/** 400: the `resource` asked for is invalid, unknown, not allowed for the client, or given more than once. */
+export class InvalidTargetError extends OAuthError {
+  readonly code = 'invalid_target';
+  constructor(description = 'the requested resource is invalid or not allowed', options: OAuthErrorOptions = {}) {
+    super(400, description, options);
+  }
+}

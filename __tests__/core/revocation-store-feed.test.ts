@@ -1,0 +1,79 @@
+import { InProcessRevocationHub, Revoker, StoreRevocationFeed } from '../../lib/core/revocation-feed';
+import { RevocationState } from '../../lib/core/revocation';
+import { memoryRevocationStore, revocationStoreContract } from './revocation-store-contract';
+
+revocationStoreContract('in-memory reference', async () => memoryRevocationStore());
+
+describe('StoreRevocationFeed + Revoker (shared store, no Redis)', () => {
+  let clock = Date.parse('2030-01-01T00:00:00Z');
+  const now = () => clock;
+
+  it('an instance that revokes refuses at once; another learns on its next resync; a restarted one loads it all', async () => {
+    const shared = memoryRevocationStore();
+    const a = new RevocationState({ maxTokenTtl: 600, now });
+    const b = new RevocationState({ maxTokenTtl: 600, now });
+    const feedA = new StoreRevocationFeed({ state: a, store: shared.store, maxTokenTtl: 600, now });
+    const feedB = new StoreRevocationFeed({ state: b, store: shared.store, maxTokenTtl: 600, now });
+    await feedA.start();
+    await feedB.start();
+    const revoker = new Revoker(shared.store, feedA);
+    const exp = Math.floor(clock / 1000) + 600;
+    await revoker.token('j1', 'c1', exp);
+    expect(await revoker.clientTokens('c2', new Date(clock))).toBe(1);
+    await shared.revokeClient('c3', new Date(clock));
+    await revoker.client('c3', new Date(clock));
+    expect(a.isRevoked({ jti: 'j1', client_id: 'c1' })).toBe('token_revoked');
+    expect(a.generation('c2')).toBe(1);
+    expect(b.isRevoked({ jti: 'j1', client_id: 'c1' })).toBe(false);
+    await feedB.resync(); // what its timer (resyncMs, default 2 s) or a NOTIFY does
+    expect(b.isRevoked({ jti: 'j1', client_id: 'c1' })).toBe('token_revoked');
+    expect(b.isRevoked({ jti: 'x', client_id: 'c2', gen: 0 })).toBe('tokens_revoked_before');
+    expect(b.isRevoked({ jti: 'x', client_id: 'c3' })).toBe('client_revoked');
+    // RV11: a restart forgets nothing
+    const restarted = new RevocationState({ maxTokenTtl: 600, now });
+    await new StoreRevocationFeed({ state: restarted, store: shared.store, maxTokenTtl: 600, now }).start();
+    expect(restarted.snapshot()).toEqual(a.snapshot());
+    await Promise.all([feedA.close(), feedB.close()]);
+  });
+
+  it('the timer resyncs every resyncMs and purges expired entries from the store', async () => {
+    const shared = memoryRevocationStore();
+    const b = new RevocationState({ maxTokenTtl: 600 });
+    const feed = new StoreRevocationFeed({ state: b, store: shared.store, maxTokenTtl: 600, resyncMs: 50, purgeEveryMs: 0 });
+    await feed.start();
+    try {
+      await shared.store.revokeToken({ jti: 'late', clientId: 'c1', exp: new Date(Date.now() + 60_000) });
+      await shared.store.revokeToken({ jti: 'dead', clientId: 'c1', exp: new Date(Date.now() - 1_000) });
+      for (let i = 0; i < 200 && b.isRevoked({ jti: 'late', client_id: 'c1' }) === false; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(b.isRevoked({ jti: 'late', client_id: 'c1' })).toBe('token_revoked');
+      expect(await shared.store.purgeExpiredRevocations(new Date())).toBe(0); // the feed purged 'dead' already
+    } finally {
+      await feed.close();
+    }
+  });
+
+  it('notify (e.g. NOTIFY) tells the others at once', async () => {
+    const shared = memoryRevocationStore();
+    const a = new RevocationState({ maxTokenTtl: 600, now });
+    const b = new RevocationState({ maxTokenTtl: 600, now });
+    const feedB = new StoreRevocationFeed({ state: b, store: shared.store, maxTokenTtl: 600, now });
+    const feedA = new StoreRevocationFeed({ state: a, store: shared.store, maxTokenTtl: 600, now, notify: () => feedB.resync() });
+    await feedB.start();
+    await new Revoker(shared.store, feedA).clientTokens('c1', new Date(clock));
+    expect(b.generation('c1')).toBe(1);
+    await feedB.close();
+  });
+
+  it('Revoker works over any feed (in-process hub)', async () => {
+    const shared = memoryRevocationStore();
+    const hub = new InProcessRevocationHub();
+    const a = new RevocationState({ maxTokenTtl: 600, now });
+    const b = new RevocationState({ maxTokenTtl: 600, now });
+    const fa = hub.feed(a);
+    await fa.start();
+    await hub.feed(b).start();
+    await new Revoker(shared.store, fa).token('j', 'c', Math.floor(clock / 1000) + 60);
+    expect(b.isRevoked({ jti: 'j', client_id: 'c' })).toBe('token_revoked');
+    expect((await shared.store.listRevocations(new Date(clock), new Date(clock - 600_000))).tokens).toHaveLength(1);
+  });
+});

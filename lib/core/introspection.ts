@@ -1,0 +1,102 @@
+/**
+ * RFC 7662 introspection and RFC 7009 revocation, as plain functions: the
+ * HTTP layer authenticates the caller, reads the form and translates the
+ * answer; the decisions are here.
+ */
+import { InvalidRequestError, InvalidTokenError } from '../errors';
+import type { AccessTokenClaims } from './issuer';
+import type { RevocationCheck, RevocationEvent } from './revocation';
+
+/** Verifies a token's signature and claims (the issuer's own verifier, accepting any of its audiences). */
+export type VerifyAccessToken = (token: string) => { claims: AccessTokenClaims & Record<string, unknown> } | Promise<{ claims: AccessTokenClaims & Record<string, unknown> }>;
+
+export interface ActiveIntrospection {
+  active: true;
+  client_id: string;
+  scope: string;
+  exp: number;
+  iat: number;
+  sub: string;
+  aud: string | string[];
+  iss: string;
+  jti: string;
+  /** `DPoP` for a sender-constrained token (RFC 9449 §6.2), else `Bearer`. */
+  token_type: 'Bearer' | 'DPoP';
+  cnf?: { jkt: string };
+}
+
+export type IntrospectionResponse = ActiveIntrospection | { active: false };
+
+/** Longest `token` value looked at; longer ones are inactive without parsing. */
+const MAX_TOKEN_LENGTH = 8192;
+
+const INACTIVE: { active: false } = Object.freeze({ active: false }) as { active: false };
+
+export interface IntrospectOptions {
+  /** Whether this caller may learn about this token (e.g. it is the token's audience); `false` → inactive. Default: yes. */
+  mayIntrospect?: (claims: AccessTokenClaims & Record<string, unknown>) => boolean;
+}
+
+/**
+ * A live token → its claims (active: true); revoked, expired, forged, foreign,
+ * malformed or not the caller's to see → exactly `{ active: false }` (RFC 7662
+ * §2.2: nothing else). A dependency that cannot be reached (key store, stale
+ * revocation list) is not an answer about the token: that error is thrown,
+ * for the HTTP layer to answer 503.
+ */
+export async function introspect(
+  token: unknown,
+  verify: VerifyAccessToken,
+  revocation: RevocationCheck,
+  options: IntrospectOptions = {},
+): Promise<IntrospectionResponse> {
+  if (typeof token !== 'string' || token.length === 0 || token.length > MAX_TOKEN_LENGTH) return { ...INACTIVE };
+  let claims: AccessTokenClaims & Record<string, unknown>;
+  try {
+    ({ claims } = await verify(token));
+  } catch (err) {
+    if (err instanceof InvalidTokenError) return { ...INACTIVE };
+    throw err;
+  }
+  if (revocation.isRevoked(claims) !== false) return { ...INACTIVE };
+  if (options.mayIntrospect && !options.mayIntrospect(claims)) return { ...INACTIVE };
+  const cnf = claims.cnf as { jkt?: unknown } | undefined;
+  const jkt = cnf && typeof cnf === 'object' && typeof cnf.jkt === 'string' ? cnf.jkt : undefined;
+  const answer: ActiveIntrospection = {
+    active: true,
+    client_id: claims.client_id,
+    scope: claims.scope ?? '',
+    exp: claims.exp,
+    iat: claims.iat,
+    sub: claims.sub,
+    aud: claims.aud,
+    iss: claims.iss,
+    jti: claims.jti,
+    token_type: jkt ? 'DPoP' : 'Bearer',
+  };
+  if (jkt) answer.cnf = { jkt };
+  return answer;
+}
+
+/**
+ * RFC 7009: what revoking `token` on behalf of `callerClientId` does. The
+ * `token_type_hint` is ignored (only access tokens exist). A token that does
+ * not verify (garbage, expired, another issuer's, unknown key) → `null`:
+ * nothing to revoke, the endpoint answers 200 all the same (§2.2). A token of
+ * another client → InvalidRequestError (400); it stays valid. Otherwise the
+ * event to apply and persist (idempotent when already revoked).
+ */
+export async function revocationFor(token: unknown, callerClientId: string, verify: VerifyAccessToken): Promise<RevocationEvent | null> {
+  if (typeof token !== 'string' || token.length === 0 || token.length > MAX_TOKEN_LENGTH) return null;
+  let claims: AccessTokenClaims & Record<string, unknown>;
+  try {
+    ({ claims } = await verify(token));
+  } catch (err) {
+    if (err instanceof InvalidTokenError) return null;
+    throw err;
+  }
+  if (claims.client_id !== callerClientId) {
+    throw new InvalidRequestError('the token was not issued to this client', { detail: `client ${callerClientId} tried to revoke a token of ${claims.client_id}` });
+  }
+  return { type: 'token', jti: claims.jti, clientId: claims.client_id, exp: claims.exp };
+}

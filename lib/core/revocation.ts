@@ -1,0 +1,295 @@
+/**
+ * What has been revoked, held in memory so that the protected path checks it
+ * with two Map lookups: a jti denylist (RFC 7009, one token) and per-client
+ * cut-offs (a revoked client; "every token issued before now").
+ *
+ * Same-second tokens. A cut-off is a per-client *generation number*, not a
+ * time: every access token carries the client's current generation in the
+ * private claim `gen` (see revocationClaims), and `revoke-tokens` raises the
+ * generation by one. A token is refused when its `gen` is below the client's
+ * generation. This is exact whatever the clock says: `iat` has one-second
+ * resolution (a token issued in the same second as the cut-off would be
+ * ambiguous), a millisecond claim would still tie within one millisecond and
+ * would depend on every instance's clock agreeing with the one that revoked,
+ * and jti order needs a central sequence. A generation needs none of that;
+ * the store raises it atomically. An instance that has not yet learned of a
+ * new generation signs tokens with the old one, which are refused as soon as
+ * verifiers learn of it: the error is on the safe side, within the stated
+ * propagation bound. Tokens without `gen` (signed before this claim existed)
+ * count as generation 0.
+ *
+ * Every revocation event is monotone (a jti is added, a generation only
+ * rises, a client once revoked stays revoked), so applying events or
+ * snapshots in any order, twice, or merged from several sources gives the
+ * same state. Entries are dropped once no token they concern can still be
+ * valid: denylisted jtis after their token's `exp` (+ clock tolerance),
+ * revoked clients after `maxTokenTtl` (the store refuses them new tokens).
+ * Generations stay: one number per client that ever used revoke-tokens.
+ */
+
+import { InvalidTokenError } from '../errors';
+
+/** Why a token is refused. */
+export type RevocationReason = 'token_revoked' | 'client_revoked' | 'tokens_revoked_before';
+
+/** The private claim carrying the client's token generation. */
+export const GENERATION_CLAIM = 'gen';
+
+/** A revocation, as published to other instances and verifiers. Times: `exp` in epoch seconds (as in the token), `at` in epoch ms. */
+export type RevocationEvent =
+  | { type: 'token'; jti: string; clientId: string; exp: number }
+  | { type: 'client'; clientId: string; at: number }
+  | { type: 'tokens'; clientId: string; generation: number; at: number };
+
+/** The whole state, JSON-safe: what `snapshot()` gives, `load()` merges and the signed list carries. */
+export interface RevocationSnapshot {
+  /** Denylisted tokens. */
+  tokens: { jti: string; client_id: string; exp: number }[];
+  /** Per-client cut-offs: `generation` > 0 after revoke-tokens; `revoked_at` (epoch ms) for a revoked client. */
+  clients: { client_id: string; generation: number; revoked_at: number | null }[];
+}
+
+/** The claims the check reads; any verified access token's claims fit. */
+export interface RevocableClaims {
+  jti: string;
+  client_id: string;
+  [GENERATION_CLAIM]?: unknown;
+}
+
+/**
+ * What a store keeps for revocations (PostgreSQL tables, the embedded file),
+ * so that they survive restarts and every instance shares them. Times are
+ * Dates as elsewhere in the stores.
+ */
+export interface RevocationStore {
+  /** Adds a jti to the denylist until `exp`; adding it twice changes nothing. */
+  revokeToken(entry: { jti: string; clientId: string; exp: Date }): Promise<void>;
+  /** Raises the client's token generation by one, atomically; answers the new generation. */
+  bumpTokenGeneration(clientId: string, at: Date): Promise<number>;
+  /**
+   * The denylist entries not yet expired at `now`, every client generation
+   * above 0, and clients revoked after `revokedSince` (older ones have no
+   * live token left).
+   */
+  listRevocations(now: Date, revokedSince: Date): Promise<RevocationSnapshot>;
+  /** Deletes denylist entries whose token expired before `now`; answers how many. */
+  purgeExpiredRevocations(now: Date): Promise<number>;
+}
+
+export interface RevocationStateOptions {
+  /** Longest access token lifetime, seconds: bounds how long any entry is kept. */
+  maxTokenTtl: number;
+  /** Seconds of clock skew the verifier allows on `exp`: entries are kept that much longer. */
+  clockTolerance?: number;
+  /** Expired entries are swept at most this often (ms), on apply/load and by start()'s timer. Default 60 s. */
+  sweepIntervalMs?: number;
+  now?: () => number;
+}
+
+interface ClientCutoff {
+  generation: number;
+  revokedAt: number | null;
+}
+
+export class RevocationState {
+  /** jti → { exp (epoch s), clientId } */
+  private readonly denied = new Map<string, { exp: number; clientId: string }>();
+  private readonly clients = new Map<string, ClientCutoff>();
+  private readonly maxTtlMs: number;
+  private readonly toleranceS: number;
+  private readonly sweepIntervalMs: number;
+  private readonly now: () => number;
+  private lastSweep: number;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly listeners = new Set<() => void>();
+  /** Rises on every change that alters what is refused (not on sweeps): lets a published list re-sign only when needed. */
+  version = 0;
+
+  constructor(options: RevocationStateOptions) {
+    if (!(options.maxTokenTtl > 0)) throw new TypeError('maxTokenTtl must be a positive number of seconds');
+    this.maxTtlMs = options.maxTokenTtl * 1000;
+    this.toleranceS = options.clockTolerance ?? 0;
+    this.sweepIntervalMs = options.sweepIntervalMs ?? 60_000;
+    this.now = options.now ?? Date.now;
+    this.lastSweep = this.now();
+  }
+
+  /**
+   * `false` for a token nothing revokes, else why it is refused. Call it
+   * after the signature and claims are verified (so it is no oracle for
+   * forged tokens), on verified-token cache hits as well as misses.
+   */
+  isRevoked(claims: RevocableClaims): false | RevocationReason {
+    if (this.denied.size !== 0 && this.denied.has(claims.jti)) return 'token_revoked';
+    const cutoff = this.clients.get(claims.client_id);
+    if (cutoff === undefined) return false;
+    if (cutoff.revokedAt !== null) return 'client_revoked';
+    const gen = claims[GENERATION_CLAIM];
+    if ((typeof gen === 'number' ? gen : 0) < cutoff.generation) return 'tokens_revoked_before';
+    return false;
+  }
+
+  /** The client's current token generation: what new tokens carry. */
+  generation(clientId: string): number {
+    return this.clients.get(clientId)?.generation ?? 0;
+  }
+
+  /** Applies events (from this process, a feed or the store). Idempotent, order-free. */
+  apply(events: readonly RevocationEvent[] | RevocationEvent): void {
+    let changed = false;
+    for (const e of Array.isArray(events) ? events : [events as RevocationEvent]) changed = this.applyOne(e) || changed;
+    this.sweepIfDue();
+    if (changed) this.changed();
+  }
+
+  private applyOne(e: RevocationEvent): boolean {
+    const now = this.now();
+    if (e.type === 'token') {
+      if (typeof e.jti !== 'string' || typeof e.exp !== 'number' || typeof e.clientId !== 'string') return false;
+      if ((e.exp + this.toleranceS) * 1000 <= now) return false; // the token is dead already
+      // no entry outlives the longest token lifetime, whatever exp an event claims
+      const exp = Math.min(e.exp, Math.ceil((now + this.maxTtlMs) / 1000));
+      const had = this.denied.get(e.jti);
+      if (had && had.exp >= exp) return false;
+      this.denied.set(e.jti, { exp, clientId: e.clientId });
+      return true;
+    }
+    if (typeof e.clientId !== 'string') return false;
+    const cutoff = this.clients.get(e.clientId);
+    if (e.type === 'client') {
+      if (typeof e.at !== 'number' || e.at + this.maxTtlMs + this.toleranceS * 1000 <= now) return false;
+      if (cutoff?.revokedAt != null && cutoff.revokedAt <= e.at) return false;
+      if (cutoff) cutoff.revokedAt = e.at;
+      else this.clients.set(e.clientId, { generation: 0, revokedAt: e.at });
+      return true;
+    }
+    if (e.type === 'tokens') {
+      if (!Number.isSafeInteger(e.generation) || e.generation <= (cutoff?.generation ?? 0)) return false;
+      if (cutoff) cutoff.generation = e.generation;
+      else this.clients.set(e.clientId, { generation: e.generation, revokedAt: null });
+      return true;
+    }
+    return false;
+  }
+
+  /** The event for "revoke every token of this client issued before now", with the next generation as this state knows it (one process; with a shared store use the store's bumpTokenGeneration). */
+  revokeTokensEvent(clientId: string, at: number = this.now()): RevocationEvent {
+    return { type: 'tokens', clientId, generation: this.generation(clientId) + 1, at };
+  }
+
+  snapshot(): RevocationSnapshot {
+    this.sweepIfDue();
+    const tokens: RevocationSnapshot['tokens'] = [];
+    for (const [jti, { exp, clientId }] of this.denied) tokens.push({ jti, client_id: clientId, exp });
+    const clients: RevocationSnapshot['clients'] = [];
+    for (const [clientId, c] of this.clients) clients.push({ client_id: clientId, generation: c.generation, revoked_at: c.revokedAt });
+    return { tokens, clients };
+  }
+
+  /** Merges a snapshot (from the store, Redis or a signed list): entries only ever add, as with apply(). */
+  load(snapshot: RevocationSnapshot): void {
+    const events: RevocationEvent[] = [];
+    for (const t of snapshot.tokens) events.push({ type: 'token', jti: t.jti, clientId: t.client_id, exp: t.exp });
+    for (const c of snapshot.clients) {
+      if (c.generation > 0) events.push({ type: 'tokens', clientId: c.client_id, generation: c.generation, at: 0 });
+      if (c.revoked_at !== null) events.push({ type: 'client', clientId: c.client_id, at: c.revoked_at });
+    }
+    this.apply(events);
+  }
+
+  /** Drops entries no live token can match; answers how many went. */
+  sweep(): number {
+    const now = this.now();
+    this.lastSweep = now;
+    let removed = 0;
+    const deadBefore = now / 1000 - this.toleranceS;
+    for (const [jti, entry] of this.denied) {
+      if (entry.exp <= deadBefore) {
+        this.denied.delete(jti);
+        removed++;
+      }
+    }
+    for (const [clientId, c] of this.clients) {
+      if (c.revokedAt !== null && c.revokedAt + this.maxTtlMs + this.toleranceS * 1000 <= now) {
+        // every token of the client has expired; its generation still matters only if it is above 0
+        if (c.generation > 0) c.revokedAt = null;
+        else this.clients.delete(clientId);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  private sweepIfDue(): void {
+    if (this.now() - this.lastSweep >= this.sweepIntervalMs) this.sweep();
+  }
+
+  /** Sizes, for metrics and tests. */
+  size(): { tokens: number; clients: number } {
+    return { tokens: this.denied.size, clients: this.clients.size };
+  }
+
+  /** Calls `listener` after every change that alters what is refused. Returns an unsubscribe function. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private changed(): void {
+    this.version++;
+    for (const l of this.listeners) l();
+  }
+
+  /** Sweeps every `sweepIntervalMs` on an unref'd timer (never keeps the process alive). */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.sweep(), this.sweepIntervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
+
+/**
+ * The claims the issuer adds to every access token so that revoke-tokens
+ * can refuse exactly the tokens issued before it: `{ gen }`, the client's
+ * current generation as `state` knows it. Spread into the signed claims.
+ */
+export function revocationClaims(state: Pick<RevocationState, 'generation'>, clientId: string): { [GENERATION_CLAIM]: number } {
+  return { [GENERATION_CLAIM]: state.generation(clientId) };
+}
+
+/** Anything that answers the revocation question: a RevocationState, or a RevocationListPoller (which may throw 503 when stale). */
+export interface RevocationCheck {
+  isRevoked(claims: RevocableClaims): false | RevocationReason;
+}
+
+/**
+ * Throws `invalid_token` ("the access token was revoked"; the reason in
+ * `detail` only) when `check` refuses the verified token's claims. Sync.
+ */
+export function assertNotRevoked<T extends { claims: RevocableClaims }>(auth: T, check: RevocationCheck): T {
+  const reason = check.isRevoked(auth.claims);
+  if (reason !== false) throw new InvalidTokenError('the access token was revoked', { detail: reason });
+  return auth;
+}
+
+/**
+ * Wraps a verify function (e.g. `(t) => verifier.verify(t)`, whose verified-
+ * token cache answers hits synchronously) so that every answer, cache hit or
+ * miss, sync or async, passes assertNotRevoked() after the signature and
+ * claims were checked. Keeps a sync answer sync.
+ */
+export function verifyWithRevocation<T extends { claims: RevocableClaims }>(
+  verify: (token: string) => T | Promise<T>,
+  check: RevocationCheck,
+): (token: string) => T | Promise<T> {
+  return (token) => {
+    const result = verify(token);
+    if (result instanceof Promise) return result.then((auth) => assertNotRevoked(auth, check));
+    return assertNotRevoked(result, check);
+  };
+}
