@@ -26,7 +26,7 @@ const os = require('node:os');
 const path = require('node:path');
 const jwt = require('jsonwebtoken');
 
-const { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, memoryOf, killAll } = require('./lib/proc');
+const { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, killAll } = require('./lib/proc');
 const { request, pool, decodeJwt } = require('./lib/http');
 const { summary, round } = require('./lib/measure');
 const autocannon = require('./lib/measure');
@@ -535,7 +535,17 @@ async function main() {
     }
     log('sanity checks passed (token responses, 200 with a valid token, 401 without / with a forged one)');
 
-    const run = (t, connections, duration) => wrk.measure({ bin: wrkBin, port: servers[t.server].port, request: t.req, connections, duration, cpu: loadCpu });
+    // Besides throughput: the server's own CPU time per request over the
+    // measurement, which other processes on the machine disturb much less.
+    const run = async (t, connections, duration) => {
+      const pid = servers[t.server].pid;
+      const before = procCpuUs(pid);
+      const m = await wrk.measure({ bin: wrkBin, port: servers[t.server].port, request: t.req, connections, duration, cpu: loadCpu });
+      const after = procCpuUs(pid);
+      const n = m.ok + m.non2xx;
+      m.serverCpuUs = before != null && after != null && n > 0 ? round((after - before) / n, 1) : null;
+      return m;
+    };
 
     // Warm-up.
     const warmup = {};
@@ -559,7 +569,7 @@ async function main() {
           m.round = r + 1;
           raw[t.id][c].push(m);
           if (m.non2xx || m.errors) warnings.push(`${t.id} round ${r + 1} c=${c}: ${m.non2xx} non-2xx, ${m.errors} errors`);
-          line.push(`c=${c}: ${Math.round(m.rps).toLocaleString('en-US').padStart(7)} req/s p50 ${fmtMs(m.p50)} p99 ${fmtMs(m.p99)}`);
+          line.push(`c=${c}: ${Math.round(m.rps).toLocaleString('en-US').padStart(7)} req/s p50 ${fmtMs(m.p50)} p99 ${fmtMs(m.p99)} cpu ${m.serverCpuUs == null ? 'n/a' : `${Math.round(m.serverCpuUs)} µs`}/req`);
           await drain(servers[t.server], t.req);
         }
         log(`${t.id.padEnd(30)} ${line.join(' | ')}`);
@@ -589,6 +599,7 @@ async function main() {
           rps: summary(rows.map((m) => m.rps)),
           p50: summary(rows.map((m) => m.p50)),
           p99: summary(rows.map((m) => m.p99)),
+          cpuUs: summary(rows.map((m) => m.serverCpuUs)),
         };
       }
     }

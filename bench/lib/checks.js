@@ -18,7 +18,7 @@ function build({ HI, LO }) {
   const diff = (a, b) => (a != null && b != null ? a - b : null);
   /** Extra server time per request of `a` over `b`, in µs, from throughput on one server core. */
   const extraUs = (a, b) => (a != null && b != null && a > 0 && b > 0 ? 1e6 / a - 1e6 / b : null);
-  const r = (a, b) => (ctx) => ratio(rps(ctx, a), rps(ctx, b));
+  const r = (a, b) => Object.assign((ctx) => ratio(rps(ctx, a), rps(ctx, b)), { pair: [a, b] });
 
   return [
     // ---- issuance
@@ -53,6 +53,14 @@ function build({ HI, LO }) {
 }
 
 /** Evaluates every entry against a results object. */
+/** The same ratio from the servers' CPU time per request (b's µs / a's µs): less disturbed by other processes. */
+function cpuRatio(results, [a, b]) {
+  const HI = results.settings.hi;
+  const ca = results.medians[a]?.[HI]?.cpuUs?.median;
+  const cb = results.medians[b]?.[HI]?.cpuUs?.median;
+  return ca != null && cb != null && ca > 0 ? Math.round((cb / ca) * 1000) / 1000 : null;
+}
+
 function computeChecks(results) {
   const { hi: HI, lo: LO } = results.settings;
   const ctx = results;
@@ -82,6 +90,7 @@ function computeChecks(results) {
       win: c.kind === 'peer' && m != null ? m >= 1 : null,
       pending: m == null && c.pending ? c.pending : null,
       detail: c.detail || null,
+      byCpu: c.value.pair ? cpuRatio(results, c.value.pair) : null,
     });
   }
   return out;

@@ -169,6 +169,26 @@ function procMemory(pid) {
   }
 }
 
+/** CPU time (user + system) a process has used so far, in µs, from /proc/<pid>/stat; null without /proc. */
+function procCpuUs(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(f[11]) + Number(f[12]); // utime, stime
+    return (ticks * 1e6) / CLOCK_TICKS;
+  } catch {
+    return null;
+  }
+}
+
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
 /** Ask the server itself for its memory (works without /proc); `gc` runs a full GC first when it can. */
 function askMemory(server, { gc = false, timeoutMs = 10_000 } = {}) {
   return new Promise((resolve) => {
@@ -281,4 +301,4 @@ function stopProcess(server, timeoutMs = 10_000) {
   });
 }
 
-module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, memoryOf, askMemory, killAll };
+module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, askMemory, killAll };

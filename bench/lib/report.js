@@ -121,11 +121,11 @@ function text(r) {
     for (const c of conns) {
       out.push('');
       out.push(`${title} — ${c} connection${c === 1 ? '' : 's'}`);
-      out.push(`${pad('target', 72)}${pad('req/s', 28)}${pad('p50 ms', 26)}${pad('p99 ms', 26)}× Express`);
+      out.push(`${pad('target', 72)}${pad('req/s', 28)}${pad('p50 ms', 26)}${pad('p99 ms', 26)}${pad('× Express', 11)}CPU µs/req`);
       for (const t of ts) {
         const m = r.medians[t.id][c];
         out.push(
-          `${pad((t.ours ? '* ' : '  ') + t.label, 72)}${pad(withRange(m.rps, (x) => num(x)), 28)}${pad(withRange(m.p50, ms), 26)}${pad(withRange(m.p99, ms), 26)}${ratio(m.ratioToExpress)}`,
+          `${pad((t.ours ? '* ' : '  ') + t.label, 72)}${pad(withRange(m.rps, (x) => num(x)), 28)}${pad(withRange(m.p50, ms), 26)}${pad(withRange(m.p99, ms), 26)}${pad(ratio(m.ratioToExpress), 11)}${m.cpuUs && m.cpuUs.median != null ? Math.round(m.cpuUs.median) : 'n/a'}`,
         );
       }
     }
@@ -138,7 +138,7 @@ function text(r) {
     out.push('');
     out.push(title);
     for (const c of cs) {
-      out.push(`  ${pad(verdict(c), 20)} ${pad(c.label + (c.pending ? ` (${c.pending}: not in this build)` : ''), 92)} ${pad(checkValue(c), 14, true)}  ${c.threshold != null ? `(required ${checkRequired(c)}${c.stretch != null ? `, stretch ${checkStretch(c)}` : ''})` : ''}`);
+      out.push(`  ${pad(verdict(c), 20)} ${pad(c.label + (c.pending ? ` (${c.pending}: not in this build)` : ''), 92)} ${pad(checkValue(c), 14, true)}  ${c.byCpu != null ? `[by CPU ${ratio(c.byCpu)}] ` : ''}${c.threshold != null ? `(required ${checkRequired(c)}${c.stretch != null ? `, stretch ${checkStretch(c)}` : ''})` : ''}`);
     }
   }
   if (r.notes && r.notes.length) {
@@ -192,13 +192,17 @@ function markdown(r) {
     out.push(`#### ${title}`);
     out.push('');
     if (kind === 'peer') {
-      out.push('| Comparison | Ratio | Result |');
-      out.push('| :-- | --: | :-: |');
-      for (const c of cs) out.push(`| ${md(c.label)} | ${checkValue(c)} | ${verdictMd(c)} |`);
+      out.push('| Comparison | Ratio | By server CPU time | Result |');
+      out.push('| :-- | --: | --: | :-: |');
+      for (const c of cs) out.push(`| ${md(c.label)} | ${checkValue(c)} | ${c.byCpu == null ? '' : ratio(c.byCpu)} | ${verdictMd(c)} |`);
     } else {
-      out.push('| Target | Measured | Required | Stretch | Result |');
-      out.push('| :-- | --: | --: | --: | :-: |');
-      for (const c of cs) out.push(`| ${md(c.label)} | ${checkValue(c)} | ${checkRequired(c)} | ${checkStretch(c)} | ${verdictMd(c)} |`);
+      out.push('| Target | Measured | Required | Stretch | Result | By server CPU time |');
+      out.push('| :-- | --: | --: | --: | :-: | --: |');
+      for (const c of cs) out.push(`| ${md(c.label)} | ${checkValue(c)} | ${checkRequired(c)} | ${checkStretch(c)} | ${verdictMd(c)} | ${c.byCpu == null ? '' : ratio(c.byCpu)} |`);
+    }
+    if (kind === 'target') {
+      out.push('');
+      out.push('Ratios are of throughput (medians). "By server CPU time" is the same ratio from the servers\' CPU time per request (utime + stime over each measurement): a cross-check that other processes on the machine disturb much less.');
     }
   }
   out.push('');
@@ -213,8 +217,8 @@ function markdown(r) {
     const align = [':--'];
     for (const c of conns) {
       const cl = `${c} conn`;
-      head.push(`req/s (${cl})`, `p50 (${cl})`, `p99 (${cl})`, `× Express (${cl})`);
-      align.push('--:', '--:', '--:', '--:');
+      head.push(`req/s (${cl})`, `p50 (${cl})`, `p99 (${cl})`, `× Express (${cl})`, `CPU µs/req (${cl})`);
+      align.push('--:', '--:', '--:', '--:', '--:');
     }
     out.push(`| ${head.join(' | ')} |`);
     out.push(`| ${align.join(' | ')} |`);
@@ -222,7 +226,7 @@ function markdown(r) {
       const cells = [t.ours ? `**${md(t.label)}**` : md(t.label)];
       for (const c of conns) {
         const m = r.medians[t.id][c];
-        cells.push(withRange(m.rps, (x) => num(x)), withRange(m.p50, ms), withRange(m.p99, ms), ratio(m.ratioToExpress));
+        cells.push(withRange(m.rps, (x) => num(x)), withRange(m.p50, ms), withRange(m.p99, ms), ratio(m.ratioToExpress), m.cpuUs && m.cpuUs.median != null ? num(m.cpuUs.median, { digits: 0 }) : 'n/a');
       }
       out.push(`| ${cells.join(' | ')} |`);
     }
