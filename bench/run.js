@@ -192,7 +192,7 @@ function defineTargets(keys, work, peerClient) {
     { id: 'express-const', group: 'reference', label: 'bare Express 5, constant JSON', server: 'express-const', kind: 'const', request: get('/const') },
 
     { id: 'ours-token', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, audit log on)', server: 'example', kind: 'token', request: (s) => oursTokenReq(s) },
-    { id: 'ours-token-warn', optional: true, group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, LOG_LEVEL=warn: no audit line)', server: 'example-warn', kind: 'token', request: (s) => oursTokenReq(s) },
+    { id: 'ours-token-warn', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, LOG_LEVEL=warn: no audit line)', server: 'example-warn', kind: 'token', request: (s) => oursTokenReq(s) },
     { id: 'floor-sign-es256', group: 'issue', label: 'signing floor: Express + urlencoded + jwt.sign (ES256)', server: 'floor-sign-es256', kind: 'token', request: () => peerTokenReq('/oauth/token') },
     { id: 'ours-token-rs256', optional: true, group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (RS256, audit log on)', server: 'example-rs256', kind: 'token', request: (s) => oursTokenReq(s) },
     { id: 'floor-sign-rs256', optional: true, group: 'issue', label: 'signing floor: Express + urlencoded + jwt.sign (RS256)', server: 'floor-sign-rs256', kind: 'token', request: () => peerTokenReq('/oauth/token') },
