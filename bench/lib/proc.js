@@ -169,6 +169,26 @@ function procMemory(pid) {
   }
 }
 
+/** CPU time (user + system) a process has used so far, in µs, from /proc/<pid>/stat; null without /proc. */
+function procCpuUs(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(f[11]) + Number(f[12]); // utime, stime
+    return (ticks * 1e6) / CLOCK_TICKS;
+  } catch {
+    return null;
+  }
+}
+
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
 /** Ask the server itself for its memory (works without /proc); `gc` runs a full GC first when it can. */
 function askMemory(server, { gc = false, timeoutMs = 10_000 } = {}) {
   return new Promise((resolve) => {
@@ -193,4 +213,92 @@ async function memoryOf(server) {
   return procMemory(server.pid) || (await askMemory(server));
 }
 
-module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, memoryOf, askMemory, killAll };
+/** A free TCP port on 127.0.0.1 (listen on 0, close). */
+function freePort() {
+  const net = require('node:net');
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** GET `path` once; resolves to the status, or null when nothing answers yet. */
+function probe(port, path) {
+  const http = require('node:http');
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path, agent: false, timeout: 1000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(null));
+  });
+}
+
+/**
+ * Start a program the way its users run it (no IPC channel): `node <script>`
+ * with `env`, stdout appended to `stdoutFile` (a real file, as when a user
+ * redirects it), on a free port passed as PORT. Ready when GET `readyPath`
+ * answers 200; `firstAnswerMs` is the time from spawn to that answer (polled
+ * every 2 ms) and `startRss` the resident set size right then.
+ */
+async function startProcess(name, script, { env = {}, stdoutFile, cpu = null, readyPath = '/health', timeoutMs = 30_000, execArgv = [] } = {}) {
+  const port = await freePort();
+  const out = stdoutFile ? fs.openSync(stdoutFile, 'a') : 'ignore';
+  const nodeArgs = [...execArgv, script];
+  const [cmd, args] = cpu === null ? [process.execPath, nodeArgs] : ['taskset', ['-c', String(cpu), process.execPath, ...nodeArgs]];
+  const t0 = process.hrtime.bigint();
+  const child = spawn(cmd, args, {
+    cwd: path.join(__dirname, '..', '..'),
+    env: { ...process.env, NODE_ENV: 'production', ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', out, 'pipe'],
+  });
+  if (typeof out === 'number') fs.closeSync(out);
+  children.add(child);
+  let stderr = '';
+  child.stderr.on('data', (d) => {
+    stderr += d;
+    if (stderr.length > 20_000) stderr = stderr.slice(-20_000);
+    if (process.env.BENCH_VERBOSE) process.stderr.write(`[${name}] ${d}`);
+  });
+  let exited = null;
+  child.once('exit', (code, signal) => {
+    exited = { code, signal };
+    children.delete(child);
+  });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (exited) throw new Error(`${name}: exited before answering (code ${exited.code}, signal ${exited.signal})\n${stderr}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`${name}: no answer on ${readyPath} after ${timeoutMs} ms\n${stderr}`);
+    }
+    if ((await probe(port, readyPath)) === 200) break;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  const firstAnswerMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const mem = procMemory(child.pid);
+  return { name, pid: child.pid, port, child, info: {}, firstAnswerMs, startRss: mem && mem.rss, stderr: () => stderr };
+}
+
+/** SIGTERM, then SIGKILL after `timeoutMs`; resolves to the peak RSS (VmHWM) read just before. */
+function stopProcess(server, timeoutMs = 10_000) {
+  const { child } = server;
+  const mem = procMemory(child.pid);
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(mem);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      children.delete(child);
+      resolve(mem);
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, askMemory, killAll };

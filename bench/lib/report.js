@@ -34,22 +34,47 @@ function ratio(x) {
   return x == null ? 'n/a' : `${x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`;
 }
 
+function unitValue(x, unit, signed) {
+  if (x == null) return 'n/a';
+  const sign = signed && x >= 0 ? '+' : '';
+  if (unit === 'x') return ratio(x);
+  if (unit === 'ms') return `${sign}${x.toFixed(3)} ms`;
+  if (unit === 'MiB') return `${sign}${x.toFixed(1)} MiB`;
+  if (unit === 's') return `${x.toFixed(3)} s`;
+  if (unit === 'µs') return `${sign}${x.toFixed(2)} µs`;
+  return String(x);
+}
+
 function checkValue(c) {
-  if (c.measured == null) return 'n/a';
-  if (c.unit === 'x') return ratio(c.measured);
-  if (c.unit === 'ms') return `${c.measured >= 0 ? '+' : ''}${c.measured.toFixed(3)} ms`;
-  if (c.unit === 'MiB') return `${c.measured >= 0 ? '+' : ''}${c.measured.toFixed(1)} MiB`;
-  return String(c.measured);
+  if (c.measured == null) return c.pending ? 'not measured' : 'n/a';
+  return unitValue(c.measured, c.unit, c.unit === 'ms' || c.unit === 'MiB' || c.unit === 'µs');
 }
 
 function checkRequired(c) {
+  if (c.threshold == null) return '—';
   const op = c.op === '>=' ? '≥' : '≤';
   if (c.unit === 'x') return `${op} ${c.threshold}×`;
-  return `${op} ${c.op === '<=' ? '+' : ''}${c.threshold} ${c.unit}`;
+  return `${op} ${c.op === '<=' && c.unit !== 's' ? '+' : ''}${c.threshold} ${c.unit}`;
+}
+
+function checkStretch(c) {
+  if (c.stretch == null) return '';
+  const op = c.op === '>=' ? '≥' : '≤';
+  return c.unit === 'x' ? `${op} ${c.stretch}×` : `${op} ${c.stretch} ${c.unit}`;
 }
 
 function verdict(c) {
-  return c.pass == null ? 'n/a' : c.pass ? 'PASS' : 'FAIL';
+  if (c.kind === 'peer') return c.win == null ? 'n/a' : c.win ? 'faster' : 'SLOWER';
+  if (c.pass == null) return c.pending ? 'not measured' : 'n/a';
+  if (!c.pass) return 'FAIL';
+  return c.stretchMet ? 'PASS (stretch met)' : 'PASS';
+}
+
+function verdictMd(c) {
+  if (c.kind === 'peer') return c.win == null ? 'n/a' : c.win ? 'faster' : '**slower**';
+  if (c.pass == null) return c.pending ? `not measured: ${md(c.pending)} not in this build yet` : 'n/a';
+  if (!c.pass) return '❌ fail';
+  return c.stretchMet ? '✅ pass, stretch met' : c.stretch != null ? '✅ pass (stretch not met)' : '✅ pass';
 }
 
 function pad(s, n, right = false) {
@@ -64,17 +89,25 @@ function targetsOf(results, group) {
 
 function settingsLines(r) {
   const s = r.settings;
+  const l = r.loader;
   return [
     `${r.date.slice(0, 19).replace('T', ' ')} UTC · ${r.machine.cpuModel.trim()} · ${r.machine.cores} cores · Node ${r.machine.node}${s.quick ? ' · QUICK smoke run' : ''}`,
-    `${s.rounds} rounds × ${s.duration} s per target and connection count, ${s.warmup} s warm-up, round-robin; client auth ${s.clientAuth === 'basic' ? 'client_secret_basic' : 'client_secret_post'}`,
-    `${r.machine.pinned ? `servers pinned to CPU ${s.serverCpu}, load generator (autocannon) to CPU ${s.loadCpu}` : 'unpinned'}` +
-      `${s.spinning ? '; idle cores kept busy (SCHED_IDLE)' : ''}`,
+    `${s.rounds} rounds × ${s.duration} s per target and connection count, ${s.warmup} s warm-up, round-robin, medians; client auth ${s.clientAuth === 'basic' ? 'client_secret_basic' : 'client_secret_post'}`,
+    `${r.machine.pinned ? `server pinned to CPU ${s.serverCpu}, load generator (wrk ${r.versions?.wrk ?? ''}, 1 thread) to CPU ${s.loadCpu}` : 'unpinned'}` +
+      `${s.spinning ? '; idle cores kept busy (SCHED_IDLE)' : ''}` +
+      (l && l.ceiling ? `; loader ceiling ${num(l.ceiling)} req/s against bare node:http (wrk at ${Math.round((l.loaderCpuShare || 0) * 100)}% of its core), ${l.headroom}× the fastest target` : ''),
   ];
 }
 
 function settingsLine(r) {
   return settingsLines(r).join(' · ');
 }
+
+const KIND_TITLES = [
+  ['target', 'Targets'],
+  ['loader', 'Load generator'],
+  ['peer', 'Ratios (≥ 1× means OURS is faster; every one, lost ones included)'],
+];
 
 // ------------------------------------------------------------------- text
 function text(r) {
@@ -87,31 +120,26 @@ function text(r) {
     if (!ts.length) continue;
     for (const c of conns) {
       out.push('');
-      const head = `${title} — ${c} connection${c === 1 ? '' : 's'}`;
-      out.push(head);
-      out.push(`${pad('target', 58)}${pad('req/s', 28)}${pad('p50 ms', 24)}${pad('p99 ms', 24)}× Express`);
+      out.push(`${title} — ${c} connection${c === 1 ? '' : 's'}`);
+      out.push(`${pad('target', 72)}${pad('req/s', 28)}${pad('p50 ms', 26)}${pad('p99 ms', 26)}${pad('× Express', 11)}CPU µs/req`);
       for (const t of ts) {
         const m = r.medians[t.id][c];
         out.push(
-          `${pad((t.ours ? '* ' : '  ') + t.label, 58)}${pad(withRange(m.rps, (x) => num(x)), 28)}${pad(withRange(m.p50, ms), 24)}${pad(withRange(m.p99, ms), 24)}${ratio(m.ratioToExpress)}`,
+          `${pad((t.ours ? '* ' : '  ') + t.label, 72)}${pad(withRange(m.rps, (x) => num(x)), 28)}${pad(withRange(m.p50, ms), 26)}${pad(withRange(m.p99, ms), 26)}${pad(ratio(m.ratioToExpress), 11)}${m.cpuUs && m.cpuUs.median != null ? Math.round(m.cpuUs.median) : 'n/a'}`,
         );
       }
     }
   }
-  if (r.memory) {
+  if (r.startup) out.push('', startupSentence(r.startup));
+  if (r.memory) out.push('', memorySentence(r.memory));
+  for (const [kind, title] of KIND_TITLES) {
+    const cs = r.checks.filter((c) => c.kind === kind);
+    if (!cs.length) continue;
     out.push('');
-    out.push(`Memory — ${r.memory.requests.toLocaleString('en-US')} requests over ${r.memory.tokens.toLocaleString('en-US')} distinct tokens (${r.memory.algorithm}, ${r.memory.connections} connections)`);
-    for (const [id, run] of Object.entries(r.memory.runs)) {
-      out.push(
-        `  ${pad(id, 16)} route ${pad(run.route, 12)} peak RSS ${pad(mib(run.peakRss), 12)} (idle ${mib(run.idleRss)}, heap after full GC ${mib(run.afterFullGc && run.afterFullGc.heapUsed)})  ${run.ok.toLocaleString('en-US')} × 2xx, ${run.non2xx} non-2xx, ${num(run.rps)} req/s`,
-      );
+    out.push(title);
+    for (const c of cs) {
+      out.push(`  ${pad(verdict(c), 20)} ${pad(c.label + (c.pending ? ` (${c.pending}: not in this build)` : ''), 92)} ${pad(checkValue(c), 14, true)}  ${c.byCpu != null ? `[by CPU ${ratio(c.byCpu)}] ` : ''}${c.threshold != null ? `(required ${checkRequired(c)}${c.stretch != null ? `, stretch ${checkStretch(c)}` : ''})` : ''}`);
     }
-    out.push(`  difference: ${r.memory.deltaMiB == null ? 'n/a' : `${r.memory.deltaMiB.toFixed(1)} MiB`}`);
-  }
-  out.push('');
-  out.push('Targets');
-  for (const c of r.checks) {
-    out.push(`  ${pad(verdict(c), 5)} ${pad(c.label, 78)} ${pad(checkValue(c), 12, true)}  (required ${checkRequired(c)})`);
   }
   if (r.notes && r.notes.length) {
     out.push('');
@@ -130,16 +158,53 @@ function mib(b) {
   return b == null ? 'n/a' : `${(b / MiB).toFixed(1)} MiB`;
 }
 
+function startupSentence(s) {
+  return (
+    `Start-up (median of ${s.runs.example.length}): the example server answers ${s.example.firstAnswerS} s after it is spawned on a fresh DATA_DIR ` +
+    `(${s.exampleRestart.firstAnswerS} s on an existing one), with ${s.example.rssMiB} MiB resident; a bare Express app answers after ${s.express.firstAnswerS} s with ${s.express.rssMiB} MiB.`
+  );
+}
+
+function memorySentence(m) {
+  const a = m.runs['ours-whoami'];
+  const b = m.runs['ours-health'];
+  return (
+    `Memory: ${m.requests.toLocaleString('en-US')} requests to /api/whoami over ${m.tokens.toLocaleString('en-US')} distinct tokens peak at ${mib(a.peakRss)} (idle ${mib(a.idleRss)}); ` +
+    `the same number to /health in a fresh process at ${mib(b.peakRss)} (idle ${mib(b.idleRss)}).`
+  );
+}
+
 // --------------------------------------------------------------- markdown
 function md(s) {
   return String(s).replace(/\|/g, '\\|');
 }
 
+/** Markdown for the README's Performance section (the lead adds the prose). */
 function markdown(r) {
   const conns = r.settings.connections;
   const out = [];
   out.push('<!-- generated by bench/run.js (npm run bench) -->');
   out.push(`_${md(settingsLine(r))}._`);
+  for (const [kind, title] of KIND_TITLES) {
+    const cs = r.checks.filter((c) => c.kind === kind);
+    if (!cs.length) continue;
+    out.push('');
+    out.push(`#### ${title}`);
+    out.push('');
+    if (kind === 'peer') {
+      out.push('| Comparison | Ratio | By server CPU time | Result |');
+      out.push('| :-- | --: | --: | :-: |');
+      for (const c of cs) out.push(`| ${md(c.label)} | ${checkValue(c)} | ${c.byCpu == null ? '' : ratio(c.byCpu)} | ${verdictMd(c)} |`);
+    } else {
+      out.push('| Target | Measured | Required | Stretch | Result | By server CPU time |');
+      out.push('| :-- | --: | --: | --: | :-: | --: |');
+      for (const c of cs) out.push(`| ${md(c.label)} | ${checkValue(c)} | ${checkRequired(c)} | ${checkStretch(c)} | ${verdictMd(c)} | ${c.byCpu == null ? '' : ratio(c.byCpu)} |`);
+    }
+    if (kind === 'target') {
+      out.push('');
+      out.push('Ratios are of throughput (medians). "By server CPU time" is the same ratio from the servers\' CPU time per request (utime + stime over each measurement): a cross-check that other processes on the machine disturb much less.');
+    }
+  }
   out.push('');
   out.push('Medians over the rounds, min–max in parentheses. Latencies in ms. **× Express** is throughput relative to a bare Express 5 route answering constant JSON, measured in the same run.');
   for (const [group, title] of GROUPS) {
@@ -152,8 +217,8 @@ function markdown(r) {
     const align = [':--'];
     for (const c of conns) {
       const cl = `${c} conn`;
-      head.push(`req/s (${cl})`, `p50 (${cl})`, `p99 (${cl})`, `× Express (${cl})`);
-      align.push('--:', '--:', '--:', '--:');
+      head.push(`req/s (${cl})`, `p50 (${cl})`, `p99 (${cl})`, `× Express (${cl})`, `CPU µs/req (${cl})`);
+      align.push('--:', '--:', '--:', '--:', '--:');
     }
     out.push(`| ${head.join(' | ')} |`);
     out.push(`| ${align.join(' | ')} |`);
@@ -161,30 +226,17 @@ function markdown(r) {
       const cells = [t.ours ? `**${md(t.label)}**` : md(t.label)];
       for (const c of conns) {
         const m = r.medians[t.id][c];
-        cells.push(withRange(m.rps, (x) => num(x)), withRange(m.p50, ms), withRange(m.p99, ms), ratio(m.ratioToExpress));
+        cells.push(withRange(m.rps, (x) => num(x)), withRange(m.p50, ms), withRange(m.p99, ms), ratio(m.ratioToExpress), m.cpuUs && m.cpuUs.median != null ? num(m.cpuUs.median, { digits: 0 }) : 'n/a');
       }
       out.push(`| ${cells.join(' | ')} |`);
     }
   }
-  if (r.memory) {
+  if (r.startup || r.memory) {
     out.push('');
-    out.push(`#### Memory: ${r.memory.requests.toLocaleString('en-US')} protected requests over ${r.memory.tokens.toLocaleString('en-US')} distinct tokens`);
+    out.push('#### Start-up and memory');
     out.push('');
-    out.push('| Server | Route | Peak RSS (VmHWM) | Idle RSS | Heap after full GC | 2xx | req/s |');
-    out.push('| :-- | :-- | --: | --: | --: | --: | --: |');
-    for (const [id, run] of Object.entries(r.memory.runs)) {
-      out.push(
-        `| ${id === 'ours-protected' ? `**requireBearer() (${r.memory.algorithm})**` : 'same app, no auth'} | \`${run.route}\` | ${mib(run.peakRss)} | ${mib(run.idleRss)} | ${mib(run.afterFullGc && run.afterFullGc.heapUsed)} | ${run.ok.toLocaleString('en-US')} | ${num(run.rps)} |`,
-      );
-    }
-  }
-  out.push('');
-  out.push('#### Targets');
-  out.push('');
-  out.push('| Target | Measured | Required | Result |');
-  out.push('| :-- | --: | --: | :-: |');
-  for (const c of r.checks) {
-    out.push(`| ${md(c.label)} | ${checkValue(c)} | ${checkRequired(c)} | ${c.pass == null ? 'n/a' : c.pass ? '✅ pass' : '❌ fail'} |`);
+    if (r.startup) out.push(`- ${md(startupSentence(r.startup))}`);
+    if (r.memory) out.push(`- ${md(memorySentence(r.memory))}`);
   }
   const notes = [...(r.notes || []), ...r.warnings.map((w) => `Warning: ${w}`)];
   if (notes.length) {
@@ -204,7 +256,7 @@ function colorOf(t) {
   if (t.ours) return '#2563eb';
   if (t.group === 'reference') return '#6b7280';
   if (t.id.startsWith('floor-')) return '#9ca3af';
-  if (t.id === 'ours-open') return '#93c5fd';
+  if (t.id === 'ours-health') return '#93c5fd';
   return '#f59e0b';
 }
 
@@ -276,7 +328,7 @@ function svg(r) {
   // Targets panel.
   line(`<text x="16" y="${y}" class="title">Targets</text>`);
   y += 8;
-  for (const c of r.checks) {
+  for (const c of r.checks.filter((x) => x.threshold != null)) {
     const top = y + 6;
     const m = c.measured;
     const scaleMax = Math.max(Math.abs(m || 0), c.threshold) * 1.25 || 1;

@@ -6,9 +6,13 @@
 //     written by hand against an in-memory client table; the secret is compared
 //     in plain text, or (cfg.bcrypt) with bcrypt.compare against a cost-10 hash;
 //   - oauth2orize server with the client_credentials exchange, issuing RS256
-//     JWTs with jsonwebtoken (PEM key as in jsonwebtoken's README);
-//   - passport-http-bearer protecting GET /api/orders, jwt.verify with the PEM
+//     JWTs with jsonwebtoken;
+//   - passport-http-bearer protecting GET /api/orders, jwt.verify with the
 //     public key, then a scope check.
+//
+// Keys: by default the PEM text is handed to jwt.sign / jwt.verify, as
+// jsonwebtoken's README shows (the key is parsed again on every request);
+// with cfg.keyObject the keys are KeyObjects made once at start-up.
 
 const crypto = require('node:crypto');
 const http = require('node:http');
@@ -22,8 +26,9 @@ const jwt = require('jsonwebtoken');
 const { config, readFile, serve } = require('./_common');
 
 const cfg = config();
-const privateKey = readFile(cfg.privateKeyFile); // PEM, as in the jsonwebtoken README
-const publicKey = readFile(cfg.publicKeyFile);
+// PEM as in the jsonwebtoken README, or KeyObjects made once
+const privateKey = cfg.keyObject ? crypto.createPrivateKey(readFile(cfg.privateKeyFile)) : readFile(cfg.privateKeyFile);
+const publicKey = cfg.keyObject ? crypto.createPublicKey(readFile(cfg.publicKeyFile)) : readFile(cfg.publicKeyFile);
 const bcrypt = cfg.bcrypt ? require('bcrypt') : null;
 
 const clients = new Map();
