@@ -1,4 +1,4 @@
-import type { RequestHandler, Router } from 'express';
+import type { RequestHandler } from 'express';
 import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type IssuerOptions } from './config';
 import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
@@ -26,7 +26,7 @@ export interface KeyInfo {
 export interface Issuer {
   readonly config: Readonly<IssuerConfig>;
   /** Router serving POST /oauth/token, GET /.well-known/jwks.json and GET /.well-known/oauth-authorization-server. */
-  router(): Router;
+  router(): RequestHandler;
   /** Middleware accepting only this issuer's access tokens, with all of `scope` when given. */
   requireBearer(options?: { scope?: string | string[] }): RequestHandler;
   /** Opens the store and loads or creates the signing key. Await it before listening. */

@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { AuthorizationServer } from '../core/authorization-server';
 import { readClientCredentials } from '../core/client-auth';
 import { grantScope, parseTokenRequest } from '../core/token-request';
@@ -70,8 +70,31 @@ function prepareTokenRequest(server: AuthorizationServer) {
   };
 }
 
+/** A request path as Express routes match it by default: case-insensitive, one trailing slash optional. */
+function routeKey(path: string): string {
+  const lower = path.toLowerCase();
+  return lower.length > 1 && lower.endsWith('/') ? lower.slice(0, -1) : lower;
+}
+
+/**
+ * Express leaves a nested router that matched nothing through setImmediate,
+ * so every request of the app that passes the issuer's routes on its way
+ * elsewhere (to /api, say) would wait one event-loop turn. The issuer's paths
+ * are fixed: any other path goes on at once, without entering the router.
+ */
+function onlyOwnPaths(router: Router): RequestHandler {
+  const paths = new Set<string>();
+  for (const layer of router.stack as { route?: { path: unknown } }[]) {
+    if (typeof layer.route?.path === 'string') paths.add(routeKey(layer.route.path));
+  }
+  return function issuerRoutes(req, res, next) {
+    if (paths.has(routeKey(req.path))) router(req, res, next);
+    else next();
+  };
+}
+
 /** Serves POST /oauth/token, the JWKS and the RFC 8414 metadata; ends in its own error handler. */
-export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics): Router {
+export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics): RequestHandler {
   const router = express.Router();
   const realm = server.config.tokenRealm;
 
@@ -104,5 +127,5 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     if (metrics && startedAt !== undefined) record(metrics, tokenOutcome(error), startedAt);
   });
 
-  return router;
+  return onlyOwnPaths(router);
 }
