@@ -1,6 +1,7 @@
 /** `create`, `list`, `revoke`, `rotate-secret`: the client commands. */
 import { isScopeToken } from '../core/scope';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
+import { createKeyClient } from './client-keys';
 import { BIN } from './help';
 import { CLIENT_ID_SHAPE, activeClient, iso, printable, quoted, services, table, type Handler } from './context';
 
@@ -11,11 +12,24 @@ export const create: Handler = async (args, ctx) => {
     name: { type: 'string' },
     scope: { type: 'string', multiple: true },
     json: { type: 'boolean' },
+    auth: { type: 'string' },
+    jwks: { type: 'string' },
+    'jwks-uri': { type: 'string' },
+    'generate-key': { type: 'boolean' },
+    out: { type: 'string' },
   });
   if (values.name === undefined) throw new UsageError('missing required option --name', 'create');
   const scope = values.scope?.filter((s) => s !== '').join(' ');
   if (scope !== undefined && scope !== '' && !scope.split(' ').every(isScopeToken)) {
     throw new UsageError(`--scope takes scope tokens separated by single spaces (RFC 6749 §3.3), got ${JSON.stringify(scope)}`, 'create');
+  }
+  const auth = values.auth ?? 'client_secret';
+  if (auth !== 'client_secret' && auth !== 'private_key_jwt') {
+    throw new UsageError(`--auth must be client_secret or private_key_jwt, got ${JSON.stringify(auth)}`, 'create');
+  }
+  if (auth === 'private_key_jwt') return createKeyClient(ctx, values.name, scope, values);
+  for (const flag of ['jwks', 'jwks-uri', 'generate-key', 'out'] as const) {
+    if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --auth private_key_jwt`, 'create');
   }
   const created = await services(ctx).create({ name: values.name, scopes: scope });
   const scopeText = created.scopes.join(' ');
@@ -46,6 +60,7 @@ export const list: Handler = async (args, ctx) => {
           created_at: c.createdAt.toISOString(),
           revoked_at: c.revokedAt ? c.revokedAt.toISOString() : null,
           active_secrets: c.activeSecrets,
+          auth: c.authMethod,
         })),
       ),
     );
@@ -55,8 +70,8 @@ export const list: Handler = async (args, ctx) => {
     ctx.out(`No clients. Create one with '${BIN} create --name NAME'.`);
     return 0;
   }
-  const rows = clients.map((c) => [c.clientId, c.name, c.scopes.join(' ') || '-', c.revokedAt ? 'revoked' : 'active', iso(c.createdAt)]);
-  for (const line of table(['CLIENT_ID', 'NAME', 'SCOPE', 'STATUS', 'CREATED'], rows)) ctx.out(line);
+  const rows = clients.map((c) => [c.clientId, c.name, c.scopes.join(' ') || '-', c.revokedAt ? 'revoked' : 'active', iso(c.createdAt), c.authMethod]);
+  for (const line of table(['CLIENT_ID', 'NAME', 'SCOPE', 'STATUS', 'CREATED', 'AUTH'], rows)) ctx.out(line);
   return 0;
 };
 

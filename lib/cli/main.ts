@@ -4,6 +4,7 @@
  * dispatches; each command group has its own module.
  */
 import { UsageError } from './args';
+import { clientKey } from './client-keys';
 import { create, list, revoke, rotateSecret } from './clients';
 import { LazyStore, oneLine, quoted, withHelp, type CliIo, type Context, type Handler } from './context';
 import { HELP, helpPointer } from './help';
@@ -30,6 +31,7 @@ const COMMANDS: Record<string, Handler> = {
   revoke: withHelp('revoke', revoke),
   'rotate-secret': withHelp('rotate-secret', rotateSecret),
   keys,
+  'client-key': clientKey,
   help,
 };
 
