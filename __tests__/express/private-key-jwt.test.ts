@@ -149,14 +149,67 @@ describe('private_key_jwt at the token endpoint', () => {
     ['a jti of 257 characters', { jti: 'j'.repeat(257) }, 'assertion_jti_too_long'],
     ['iss ≠ sub', { iss: 'someone-else' }, 'assertion_wrong_issuer'],
     ['aud another server', { aud: 'https://other.example' }, 'assertion_wrong_audience'],
+    ['PK9 aud = issuer + "/"', { aud: `${ISSUER}/` }, 'assertion_wrong_audience'],
+    ['PK8 aud = []', { aud: [] }, 'assertion_wrong_audience'],
+    ['PK8 aud = 42', { aud: 42 }, 'assertion_wrong_audience'],
+    ['PK10 iss missing', { iss: undefined }, 'assertion_wrong_issuer'],
   ])('PK: %s → 401', async (_name, over, reason) => {
     const payload = claims(clientId, over);
     for (const k of Object.keys(payload)) if (payload[k] === undefined) delete payload[k];
     await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1' }, payload)), reason);
   });
 
-  it('PK: typ at+jwt is refused', async () => {
+  it('PK10: sub naming another client (the client looked up) or missing is refused', async () => {
+    await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1' }, claims(clientId, { sub: 'c2' }))), 'unknown_client', { client_id: 'c2' });
+    const noSub = claims(clientId);
+    delete noSub.sub;
+    await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1' }, noSub), { client_id: clientId }), 'assertion_wrong_subject');
+  });
+
+  it('PK19: typ at+jwt or dpop+jwt is refused', async () => {
     await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1', typ: 'at+jwt' }, claims(clientId))), 'assertion_wrong_type');
+    await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1', typ: 'dpop+jwt' }, claims(clientId))), 'assertion_wrong_type');
+  });
+
+  it('PK16: an alg that does not fit the registered key (RS256, ES384 for a P-256 key) is refused', async () => {
+    for (const alg of ['RS256', 'ES384']) {
+      await refused(await tokenRequest(s.app, forge(key.privateKey, { alg, kid: 'k1' }, claims(clientId))), 'assertion_wrong_algorithm');
+    }
+  });
+
+  it('PK17: without kid, with two registered keys, the matching one verifies; a wrong key does not', async () => {
+    const second = ecKey('k2');
+    await s.issuer.clients.addKey(clientId, second.publicJwk);
+    expect((await tokenRequest(s.app, forge(second.privateKey, { alg: 'ES256' }, claims(clientId)))).status).toBe(200);
+    expect((await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256' }, claims(clientId)))).status).toBe(200);
+    await refused(await tokenRequest(s.app, forge(ecKey('x').privateKey, { alg: 'ES256' }, claims(clientId))), 'assertion_bad_signature');
+  });
+
+  it('PK23/PK13: two JWTs in client_assertion, or a 10 kB assertion, are refused', async () => {
+    await refused(await tokenRequest(s.app, `${sign()} ${sign()}`, { client_id: clientId }), 'assertion_malformed');
+    const huge = await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1' }, claims(clientId, { jti: 'j'.repeat(10_000) })), { client_id: clientId });
+    expect(huge.status).toBe(413); // the form body cap, before anyone parses it
+    await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1' }, claims(clientId, { jti: 'j'.repeat(4000) }))), 'assertion_jti_too_long');
+  });
+
+  it('PK28: an assertion that verified but whose request failed (invalid_scope) cannot be used again', async () => {
+    const assertion = sign();
+    const first = await tokenRequest(s.app, assertion, { scope: 'not-mine' });
+    expect(first.status).toBe(400);
+    expect(first.body.error).toBe('invalid_scope');
+    await refused(await tokenRequest(s.app, assertion, { scope: 'a' }), 'assertion_replayed');
+  });
+
+  it('an RSA key registered with alg PS256 verifies PS256 assertions only', async () => {
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const rsa = await s.issuer.clients.create({
+      name: 'rsa',
+      scopes: 'a',
+      authMethod: 'private_key_jwt',
+      jwks: { keys: [{ ...publicKey.export({ format: 'jwk' }), kid: 'r1', alg: 'PS256' }] },
+    });
+    expect((await tokenRequest(s.app, signClientAssertion({ clientId: rsa.clientId, audience: ISSUER, privateKey, kid: 'r1', alg: 'PS256' }))).status).toBe(200);
+    expect((await tokenRequest(s.app, signClientAssertion({ clientId: rsa.clientId, audience: ISSUER, privateKey, kid: 'r1', alg: 'RS256' }))).status).toBe(401);
   });
 
   it('PK: a jwk header carrying another key is never trusted', async () => {

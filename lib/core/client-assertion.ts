@@ -133,12 +133,26 @@ export class ClientAssertionVerifier {
     if (header.typ !== undefined && !(typeof header.typ === 'string' && TYPES.has(header.typ))) reject('assertion_wrong_type', { typ: shown(header.typ) });
     if (header.crit !== undefined) reject('assertion_crit_header');
     const keys = this.keysOf(client);
-    let entry: { key: KeyObject; alg: DpopAlgorithm } | undefined;
-    if (typeof header.kid === 'string') entry = keys.byKid.get(header.kid);
-    else if (header.kid === undefined && keys.byKid.size === 1) entry = keys.byKid.values().next().value;
-    if (!entry) reject('assertion_unknown_key', { kid: shown(header.kid) });
-    if (header.alg !== entry.alg) reject('assertion_wrong_algorithm', { alg: shown(header.alg), expected: entry.alg });
-    if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature');
+    if (header.kid === undefined) {
+      // no kid: each registered key pinned to the header's alg (at most MAX_CLIENT_KEYS)
+      let candidates = 0;
+      let verified = false;
+      for (const entry of keys.byKid.values()) {
+        if (entry.alg !== header.alg) continue;
+        candidates++;
+        if (verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) {
+          verified = true;
+          break;
+        }
+      }
+      if (candidates === 0) reject('assertion_wrong_algorithm', { alg: shown(header.alg) });
+      if (!verified) reject('assertion_bad_signature');
+    } else {
+      const entry = typeof header.kid === 'string' ? keys.byKid.get(header.kid) : undefined;
+      if (!entry) reject('assertion_unknown_key', { kid: shown(header.kid) });
+      if (header.alg !== entry.alg) reject('assertion_wrong_algorithm', { alg: shown(header.alg), expected: entry.alg });
+      if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature');
+    }
 
     // claims
     if (payload.iss !== clientId) reject('assertion_wrong_issuer', { iss: shown(payload.iss) });
