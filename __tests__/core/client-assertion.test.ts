@@ -1,0 +1,82 @@
+import { generateKeyPairSync, type JsonWebKey } from 'node:crypto';
+import { ClientAssertionVerifier, parseAssertion, type ParsedAssertion } from '../../lib/core/client-assertion';
+import { checkClientKeys } from '../../lib/core/clients';
+import { signClientAssertion } from '../../lib/jwt/client-assertion';
+import * as publicJwk from '../../lib/jwt/public-jwk';
+import type { ClientPublicJwk, ClientRecord } from '../../lib/stores/types';
+
+const ISSUER = 'https://as.example';
+
+function ecPair(kid: string): { pub: ClientPublicJwk; priv: JsonWebKey } {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  return { pub: { ...(publicKey.export({ format: 'jwk' }) as object), kid, kty: 'EC' }, priv: { ...privateKey.export({ format: 'jwk' }), kid } };
+}
+
+function record(keys: ClientPublicJwk[]): ClientRecord {
+  // a fresh object each time, as a store without a client cache returns
+  return {
+    clientId: 'c1',
+    name: 'c1',
+    scopes: [],
+    grantTypes: ['client_credentials'],
+    createdAt: new Date(0),
+    revokedAt: null,
+    secrets: [],
+    authMethod: 'private_key_jwt',
+    jwks: JSON.parse(JSON.stringify({ keys })),
+  };
+}
+
+function parsed(jwt: string): ParsedAssertion {
+  const p = parseAssertion(jwt);
+  if (typeof p === 'string') throw new Error(p);
+  return p;
+}
+
+describe('ClientAssertionVerifier key cache', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it('imports a client key set once, however many requests and record copies; again only when the set changes', async () => {
+    const check = jest.spyOn(publicJwk, 'checkPublicJwk');
+    const used = new Set<string>();
+    const verifier = new ClientAssertionVerifier({
+      issuer: ISSUER,
+      tokenEndpoint: `${ISSUER}/oauth/token`,
+      audience: 'issuer',
+      clockTolerance: 5,
+      consumeJti: async (_c, h) => (used.has(h) ? false : (used.add(h), true)),
+      now: Date.now,
+    });
+    const k1 = ecPair('k1');
+    for (let i = 0; i < 5; i++) {
+      await verifier.verify(record([k1.pub]), parsed(signClientAssertion({ clientId: 'c1', audience: ISSUER, privateKey: k1.priv })), undefined);
+    }
+    expect(check).toHaveBeenCalledTimes(1);
+    const k2 = ecPair('k2');
+    await verifier.verify(record([k1.pub, k2.pub]), parsed(signClientAssertion({ clientId: 'c1', audience: ISSUER, privateKey: k2.priv })), undefined);
+    expect(check).toHaveBeenCalledTimes(3);
+  });
+});
+
+describe('checkClientKeys', () => {
+  it('keeps public members, kid and the pinned alg only; a key without kid gets its thumbprint', () => {
+    const { pub } = ecPair('x');
+    const [withKid] = checkClientKeys({ ...pub, use: 'sig', extra: 'dropped' });
+    expect(withKid).toEqual({ kty: 'EC', crv: 'P-256', x: pub.x, y: pub.y, kid: 'x', alg: 'ES256' });
+    const { kid: _kid, ...noKid } = pub;
+    expect(checkClientKeys(noKid)[0].kid).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey.export({ format: 'jwk' });
+    expect(checkClientKeys(p384)[0].alg).toBe('ES384');
+  });
+
+  it.each([
+    ['an HMAC alg on an EC key', (pub: object) => ({ ...pub, alg: 'HS256' }), /not one of ES256, ES384, PS256, RS256/],
+    ['alg none', (pub: object) => ({ ...pub, alg: 'none' }), /not one of/],
+    ['an alg that does not fit the curve', (pub: object) => ({ ...pub, alg: 'ES384' }), /does not fit/],
+    ['use enc', (pub: object) => ({ ...pub, use: 'enc' }), /use must be sig/],
+    ['an empty set', () => ({ keys: [] }), /at least one public key/],
+    ['a point off the curve', (pub: object) => ({ ...pub, x: 'AAAA' }), /not a valid public key/],
+  ])('refuses %s', (_name, make, message) => {
+    expect(() => checkClientKeys(make(ecPair('k').pub))).toThrow(message);
+  });
+});
