@@ -131,8 +131,21 @@ describe('create --auth private_key_jwt --jwks', () => {
     const file = writeJson('k.json', ecPair('a').pub);
     expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', file, '--jwks-uri', 'https://x.example/jwks']), 'not both');
     expectRefused(await cli(['create', '--name', 'svc', '--jwks', file]), '--jwks goes with --auth private_key_jwt');
-    expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt']), 'needs --jwks FILE or --generate-key');
+    expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt']), 'needs --jwks FILE, --jwks-uri URL or --generate-key');
     expectRefused(await cli(['create', '--name', 'svc', '--auth', 'magic']), '--auth must be client_secret or private_key_jwt');
+  });
+});
+
+describe('create --auth private_key_jwt --jwks-uri', () => {
+  it('registers the URI (https, or http on loopback) and refuses others; client-key add points there', async () => {
+    const r = await cli(['create', '--name', 'remote', '--auth', 'private_key_jwt', '--jwks-uri', 'https://client.example/jwks', '--json']);
+    expect(r.code).toBe(0);
+    const printed = JSON.parse(r.stdout);
+    expect(printed).toMatchObject({ auth: 'private_key_jwt', jwks_uri: 'https://client.example/jwks' });
+    expectRefused(await cli(['create', '--name', 'x', '--auth', 'private_key_jwt', '--jwks-uri', 'http://client.example/jwks']), 'https');
+    const add = await cli(['client-key', 'add', printed.client_id, writeJson('k.json', ecPair('k').pub)]);
+    expect(add.code).toBe(1);
+    expect(add.stderr).toContain('publishes its keys at');
   });
 });
 

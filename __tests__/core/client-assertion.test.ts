@@ -1,6 +1,7 @@
 import { generateKeyPairSync, type JsonWebKey } from 'node:crypto';
 import { ClientAssertionVerifier, parseAssertion, type ParsedAssertion } from '../../lib/core/client-assertion';
 import { checkClientKeys } from '../../lib/core/clients';
+import { RemoteClientKeys, checkJwksUri } from '../../lib/core/client-jwks-uri';
 import { signClientAssertion } from '../../lib/jwt/client-assertion';
 import * as publicJwk from '../../lib/jwt/public-jwk';
 import type { ClientPublicJwk, ClientRecord } from '../../lib/stores/types';
@@ -24,6 +25,7 @@ function record(keys: ClientPublicJwk[]): ClientRecord {
     secrets: [],
     authMethod: 'private_key_jwt',
     jwks: JSON.parse(JSON.stringify({ keys })),
+    jwksUri: null,
   };
 }
 
@@ -78,5 +80,48 @@ describe('checkClientKeys', () => {
     ['a point off the curve', (pub: object) => ({ ...pub, x: 'AAAA' }), /not a valid public key/],
   ])('refuses %s', (_name, make, message) => {
     expect(() => checkClientKeys(make(ecPair('k').pub))).toThrow(message);
+  });
+});
+
+describe('RemoteClientKeys', () => {
+  it('PK26: caches, refetches once per cooldown for an unknown kid, shares concurrent fetches, keeps the old set when a refresh fails', async () => {
+    let now = 1_000_000;
+    let calls = 0;
+    let published: object = { keys: [ecPair('k1').pub] };
+    let fail = false;
+    const fakeFetch = (async () => {
+      calls++;
+      await new Promise((r) => setTimeout(r, 5));
+      if (fail) throw new Error('down');
+      return new Response(JSON.stringify(published), { status: 200 });
+    }) as unknown as typeof fetch;
+    const remote = new RemoteClientKeys({ now: () => now, fetch: fakeFetch, cooldownMs: 30_000, maxAgeMs: 300_000 });
+    const uri = 'https://client.example/jwks';
+
+    const first = await Promise.all(Array.from({ length: 10 }, () => remote.keys(uri, 'k1')));
+    expect(first.every((m) => m.has('k1'))).toBe(true);
+    expect(calls).toBe(1); // single flight
+
+    published = { keys: [ecPair('k1').pub, ecPair('k2').pub] };
+    expect((await remote.keys(uri, 'k2')).has('k2')).toBe(false); // within the cooldown
+    expect(calls).toBe(1);
+    now += 30_000;
+    await Promise.all(Array.from({ length: 20 }, (_, i) => remote.keys(uri, `unknown-${i}`)));
+    expect(calls).toBe(2); // one refetch for the whole flood
+    expect((await remote.keys(uri, 'k2')).has('k2')).toBe(true);
+
+    now += 300_001;
+    fail = true;
+    expect((await remote.keys(uri, 'k2')).has('k2')).toBe(true); // stale set kept when the refresh fails
+    expect(calls).toBe(3);
+    await expect(remote.keys('https://other.example/jwks', 'k1')).rejects.toThrow('down');
+  });
+
+  it('checkJwksUri: https, or http on loopback only', () => {
+    expect(checkJwksUri('https://client.example/jwks')).toBe('https://client.example/jwks');
+    expect(checkJwksUri('http://127.0.0.1:8080/jwks')).toBe('http://127.0.0.1:8080/jwks');
+    expect(() => checkJwksUri('http://client.example/jwks')).toThrow(/https/);
+    expect(() => checkJwksUri('https://u:p@client.example/jwks')).toThrow(/credentials/);
+    expect(() => checkJwksUri('not a url')).toThrow(/absolute URL/);
   });
 });

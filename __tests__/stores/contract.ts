@@ -85,6 +85,7 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
           secrets: [{ hash: 'hmac-sha256$salt$mac', createdAt: T1, expiresAt: expires }],
           authMethod: 'client_secret',
           jwks: null,
+          jwksUri: null,
         });
         expect(found!.createdAt).toBeInstanceOf(Date);
         expect(found!.createdAt.getTime()).toBe(T1.getTime());
@@ -373,6 +374,12 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect(await store.addClientKey('pk', jwk('b'), 8)).toBe('duplicate_kid');
         expect(await store.addClientKey('pk', jwk('c'), 2)).toBe('too_many_keys');
         expect((await store.findClient('pk'))!.jwks!.keys.map((k) => k.kid)).toEqual(['a', 'b']);
+      });
+
+      it('round-trips a client whose keys are at a jwks_uri; addClientKey refuses it', async () => {
+        await store.createClient(newClient('remote', { secret: null, authMethod: 'private_key_jwt', jwksUri: 'https://client.example/jwks' }));
+        expect(await store.findClient('remote')).toMatchObject({ authMethod: 'private_key_jwt', jwks: null, jwksUri: 'https://client.example/jwks', secrets: [] });
+        expect(await store.addClientKey('remote', jwk('a'), 8)).toBe('unknown_client');
       });
 
       it('addClientKey refuses unknown, revoked and secret-based clients', async () => {

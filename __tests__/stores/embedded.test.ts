@@ -77,7 +77,7 @@ describe('embedded store migration', () => {
     db.close();
     const store = await openEmbeddedStore({ dataDir });
     try {
-      expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', jwks: null, secrets: [{ hash: 'h' }] });
+      expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', jwks: null, jwksUri: null, secrets: [{ hash: 'h' }] });
       expect(await store.consumeJti('old', 'h', new Date(Date.now() + 60_000))).toBe(true);
     } finally {
       await store.close();

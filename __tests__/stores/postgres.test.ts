@@ -91,14 +91,14 @@ describeIfPostgres('PostgreSQL store', () => {
       await first.close();
       // back to what version 1 left, with one client in it
       await admin.query(`DROP TABLE "${schema}".client_assertion_jtis`);
-      await admin.query(`ALTER TABLE "${schema}".clients DROP COLUMN auth_method, DROP COLUMN jwks`);
+      await admin.query(`ALTER TABLE "${schema}".clients DROP COLUMN auth_method, DROP COLUMN jwks, DROP COLUMN jwks_uri`);
       await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version > 1`);
       await admin.query(
         `INSERT INTO "${schema}".clients (client_id, name, scopes, grant_types, created_at) VALUES ('old', 'Old', '{}', '{client_credentials}', now())`,
       );
       const store = await createPostgresStore({ pool: admin, schema });
       try {
-        expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', jwks: null });
+        expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', jwks: null, jwksUri: null });
         expect(await store.consumeJti('old', 'h', new Date(Date.now() + 60_000))).toBe(true);
       } finally {
         await store.close();

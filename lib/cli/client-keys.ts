@@ -63,13 +63,13 @@ interface KeyClientFlags {
 
 export async function createKeyClient(ctx: Context, name: string, scope: string | undefined, values: KeyClientFlags): Promise<number> {
   if (values.jwks !== undefined && values['jwks-uri'] !== undefined) throw new UsageError('give --jwks or --jwks-uri, not both', 'create');
-  if (values['jwks-uri'] !== undefined) {
-    throw new UsageError('--jwks-uri is not supported yet; register the public keys with --jwks FILE or --generate-key', 'create');
+  if (values['generate-key'] && (values.jwks !== undefined || values['jwks-uri'] !== undefined)) {
+    throw new UsageError('give one of --jwks, --jwks-uri or --generate-key', 'create');
   }
-  if (values['generate-key'] && values.jwks !== undefined) throw new UsageError('give --jwks or --generate-key, not both', 'create');
-  if (!values['generate-key'] && values.jwks === undefined) {
-    throw new UsageError('--auth private_key_jwt needs --jwks FILE or --generate-key --out FILE', 'create');
+  if (!values['generate-key'] && values.jwks === undefined && values['jwks-uri'] === undefined) {
+    throw new UsageError('--auth private_key_jwt needs --jwks FILE, --jwks-uri URL or --generate-key --out FILE', 'create');
   }
+  if (values['jwks-uri'] !== undefined) return createRemoteKeyClient(ctx, name, scope, values['jwks-uri'], values.json === true);
   if (values['generate-key'] && values.out === undefined) throw new UsageError('--generate-key needs --out FILE for the private key', 'create');
   if (!values['generate-key'] && values.out !== undefined) throw new UsageError('--out goes with --generate-key', 'create');
 
@@ -111,6 +111,28 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
   return 0;
 }
 
+async function createRemoteKeyClient(ctx: Context, name: string, scope: string | undefined, jwksUri: string, json: boolean): Promise<number> {
+  let created;
+  try {
+    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwksUri });
+  } catch (err) {
+    if (err instanceof TypeError) throw new UsageError(err.message, 'create');
+    throw err;
+  }
+  const scopeText = created.scopes.join(' ');
+  if (json) {
+    ctx.out(JSON.stringify({ client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt', jwks_uri: created.jwksUri }));
+    return 0;
+  }
+  ctx.out('Client created.');
+  ctx.out(`  client_id:  ${created.clientId}`);
+  ctx.out(`  name:       ${printable(created.name)}`);
+  ctx.out(`  scope:      ${scopeText || '(none)'}`);
+  ctx.out('  auth:       private_key_jwt');
+  ctx.out(`  jwks_uri:   ${printable(created.jwksUri ?? '')}`);
+  return 0;
+}
+
 const keyAdd: Handler = async (args, ctx) => {
   const { values, positionals } = parseCommand('client-key add', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: 'CLIENT_ID and FILE', shape: CLIENT_ID_SHAPE });
   const [clientId, file] = positionals;
@@ -121,6 +143,7 @@ const keyAdd: Handler = async (args, ctx) => {
   const service = services(ctx);
   const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since})`);
   if (client.authMethod !== 'private_key_jwt') throw new CommandError(`client ${quoted(clientId)} authenticates with a secret, not with keys`);
+  if (client.jwksUri) throw new CommandError(`client ${quoted(clientId)} publishes its keys at ${quoted(client.jwksUri)}; change them there`);
   let added;
   try {
     added = await service.addKey(clientId, key);

@@ -4,6 +4,7 @@ import { InvalidClientError } from '../errors';
 import { verifyJws, type DpopAlgorithm } from '../jwt/algorithms';
 import { checkPublicJwk } from '../jwt/public-jwk';
 import type { ClientJwks, ClientRecord } from '../stores/types';
+import { RemoteClientKeys } from './client-jwks-uri';
 
 /** Longest accepted assertion lifetime (exp − iat, and exp − now), in seconds. */
 export const MAX_ASSERTION_LIFETIME = 300;
@@ -84,6 +85,8 @@ export interface ClientAssertionSettings {
   /** The store's single-use record (consumeJti). */
   consumeJti: (clientId: string, jtiHash: string, expiresAt: Date) => Promise<boolean>;
   now: () => number;
+  /** For clients registered with a jwks_uri. Default: fetched with the global fetch. */
+  remoteKeys?: RemoteClientKeys;
 }
 
 const TYPES = new Set(['JWT', 'client-authentication+jwt']);
@@ -96,7 +99,21 @@ const TYPES = new Set(['JWT', 'client-authentication+jwt']);
 export class ClientAssertionVerifier {
   private readonly imported = new LRUCache<string, ImportedClientKeys>({ max: 10_000 });
 
-  constructor(private readonly settings: ClientAssertionSettings) {}
+  private readonly remote: RemoteClientKeys;
+
+  constructor(private readonly settings: ClientAssertionSettings) {
+    this.remote = settings.remoteKeys ?? new RemoteClientKeys({ now: settings.now });
+  }
+
+  /** The client's keys by kid: registered ones, imported once; or its jwks_uri's, fetched and cached. */
+  private async keyMap(client: ClientRecord, kid: unknown): Promise<Map<string, { key: KeyObject; alg: DpopAlgorithm }>> {
+    if (client.jwksUri === null) return this.keysOf(client).byKid;
+    try {
+      return await this.remote.keys(client.jwksUri, typeof kid === 'string' ? kid : undefined);
+    } catch (err) {
+      return reject('assertion_jwks_uri_failed', { jwks_uri: client.jwksUri, error: err instanceof Error ? err.message.slice(0, 200) : 'error' });
+    }
+  }
 
   private keysOf(client: ClientRecord): ImportedClientKeys {
     const jwks = client.jwks ?? { keys: [] };
@@ -132,12 +149,12 @@ export class ClientAssertionVerifier {
     }
     if (header.typ !== undefined && !(typeof header.typ === 'string' && TYPES.has(header.typ))) reject('assertion_wrong_type', { typ: shown(header.typ) });
     if (header.crit !== undefined) reject('assertion_crit_header');
-    const keys = this.keysOf(client);
+    const byKid = await this.keyMap(client, header.kid);
     if (header.kid === undefined) {
       // no kid: each registered key pinned to the header's alg (at most MAX_CLIENT_KEYS)
       let candidates = 0;
       let verified = false;
-      for (const entry of keys.byKid.values()) {
+      for (const entry of byKid.values()) {
         if (entry.alg !== header.alg) continue;
         candidates++;
         if (verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) {
@@ -148,7 +165,7 @@ export class ClientAssertionVerifier {
       if (candidates === 0) reject('assertion_wrong_algorithm', { alg: shown(header.alg) });
       if (!verified) reject('assertion_bad_signature');
     } else {
-      const entry = typeof header.kid === 'string' ? keys.byKid.get(header.kid) : undefined;
+      const entry = typeof header.kid === 'string' ? byKid.get(header.kid) : undefined;
       if (!entry) reject('assertion_unknown_key', { kid: shown(header.kid) });
       if (header.alg !== entry.alg) reject('assertion_wrong_algorithm', { alg: shown(header.alg), expected: entry.alg });
       if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature');

@@ -1,6 +1,7 @@
 import type { JsonWebKey } from 'node:crypto';
 import type { Logger } from '../logger';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
+import { checkJwksUri } from './client-jwks-uri';
 import type { ClientAuthKind, ClientPublicJwk, ClientRecord, ClientStore } from '../stores/types';
 import { scopeOption } from './scope';
 import { generateClientId, generateSecret, hashSecret } from './secrets';
@@ -20,6 +21,8 @@ export interface ClientInfo {
   authMethod: ClientAuthKind;
   /** The kids of a key-based client's public keys; empty for a secret-based one. */
   kids: string[];
+  /** Where a key-based client publishes its keys, if it does. */
+  jwksUri: string | null;
 }
 
 /** A key-based client as registered: no secret exists. */
@@ -28,14 +31,17 @@ export interface RegisteredKeyClient {
   name: string;
   scopes: string[];
   authMethod: 'private_key_jwt';
-  /** The registered public keys, as stored (public members, `kid`, `alg`). */
+  /** The registered public keys, as stored (public members, `kid`, `alg`); empty with a jwksUri. */
   keys: ClientPublicJwk[];
+  jwksUri: string | null;
 }
 
 export interface CreateKeyClientInput extends CreateClientInput {
   authMethod: 'private_key_jwt';
-  /** The client's public keys: a JWK Set, one JWK or an array of JWKs; public members only. */
-  jwks: { keys: unknown[] } | JsonWebKey | unknown[];
+  /** The client's public keys: a JWK Set, one JWK or an array of JWKs; public members only. Or else `jwksUri`. */
+  jwks?: { keys: unknown[] } | JsonWebKey | unknown[];
+  /** Where the client publishes its public keys: https (http on loopback only); fetched with a timeout and size cap, cached. */
+  jwksUri?: string;
 }
 
 /** Most public keys one client may have registered at once. */
@@ -93,8 +99,11 @@ export class ClientService {
     if (authMethod !== 'client_secret' && authMethod !== 'private_key_jwt') {
       throw new TypeError(`authMethod must be client_secret or private_key_jwt, got ${JSON.stringify(authMethod)}`);
     }
-    const keys = authMethod === 'private_key_jwt' ? checkClientKeys((input as CreateKeyClientInput).jwks) : undefined;
-    if (!keys && (input as { jwks?: unknown }).jwks !== undefined) throw new TypeError('jwks go with authMethod private_key_jwt');
+    const { jwks, jwksUri: uri } = input as { jwks?: unknown; jwksUri?: unknown };
+    if (authMethod !== 'private_key_jwt' && (jwks !== undefined || uri !== undefined)) throw new TypeError('jwks and jwksUri go with authMethod private_key_jwt');
+    if (jwks !== undefined && uri !== undefined) throw new TypeError('give jwks or jwksUri, not both');
+    const jwksUri = authMethod === 'private_key_jwt' && uri !== undefined ? checkJwksUri(uri) : undefined;
+    const keys = authMethod === 'private_key_jwt' && jwksUri === undefined ? checkClientKeys(jwks) : undefined;
     if (!input || typeof input.name !== 'string' || !NAME.test(input.name.trim())) {
       throw new TypeError('a client needs a name of 1 to 200 printable characters');
     }
@@ -107,13 +116,18 @@ export class ClientService {
     const createdAt = new Date(this.now());
     const clientId = generateClientId();
     const name = input.name.trim();
+    if (jwksUri !== undefined) {
+      await store.createClient({ clientId, name, scopes, grantTypes, createdAt, secret: null, authMethod: 'private_key_jwt', jwks: null, jwksUri });
+      this.logger.info({ event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', jwks_uri: jwksUri }, 'client created');
+      return { clientId, name, scopes, authMethod: 'private_key_jwt', keys: [], jwksUri };
+    }
     if (keys) {
       await store.createClient({ clientId, name, scopes, grantTypes, createdAt, secret: null, authMethod: 'private_key_jwt', jwks: { keys } });
       this.logger.info(
         { event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', kids: keys.map((k) => k.kid) },
         'client created',
       );
-      return { clientId, name, scopes, authMethod: 'private_key_jwt', keys };
+      return { clientId, name, scopes, authMethod: 'private_key_jwt', keys, jwksUri: null };
     }
     const clientSecret = generateSecret();
     await store.createClient({
@@ -213,6 +227,7 @@ export class ClientService {
         client.revokedAt === null ? client.secrets.filter((s) => s.expiresAt === null || s.expiresAt.getTime() > now).length : 0,
       authMethod: client.authMethod,
       kids: client.jwks?.keys.map((k) => k.kid) ?? [],
+      jwksUri: client.jwksUri,
     };
   }
 }

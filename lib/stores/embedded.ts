@@ -44,6 +44,7 @@ const MIGRATIONS: string[] = [
   // private_key_jwt clients (issue 9): the auth method, the public key set, used assertion jtis
   `ALTER TABLE clients ADD COLUMN auth_method TEXT NOT NULL DEFAULT 'client_secret';
    ALTER TABLE clients ADD COLUMN jwks TEXT;
+   ALTER TABLE clients ADD COLUMN jwks_uri TEXT;
    CREATE TABLE client_assertion_jtis (
      client_id  TEXT NOT NULL,
      jti_hash   TEXT NOT NULL,
@@ -62,6 +63,7 @@ interface ClientRow {
   revoked_at: number | null;
   auth_method: string;
   jwks: string | null;
+  jwks_uri: string | null;
 }
 interface SecretRow {
   client_id: string;
@@ -97,6 +99,7 @@ function toClient(row: ClientRow, secrets: SecretRow[]): ClientRecord {
     secrets: secrets.map(toSecret),
     authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
     jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
+    jwksUri: row.jwks_uri,
   };
 }
 
@@ -169,7 +172,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     allClients: db.prepare<[], ClientRow>('SELECT * FROM clients ORDER BY created_at, rowid'),
     allSecrets: db.prepare<[], SecretRow>('SELECT * FROM client_secrets ORDER BY created_at DESC, id DESC'),
     insertClient: db.prepare(
-      'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)',
+      'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)',
     ),
     setJwks: db.prepare('UPDATE clients SET jwks = ? WHERE client_id = ?'),
     consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (client_id, jti_hash, expires_at) VALUES (?, ?, ?)'),
@@ -227,13 +230,13 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
   };
   const createClient = db.transaction((c: NewClient) => {
     const jwks = c.jwks ? JSON.stringify(c.jwks) : null;
-    q.insertClient.run(c.clientId, c.name, c.scopes.join(' '), c.grantTypes.join(' '), c.createdAt.getTime(), c.authMethod ?? 'client_secret', jwks);
+    q.insertClient.run(c.clientId, c.name, c.scopes.join(' '), c.grantTypes.join(' '), c.createdAt.getTime(), c.authMethod ?? 'client_secret', jwks, c.jwksUri ?? null);
     if (c.secret) q.insertSecret.run(c.clientId, c.secret.hash, c.secret.createdAt.getTime(), c.secret.expiresAt?.getTime() ?? null);
   });
   /** The live key-based client's key set, read inside the caller's transaction; null otherwise. */
   const liveKeys = (clientId: string): ClientJwks | null => {
     const row = q.client.get(clientId);
-    if (!row || row.revoked_at !== null || row.auth_method !== 'private_key_jwt') return null;
+    if (!row || row.revoked_at !== null || row.auth_method !== 'private_key_jwt' || row.jwks_uri !== null) return null;
     return row.jwks === null ? { keys: [] } : (JSON.parse(row.jwks) as ClientJwks);
   };
   const addClientKey = db.transaction((clientId: string, jwk: ClientPublicJwk, maxKeys: number): AddClientKeyResult => {

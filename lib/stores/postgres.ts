@@ -75,6 +75,7 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
     statements: (S) => [
       `ALTER TABLE ${S}.clients ADD COLUMN auth_method text NOT NULL DEFAULT 'client_secret'`,
       `ALTER TABLE ${S}.clients ADD COLUMN jwks text NULL`,
+      `ALTER TABLE ${S}.clients ADD COLUMN jwks_uri text NULL`,
       `CREATE TABLE ${S}.client_assertion_jtis (
          client_id  text NOT NULL,
          jti_hash   text NOT NULL,
@@ -96,6 +97,7 @@ interface ClientSecretRow {
   revoked_at: Date | null;
   auth_method: string;
   jwks: string | null;
+  jwks_uri: string | null;
   hash: string | null;
   secret_created_at: Date | null;
   expires_at: Date | null;
@@ -189,6 +191,7 @@ function toClientRecords(rows: ClientSecretRow[]): ClientRecord[] {
         secrets: [],
         authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
         jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
+        jwksUri: row.jwks_uri,
       };
       records.push(current);
     }
@@ -287,7 +290,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
 
   // One statement (hence one snapshot) for a client and its secrets.
   const selectClients = `
-    SELECT c.client_id, c.name, c.scopes, c.grant_types, c.created_at, c.revoked_at, c.auth_method, c.jwks,
+    SELECT c.client_id, c.name, c.scopes, c.grant_types, c.created_at, c.revoked_at, c.auth_method, c.jwks, c.jwks_uri,
            s.hash, s.created_at AS secret_created_at, s.expires_at
       FROM ${S}.clients c
       LEFT JOIN ${S}.client_secrets s ON s.client_id = c.client_id`;
@@ -315,7 +318,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
   /** A live key-based client's key set, its row locked until the transaction ends; null otherwise. */
   async function lockedKeys(tx: PoolClient, clientId: string): Promise<ClientJwks | null> {
     const { rows } = await tx.query<{ jwks: string | null }>(
-      `SELECT jwks FROM ${S}.clients WHERE client_id = $1 AND revoked_at IS NULL AND auth_method = 'private_key_jwt' FOR UPDATE`,
+      `SELECT jwks FROM ${S}.clients WHERE client_id = $1 AND revoked_at IS NULL AND auth_method = 'private_key_jwt' AND jwks_uri IS NULL FOR UPDATE`,
       [clientId],
     );
     if (rows.length === 0) return null;
@@ -343,9 +346,9 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       await inTransaction(pool, async (tx) => {
         try {
           await tx.query(
-            `INSERT INTO ${S}.clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks)
-             VALUES ($1, $2, $3, $4, $5, NULL, $6, $7)`,
-            [client.clientId, client.name, client.scopes, client.grantTypes, client.createdAt, client.authMethod ?? 'client_secret', client.jwks ? JSON.stringify(client.jwks) : null],
+            `INSERT INTO ${S}.clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri)
+             VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8)`,
+            [client.clientId, client.name, client.scopes, client.grantTypes, client.createdAt, client.authMethod ?? 'client_secret', client.jwks ? JSON.stringify(client.jwks) : null, client.jwksUri ?? null],
           );
         } catch (err) {
           if (isUniqueViolation(err)) {

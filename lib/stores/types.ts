@@ -34,6 +34,8 @@ export interface ClientRecord {
   authMethod: ClientAuthKind;
   /** The client's public keys (`private_key_jwt` only), public members only; `null` otherwise. */
   jwks: ClientJwks | null;
+  /** Where a `private_key_jwt` client publishes its public keys, instead of `jwks`; `null` otherwise. */
+  jwksUri: string | null;
 }
 
 export type ClientAuthKind = 'client_secret' | 'private_key_jwt';
@@ -59,8 +61,9 @@ export interface NewClient {
   secret: StoredSecret | null;
   /** Default `client_secret`. */
   authMethod?: ClientAuthKind;
-  /** Required (non-empty) with `private_key_jwt`. */
+  /** With `private_key_jwt`: the public keys (non-empty), or else `jwksUri`. */
   jwks?: ClientJwks | null;
+  jwksUri?: string | null;
 }
 
 /** What `addClientKey` did. */
@@ -91,7 +94,7 @@ export interface ClientStore {
   /**
    * Appends `jwk` to a live `private_key_jwt` client's key set, atomically
    * refusing a `kid` already there or a set that would exceed `maxKeys`.
-   * `unknown_client` for an unknown, revoked or secret-based client.
+   * `unknown_client` for an unknown, revoked or secret-based client, or one whose keys are at a `jwksUri`.
    */
   addClientKey(clientId: string, jwk: ClientPublicJwk, maxKeys: number): Promise<AddClientKeyResult>;
   /**
