@@ -12,7 +12,10 @@ import { CLIENT_ASSERTION_TYPE, signClientAssertion } from '../../lib/jwt/client
 import { signJws } from '../../lib/jwt/algorithms';
 import { createPostgresStore } from '../../lib/stores/postgres';
 import type { Logger } from '../../lib/logger';
-import { AUDIENCE, ISSUER, setup, type TestSetup } from '../helpers/app';
+import { AUDIENCE, ISSUER, setup, tempDir, type TestSetup } from '../helpers/app';
+import { openEmbeddedStore } from '../../lib/stores/embedded';
+import { StoreUnavailableError } from '../../lib/errors';
+import { rmSync } from 'node:fs';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 
 const TOKEN_ENDPOINT = `${ISSUER}/oauth/token`;
@@ -296,6 +299,33 @@ describe('private_key_jwt failures count for brute-force protection', () => {
       expect(statuses).toEqual([401, 401, 401, 429]);
     } finally {
       await s.close();
+    }
+  });
+});
+
+describe('private_key_jwt when the store cannot record the jti', () => {
+  it('answers 503 with Retry-After, never a token and never a 500', async () => {
+    const dataDir = tempDir();
+    const inner = await openEmbeddedStore({ dataDir });
+    let down = false;
+    const store = Object.create(inner) as typeof inner;
+    store.consumeJti = (...args) => (down ? Promise.reject(new StoreUnavailableError('store down')) : inner.consumeJti(...args));
+    const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, store, logger: false });
+    const app = express();
+    app.use(issuer.router());
+    try {
+      const key = ecKey('k1');
+      const c = await issuer.clients.create({ name: 'o', authMethod: 'private_key_jwt', jwks: { keys: [key.publicJwk] } });
+      down = true;
+      const res = await tokenRequest(app, signClientAssertion({ clientId: c.clientId, audience: ISSUER, privateKey: key.privateJwk }));
+      expect(res.status).toBe(503);
+      expect(res.headers['retry-after']).toBeDefined();
+      expect(res.body.access_token).toBeUndefined();
+      down = false;
+      expect((await tokenRequest(app, signClientAssertion({ clientId: c.clientId, audience: ISSUER, privateKey: key.privateJwk }))).status).toBe(200);
+    } finally {
+      await issuer.close();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -44,7 +44,6 @@ const MIGRATIONS: string[] = [
   // private_key_jwt clients (issue 9): the auth method, the public key set, used assertion jtis
   `ALTER TABLE clients ADD COLUMN auth_method TEXT NOT NULL DEFAULT 'client_secret';
    ALTER TABLE clients ADD COLUMN jwks TEXT;
-   ALTER TABLE clients ADD COLUMN jwks_uri TEXT;
    CREATE TABLE client_assertion_jtis (
      client_id  TEXT NOT NULL,
      jti_hash   TEXT NOT NULL,
@@ -52,6 +51,8 @@ const MIGRATIONS: string[] = [
      PRIMARY KEY (client_id, jti_hash)
    ) WITHOUT ROWID;
    CREATE INDEX client_assertion_jtis_expiry ON client_assertion_jtis(expires_at);`,
+  // private_key_jwt clients that publish their keys at a URL
+  `ALTER TABLE clients ADD COLUMN jwks_uri TEXT;`,
 ];
 
 interface ClientRow {

@@ -75,7 +75,6 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
     statements: (S) => [
       `ALTER TABLE ${S}.clients ADD COLUMN auth_method text NOT NULL DEFAULT 'client_secret'`,
       `ALTER TABLE ${S}.clients ADD COLUMN jwks text NULL`,
-      `ALTER TABLE ${S}.clients ADD COLUMN jwks_uri text NULL`,
       `CREATE TABLE ${S}.client_assertion_jtis (
          client_id  text NOT NULL,
          jti_hash   text NOT NULL,
@@ -84,6 +83,11 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
        )`,
       `CREATE INDEX client_assertion_jtis_expiry_idx ON ${S}.client_assertion_jtis (expires_at)`,
     ],
+  },
+  {
+    // private_key_jwt clients that publish their keys at a URL
+    version: 3,
+    statements: (S) => [`ALTER TABLE ${S}.clients ADD COLUMN IF NOT EXISTS jwks_uri text NULL`],
   },
 ];
 
