@@ -1,3 +1,8 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createIssuer } from '../../lib';
+import { openEmbeddedStore } from '../../lib/stores/embedded';
 import { generateKeyPairSync, type JsonWebKey } from 'node:crypto';
 import { ClientAssertionVerifier, parseAssertion, type ParsedAssertion } from '../../lib/core/client-assertion';
 import { checkClientKeys } from '../../lib/core/clients';
@@ -123,5 +128,35 @@ describe('RemoteClientKeys', () => {
     expect(() => checkJwksUri('http://client.example/jwks')).toThrow(/https/);
     expect(() => checkJwksUri('https://u:p@client.example/jwks')).toThrow(/credentials/);
     expect(() => checkJwksUri('not a url')).toThrow(/absolute URL/);
+  });
+});
+
+describe('jti purge', () => {
+  it('runs every minute off the request path, with the current time, and stops at close()', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-purge-'));
+    const inner = await openEmbeddedStore({ dataDir });
+    const purged: Date[] = [];
+    const store = Object.create(inner) as typeof inner;
+    store.purgeJtis = async (before: Date) => {
+      purged.push(before);
+      return inner.purgeJtis(before);
+    };
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask', 'performance', 'Date', 'hrtime'] });
+    const issuer = createIssuer({ issuer: ISSUER, audience: 'api', store, logger: false, keyRefreshInterval: 3600 });
+    try {
+      await issuer.ready();
+      expect(purged).toHaveLength(0);
+      jest.advanceTimersByTime(60_000);
+      expect(purged).toHaveLength(1);
+      expect(Math.abs(purged[0].getTime() - Date.now())).toBeLessThan(5_000);
+      jest.advanceTimersByTime(120_000);
+      expect(purged).toHaveLength(3);
+      await issuer.close();
+      jest.advanceTimersByTime(120_000);
+      expect(purged).toHaveLength(3);
+    } finally {
+      jest.useRealTimers();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
