@@ -39,6 +39,11 @@ export interface IssuerOptions {
    * `client.auth_failures_high` but never refuse its right secret.
    */
   bruteForce?: BruteForceOptions | false;
+  /**
+   * Which `aud` a private_key_jwt client assertion may carry, as its only value: `'issuer'` (default) the
+   * issuer identifier alone; `'issuer-or-token-endpoint'` also the token endpoint URL, for older clients.
+   */
+  clientAssertionAudience?: 'issuer' | 'issuer-or-token-endpoint';
   /** A pino-compatible logger, or `false` for none. Default: pino on stdout. */
   logger?: Logger | false;
   /** Prometheus metrics on the app's own prom-client registry, e.g. `{ registry: new Registry() }`. Default: none (prom-client is not loaded). */
@@ -148,12 +153,13 @@ export interface IssuerConfig {
   clientCacheTtl: number | undefined;
   keyRefreshInterval: number;
   bruteForce: BruteForceSettings | false;
+  clientAssertionAudience: 'issuer' | 'issuer-or-token-endpoint';
 }
 
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'realm',
   'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'bruteForce', 'logger',
-  'metrics',
+  'metrics', 'clientAssertionAudience',
 ] as const;
 
 function parseBruteForce(value: IssuerOptions['bruteForce']): BruteForceSettings | false {
@@ -177,6 +183,12 @@ function parseBruteForce(value: IssuerOptions['bruteForce']): BruteForceSettings
     window: checkInteger('bruteForce.window', v.window, 900, 1, 86400),
     keyPrefix,
   };
+}
+
+function parseAssertionAudience(value: unknown): 'issuer' | 'issuer-or-token-endpoint' {
+  if (value === undefined) return 'issuer';
+  if (value === 'issuer' || value === 'issuer-or-token-endpoint') return value;
+  throw new TypeError(`option clientAssertionAudience must be 'issuer' or 'issuer-or-token-endpoint', got ${JSON.stringify(value)}`);
 }
 
 export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
@@ -206,5 +218,6 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     clientCacheTtl: options.clientCacheTtl === undefined ? undefined : checkNumber('clientCacheTtl', options.clientCacheTtl, 0, 0, 60),
     keyRefreshInterval: checkNumber('keyRefreshInterval', options.keyRefreshInterval, 30, 0.1, 3600),
     bruteForce: parseBruteForce(options.bruteForce),
+    clientAssertionAudience: parseAssertionAudience(options.clientAssertionAudience),
   };
 }

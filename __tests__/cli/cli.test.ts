@@ -256,7 +256,7 @@ describe('list', () => {
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
     const lines = r.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^CLIENT_ID\s+NAME\s+SCOPE\s+STATUS\s+CREATED$/);
+    expect(lines[0]).toMatch(/^CLIENT_ID\s+NAME\s+SCOPE\s+STATUS\s+CREATED\s+AUTH$/);
     expect(lines[1]).toMatch(new RegExp(`^${a.client_id}\\s+alpha\\s+read\\s+active\\s+\\d{4}-\\d\\d-\\d\\dT`));
     expect(lines[2]).toMatch(new RegExp(`^${b.client_id}\\s+beta\\s+-\\s+revoked\\s+`));
     for (const text of [a.client_secret, b.client_secret, 'hmac-sha256$']) expect(r.stdout).not.toContain(text);
@@ -271,7 +271,7 @@ describe('list', () => {
     const list = JSON.parse(r.stdout);
     expect(list).toHaveLength(2);
     for (const c of list) {
-      expect(Object.keys(c).sort()).toEqual(['active_secrets', 'client_id', 'created_at', 'name', 'revoked_at', 'scope', 'status']);
+      expect(Object.keys(c).sort()).toEqual(['active_secrets', 'auth', 'client_id', 'created_at', 'name', 'revoked_at', 'scope', 'status']);
     }
     expect(list[0]).toMatchObject({ client_id: a.client_id, name: 'alpha', scope: 'read write', status: 'active', revoked_at: null, active_secrets: 1 });
     expect(new Date(list[0].created_at).getTime()).toBeGreaterThan(Date.now() - 60_000);

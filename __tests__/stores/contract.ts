@@ -3,7 +3,7 @@
  * store runs. Tests only call the Store interface and check what it returns.
  * `open` is called before each test and must give an empty store.
  */
-import type { NewClient, Store, StoredKey, StoredSecret } from '../../lib/stores/types';
+import type { ClientPublicJwk, NewClient, Store, StoredKey, StoredSecret } from '../../lib/stores/types';
 
 export interface OpenedStore {
   store: Store;
@@ -83,6 +83,9 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
           createdAt: T1,
           revokedAt: null,
           secrets: [{ hash: 'hmac-sha256$salt$mac', createdAt: T1, expiresAt: expires }],
+          authMethod: 'client_secret',
+          jwks: null,
+          jwksUri: null,
         });
         expect(found!.createdAt).toBeInstanceOf(Date);
         expect(found!.createdAt.getTime()).toBe(T1.getTime());
@@ -348,6 +351,88 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect(await store.pruneKeys(t('2099-01-01T00:00:00.000Z'))).toBe(1);
         expect(await store.listKeys()).toEqual([k3]);
         expect(await store.pruneKeys(t('2099-01-01T00:00:00.000Z'))).toBe(0);
+      });
+    });
+
+    describe('key-based clients', () => {
+      const jwk = (kid: string): ClientPublicJwk => ({ kty: 'EC', crv: 'P-256', x: `x-${kid}`, y: `y-${kid}`, kid, alg: 'ES256' });
+      const keyClient = (clientId: string, kids: string[]): NewClient =>
+        newClient(clientId, { secret: null, authMethod: 'private_key_jwt', jwks: { keys: kids.map(jwk) } });
+
+      it('round-trips a key-based client without secrets, its key set as given', async () => {
+        await store.createClient(keyClient('pk', ['a', 'b']));
+        const found = await store.findClient('pk');
+        expect(found).toMatchObject({ clientId: 'pk', authMethod: 'private_key_jwt', secrets: [], jwks: { keys: [jwk('a'), jwk('b')] } });
+        expect((await store.listClients())[0]).toEqual(found);
+      });
+
+      it('addClientKey appends, refusing a duplicate kid and more than maxKeys, and is seen by findClient at once', async () => {
+        await store.createClient(keyClient('pk', ['a']));
+        await store.findClient('pk'); // warm any cache
+        expect(await store.addClientKey('pk', jwk('b'), 2)).toBe('added');
+        expect((await store.findClient('pk'))!.jwks!.keys.map((k) => k.kid)).toEqual(['a', 'b']);
+        expect(await store.addClientKey('pk', jwk('b'), 8)).toBe('duplicate_kid');
+        expect(await store.addClientKey('pk', jwk('c'), 2)).toBe('too_many_keys');
+        expect((await store.findClient('pk'))!.jwks!.keys.map((k) => k.kid)).toEqual(['a', 'b']);
+      });
+
+      it('round-trips a client whose keys are at a jwks_uri; addClientKey refuses it', async () => {
+        await store.createClient(newClient('remote', { secret: null, authMethod: 'private_key_jwt', jwksUri: 'https://client.example/jwks' }));
+        expect(await store.findClient('remote')).toMatchObject({ authMethod: 'private_key_jwt', jwks: null, jwksUri: 'https://client.example/jwks', secrets: [] });
+        expect(await store.addClientKey('remote', jwk('a'), 8)).toBe('unknown_client');
+      });
+
+      it('addClientKey refuses unknown, revoked and secret-based clients', async () => {
+        expect(await store.addClientKey('nobody', jwk('a'), 8)).toBe('unknown_client');
+        await store.createClient(newClient('secret-based'));
+        expect(await store.addClientKey('secret-based', jwk('a'), 8)).toBe('unknown_client');
+        expect((await store.findClient('secret-based'))!.jwks).toBeNull();
+        await store.createClient(keyClient('gone', ['a']));
+        await store.revokeClient('gone', T1);
+        expect(await store.addClientKey('gone', jwk('b'), 8)).toBe('unknown_client');
+      });
+
+      it('removeClientKey removes one key, never the last one, and false for an unknown kid', async () => {
+        await store.createClient(keyClient('pk', ['a', 'b']));
+        await store.findClient('pk');
+        expect(await store.removeClientKey('pk', 'zz')).toBe(false);
+        expect(await store.removeClientKey('pk', 'a')).toBe(true);
+        expect((await store.findClient('pk'))!.jwks!.keys.map((k) => k.kid)).toEqual(['b']);
+        expect(await store.removeClientKey('pk', 'b')).toBe(false);
+        expect((await store.findClient('pk'))!.jwks!.keys.map((k) => k.kid)).toEqual(['b']);
+        expect(await store.removeClientKey('nobody', 'b')).toBe(false);
+      });
+
+      it('concurrent addClientKey calls never exceed maxKeys', async () => {
+        await store.createClient(keyClient('pk', ['a']));
+        const results = await Promise.all(['b', 'c', 'd', 'e'].map((kid) => store.addClientKey('pk', jwk(kid), 3)));
+        expect(results.filter((r) => r === 'added')).toHaveLength(2);
+        expect((await store.findClient('pk'))!.jwks!.keys).toHaveLength(3);
+      });
+    });
+
+    describe('assertion jtis', () => {
+      it('consumeJti is true once per (client, jti hash), false on every replay', async () => {
+        const until = new Date(Date.now() + 60_000);
+        expect(await store.consumeJti('c1', 'h1', until)).toBe(true);
+        expect(await store.consumeJti('c1', 'h1', until)).toBe(false);
+        expect(await store.consumeJti('c2', 'h1', until)).toBe(true); // another client's jti space
+        expect(await store.consumeJti('c1', 'h2', until)).toBe(true);
+      });
+
+      it('consumeJti called 20 times at once lets exactly one win', async () => {
+        const until = new Date(Date.now() + 60_000);
+        const results = await Promise.all(Array.from({ length: 20 }, () => store.consumeJti('c1', 'race', until)));
+        expect(results.filter(Boolean)).toHaveLength(1);
+      });
+
+      it('purgeJtis deletes only entries expired strictly before the cut-off, after which the jti is free again', async () => {
+        expect(await store.consumeJti('c1', 'old', T0)).toBe(true);
+        expect(await store.consumeJti('c1', 'new', T2)).toBe(true);
+        expect(await store.purgeJtis(T0)).toBe(0);
+        expect(await store.purgeJtis(T1)).toBe(1);
+        expect(await store.consumeJti('c1', 'new', T2)).toBe(false);
+        expect(await store.consumeJti('c1', 'old', T2)).toBe(true);
       });
     });
 

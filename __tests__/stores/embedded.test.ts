@@ -56,3 +56,31 @@ describe('embedded store shared by two connections (server and CLI)', () => {
     }
   });
 });
+
+describe('embedded store migration', () => {
+  it('migrates a version-1 database: existing clients become client_secret clients without keys', async () => {
+    const dataDir = path.join(root, 'v1');
+    fs.mkdirSync(dataDir);
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+    const db = new Database(path.join(dataDir, 'store.sqlite'));
+    db.exec(`CREATE TABLE clients (client_id TEXT PRIMARY KEY, name TEXT NOT NULL, scopes TEXT NOT NULL, grant_types TEXT NOT NULL,
+               created_at INTEGER NOT NULL, revoked_at INTEGER);
+             CREATE TABLE client_secrets (id INTEGER PRIMARY KEY AUTOINCREMENT, client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+               hash TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER);
+             CREATE INDEX client_secrets_client ON client_secrets(client_id);
+             CREATE TABLE signing_keys (kid TEXT PRIMARY KEY, alg TEXT NOT NULL, private_jwk TEXT NOT NULL, public_jwk TEXT NOT NULL,
+               created_at INTEGER NOT NULL, activates_at INTEGER NOT NULL, retired_at INTEGER);
+             INSERT INTO clients VALUES ('old', 'Old', 'a', 'client_credentials', 1, NULL);
+             INSERT INTO client_secrets (client_id, hash, created_at, expires_at) VALUES ('old', 'h', 1, NULL);
+             PRAGMA user_version = 1;`);
+    db.close();
+    const store = await openEmbeddedStore({ dataDir });
+    try {
+      expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', jwks: null, jwksUri: null, secrets: [{ hash: 'h' }] });
+      expect(await store.consumeJti('old', 'h', new Date(Date.now() + 60_000))).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+});

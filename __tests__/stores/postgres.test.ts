@@ -82,7 +82,28 @@ describeIfPostgres('PostgreSQL store', () => {
         'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
         [schema],
       );
-      expect(rows.map((r) => r.table_name)).toEqual(['client_secrets', 'clients', 'schema_migrations', 'signing_keys']);
+      expect(rows.map((r) => r.table_name)).toEqual(['client_assertion_jtis', 'client_secrets', 'clients', 'schema_migrations', 'signing_keys']);
+    });
+
+    it('migrates a version-1 schema (versions 2 and 3): existing clients become client_secret clients without keys', async () => {
+      const schema = freshSchema();
+      const first = await createPostgresStore({ pool: admin, schema });
+      await first.close();
+      // back to what version 1 left, with one client in it
+      await admin.query(`DROP TABLE "${schema}".client_assertion_jtis`);
+      await admin.query(`ALTER TABLE "${schema}".clients DROP COLUMN auth_method, DROP COLUMN jwks, DROP COLUMN jwks_uri`);
+      await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version > 1`);
+      await admin.query(
+        `INSERT INTO "${schema}".clients (client_id, name, scopes, grant_types, created_at) VALUES ('old', 'Old', '{}', '{client_credentials}', now())`,
+      );
+      const store = await createPostgresStore({ pool: admin, schema });
+      try {
+        expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', jwks: null, jwksUri: null });
+        expect(await store.consumeJti('old', 'h', new Date(Date.now() + 60_000))).toBe(true);
+      } finally {
+        await store.close();
+      }
+      expect(await appliedVersions(schema)).toEqual([1, 2, 3]);
     });
 
     it.each(['Upper', 'with-dash', 'x"; DROP TABLE y; --', '1starts_with_digit', '', 'a'.repeat(64)])(

@@ -19,6 +19,8 @@ Manages the clients and signing keys of an express-client-credentials issuer.
 
 Commands:
   create --name NAME [--scope "a b"] [--json]    create a client; shows its secret once
+  create --name NAME --auth private_key_jwt (--jwks FILE | --generate-key --out FILE)
+                                                 create a key-based client (no secret)
   list [--json]                                  list clients (never secrets)
   revoke CLIENT_ID [--json]                      revoke a client and all its secrets
   rotate-secret CLIENT_ID [--keep-old DURATION] [--json]
@@ -26,6 +28,9 @@ Commands:
   keys list [--json]                             list signing keys
   keys rotate [--lead-time DURATION] [--json]    publish a new signing key
   keys prune [--json]                            remove retired keys whose tokens have expired
+  client-key add CLIENT_ID FILE [--json]         add a public key to a key-based client
+  client-key remove CLIENT_ID KID [--json]       remove one of its keys
+  client-key list CLIENT_ID [--json]             list its keys
   help [COMMAND]                                 show help for a command
 
 Options:
@@ -37,28 +42,46 @@ ${KEY_ENVIRONMENT}
 `,
 
   create: `Usage: ${BIN} create --name NAME [--scope "a b"] [--json]
+       ${BIN} create --name NAME --auth private_key_jwt (--jwks FILE | --jwks-uri URL) [--scope "a b"] [--json]
+       ${BIN} create --name NAME --auth private_key_jwt --generate-key --out FILE [--scope "a b"] [--json]
 
 Creates a client and prints its client_id and client_secret. The secret is
 shown only this once and cannot be recovered; 'rotate-secret' issues a new one.
 
+With --auth private_key_jwt the client has no secret: it signs a JWT with its
+private key for every token request (RFC 7523), and only its public keys are
+registered. Refused: private members, symmetric keys, RSA under 2048 bits,
+duplicate kids, more than 8 keys.
+
 Options:
-  --name NAME     name for operators, 1 to 200 printable characters (required)
-  --scope SCOPES  scopes the client may request, separated by single spaces,
-                  e.g. --scope "orders:read orders:write" (default: none)
-  --json          print one JSON object {client_id, client_secret, name, scope}
-  -h, --help      show this help
+  --name NAME       name for operators, 1 to 200 printable characters (required)
+  --scope SCOPES    scopes the client may request, separated by single spaces,
+                    e.g. --scope "orders:read orders:write" (default: none)
+  --auth METHOD     client_secret (default) or private_key_jwt
+  --jwks FILE       the client's public keys: a JWK Set or one JWK (EC P-256,
+                    P-384 or RSA); a key without kid gets its RFC 7638 thumbprint
+  --generate-key    make an ES256 key pair: the private JWK (with its kid) goes to
+                    --out FILE with mode 0600, the public key is registered
+  --out FILE        where --generate-key writes the private key; never overwritten
+  --jwks-uri URL    where the client publishes its public keys (https; http only
+                    on loopback); fetched with a 5 s timeout and a 64 KiB cap,
+                    cached 5 min, refetched once per 30 s for an unknown kid
+  --json            print one JSON object {client_id, client_secret, name, scope};
+                    with private_key_jwt {client_id, name, scope, auth, kids}, or
+                    {client_id, name, scope, auth, kid} with --generate-key
+  -h, --help        show this help
 
 ${ENVIRONMENT}
 `,
 
   list: `Usage: ${BIN} list [--json]
 
-Lists every client: client_id, name, scope, status (active or revoked) and
-creation time. Secrets and their hashes are never shown.
+Lists every client: client_id, name, scope, status (active or revoked),
+creation time and how it authenticates (client_secret or private_key_jwt). Secrets and their hashes are never shown.
 
 Options:
   --json      print a JSON array of {client_id, name, scope, status, created_at,
-              revoked_at, active_secrets}
+              revoked_at, active_secrets, auth}
   -h, --help  show this help
 
 ${ENVIRONMENT}
@@ -145,6 +168,58 @@ Options:
 ${KEY_ENVIRONMENT}
 `,
 };
+
+const CLIENT_KEY_ADD = `Usage: ${BIN} client-key add CLIENT_ID FILE [--json]
+
+Adds one public key (a JWK, or a JWK Set holding one key) to a key-based
+client. Both keys then work: move the client to the new key, then remove the
+old one with 'client-key remove'. A key without kid gets its RFC 7638
+thumbprint. Refused: private members, symmetric keys, RSA under 2048 bits, a
+kid the client has already, a ninth key.
+
+Options:
+  --json      print one JSON object {client_id, kid, alg}
+  -h, --help  show this help
+
+${ENVIRONMENT}
+`;
+
+HELP['client-key'] = `Usage: ${BIN} client-key <add|remove|list> [options]
+
+Manages the public keys of a key-based (private_key_jwt) client. Rotate with
+overlap: add the new key, switch the client to it, remove the old one.
+
+Commands:
+  client-key add CLIENT_ID FILE [--json]     add a public key (JWK file)
+  client-key remove CLIENT_ID KID [--json]   remove a key (never the last one)
+  client-key list CLIENT_ID [--json]         list the keys
+
+Run '${BIN} client-key <command> --help' for the details of a command.
+
+${ENVIRONMENT}
+`;
+HELP['client-key add'] = CLIENT_KEY_ADD;
+HELP['client-key remove'] = `Usage: ${BIN} client-key remove CLIENT_ID KID [--json]
+
+Removes the key KID from the client: assertions signed with it stop working.
+The last key cannot be removed (revoke the client instead).
+
+Options:
+  --json      print one JSON object {client_id, removed}
+  -h, --help  show this help
+
+${ENVIRONMENT}
+`;
+HELP['client-key list'] = `Usage: ${BIN} client-key list CLIENT_ID [--json]
+
+Lists the client's public keys: kid, key type (and curve) and algorithm.
+
+Options:
+  --json      print a JSON array of {kid, kty, alg, crv}
+  -h, --help  show this help
+
+${ENVIRONMENT}
+`;
 
 export function helpPointer(command: string): string {
   return `run '${[BIN, command, '--help'].filter(Boolean).join(' ')}' for usage`;

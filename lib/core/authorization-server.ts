@@ -4,6 +4,7 @@ import { InvalidClientError, OAuthError, StoreUnavailableError, TooManyRequestsE
 import type { Logger } from '../logger';
 import type { ClientRecord, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
+import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
 import { authenticateClient, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { signAccessToken, type IssuedToken } from './issuer';
@@ -26,6 +27,8 @@ const HEALTH_TTL_MS = 1000;
 const READY_RETRY_MS = 1000;
 /** A ping that takes longer counts as `down`. */
 const PING_TIMEOUT_MS = 2000;
+/** How often expired assertion jtis are deleted from the store. */
+const JTI_PURGE_MS = 60_000;
 
 /**
  * Everything the issuer does, without HTTP: authenticate clients, sign
@@ -47,6 +50,10 @@ export class AuthorizationServer {
   private lastHealth: { at: number; value: Promise<IssuerHealth> } | undefined;
   /** Found clients, briefly: a revoke reaches every instance within `clientCacheTtl`. */
   private clientCache: LRUCache<string, ClientRecord> | undefined;
+  /** private_key_jwt assertions: keys imported once per client key set, jtis single use in the store. */
+  readonly assertions: ClientAssertionVerifier;
+  /** Purges expired assertion jtis off the request path. */
+  private purgeTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly config: IssuerConfig,
@@ -78,6 +85,21 @@ export class AuthorizationServer {
       now,
     });
     this.metadata = authorizationServerMetadata(config);
+    this.assertions = new ClientAssertionVerifier({
+      issuer: config.issuer,
+      tokenEndpoint: config.tokenEndpoint,
+      audience: config.clientAssertionAudience,
+      clockTolerance: config.clockTolerance,
+      consumeJti: (clientId, jtiHash, expiresAt) => this.watched!.consumeJti(clientId, jtiHash, expiresAt),
+      now,
+    });
+  }
+
+  private startJtiPurge(store: Store): void {
+    this.purgeTimer = setInterval(() => {
+      store.purgeJtis(new Date(this.now())).catch(() => undefined); // an outage shows on the request path already
+    }, JTI_PURGE_MS);
+    this.purgeTimer.unref();
   }
 
   /**
@@ -99,6 +121,7 @@ export class AuthorizationServer {
         if (ttl > 0) this.clientCache = new LRUCache({ max: 10_000, ttl: ttl * 1000 });
         this.store = store;
         this.watched = this.storeHealth.monitor(store);
+        this.startJtiPurge(store);
       }
       await this.keys.init();
       this.isReady = true;
@@ -134,13 +157,13 @@ export class AuthorizationServer {
     const cached = this.clientCache?.get(credentials.clientId);
     if (cached) {
       try {
-        return await authenticateClient(async () => cached, credentials, now);
+        return await authenticateClient(async () => cached, credentials, now, this.assertions);
       } catch (err) {
-        if (!(err instanceof InvalidClientError)) throw err;
-        // a rotated secret may be newer than the cached record
+        if (!(err instanceof InvalidClientError) || err.detail === 'assertion_replayed') throw err;
+        // a rotated secret or an added key may be newer than the cached record
       }
     }
-    return authenticateClient((id) => this.findFresh(id), credentials, now);
+    return authenticateClient((id) => this.findFresh(id), credentials, now, this.assertions);
   }
 
   async authenticate(credentials: ClientCredentials, source: { ip?: string } = {}): Promise<ClientRecord> {
@@ -160,7 +183,8 @@ export class AuthorizationServer {
     } catch (err) {
       if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
       if (err instanceof OAuthError) {
-        this.logger.warn({ event: 'client.auth_failed', ...base, reason: err.detail }, 'client authentication failed');
+        const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
+        this.logger.warn({ event: 'client.auth_failed', ...base, reason: err.detail, ...facts }, 'client authentication failed');
         if (err instanceof InvalidClientError && this.limiter) await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
       }
       throw err;
@@ -229,6 +253,7 @@ export class AuthorizationServer {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.purgeTimer);
     if (!this.readying) return;
     await this.readying.catch(() => undefined);
     await this.store?.close();

@@ -1,14 +1,28 @@
 import { InvalidClientError, InvalidRequestError } from '../errors';
+import { CLIENT_ASSERTION_TYPE } from '../jwt/client-assertion';
 import type { ClientRecord, ClientStore } from '../stores/types';
+import { parseAssertion, type ClientAssertionVerifier, type ParsedAssertion } from './client-assertion';
 import { verifyNothing, verifySecret } from './secrets';
 
-export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post';
+export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
 
-export interface ClientCredentials {
+export interface SecretCredentials {
   clientId: string;
   clientSecret: string;
-  method: ClientAuthMethod;
+  method: 'client_secret_basic' | 'client_secret_post';
 }
+
+/** A client assertion (RFC 7523): `clientId` is its `sub` (else the body's client_id). */
+export interface AssertionCredentials {
+  clientId: string;
+  method: 'private_key_jwt';
+  /** The decoded assertion, or why it cannot be one (a 401 with that reason, after the brute-force check). */
+  assertion: ParsedAssertion | string;
+  /** The client_id sent in the body, if any: must name the assertion's client. */
+  bodyClientId: string | undefined;
+}
+
+export type ClientCredentials = SecretCredentials | AssertionCredentials;
 
 const BASIC = /^basic +([A-Za-z0-9+/]+={0,2}) *$/i;
 
@@ -41,6 +55,12 @@ export function parseBasic(authorization: string | undefined): { clientId: strin
  */
 export function readClientCredentials(authorization: string | undefined, body: Readonly<Record<string, string>>): ClientCredentials | null {
   const basic = parseBasic(authorization);
+  if (body.client_assertion !== undefined || body.client_assertion_type !== undefined) {
+    if (basic || body.client_secret !== undefined) {
+      throw new InvalidRequestError('client credentials must be sent by one method only: a client assertion, HTTP Basic or a client secret in the body');
+    }
+    return readAssertion(body);
+  }
   if (basic) {
     if (body.client_secret !== undefined) {
       throw new InvalidRequestError('client credentials must be sent by one method only: HTTP Basic or the request body');
@@ -56,7 +76,22 @@ export function readClientCredentials(authorization: string | undefined, body: R
   return null;
 }
 
-export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret';
+/** The assertion's credentials; a wrong type or a malformed JWT is carried as the reason, refused as invalid_client later. */
+function readAssertion(body: Readonly<Record<string, string>>): AssertionCredentials {
+  const jwt = body.client_assertion;
+  const bodyClientId = body.client_id;
+  const fallbackId = bodyClientId ?? '';
+  if (body.client_assertion_type !== CLIENT_ASSERTION_TYPE) {
+    return { clientId: fallbackId, method: 'private_key_jwt', assertion: 'assertion_type_unsupported', bodyClientId };
+  }
+  if (jwt === undefined || jwt === '') return { clientId: fallbackId, method: 'private_key_jwt', assertion: 'assertion_missing', bodyClientId };
+  const assertion = parseAssertion(jwt);
+  const sub = typeof assertion === 'string' ? undefined : assertion.payload.sub;
+  const clientId = typeof sub === 'string' && sub !== '' && sub.length <= 256 ? sub : fallbackId;
+  return { clientId, method: 'private_key_jwt', assertion, bodyClientId };
+}
+
+export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'wrong_auth_method';
 
 /**
  * Finds the client and checks its secret in constant time. Every failure is
@@ -66,11 +101,22 @@ export async function authenticateClient(
   find: ClientStore['findClient'],
   credentials: ClientCredentials,
   now: Date,
+  assertions?: ClientAssertionVerifier,
 ): Promise<ClientRecord> {
-  const client = await find(credentials.clientId);
-  const fail = (reason: ClientAuthFailure): never => {
+  const fail = (reason: ClientAuthFailure | string): never => {
     throw new InvalidClientError({ detail: reason });
   };
+  if (credentials.method === 'private_key_jwt') {
+    if (typeof credentials.assertion === 'string') return fail(credentials.assertion);
+    if (credentials.clientId === '') return fail('assertion_wrong_subject');
+    const client = await find(credentials.clientId);
+    if (!client) return fail('unknown_client');
+    if (client.revokedAt !== null) return fail('revoked_client');
+    if (client.authMethod !== 'private_key_jwt' || !assertions) return fail('wrong_auth_method');
+    await assertions.verify(client, credentials.assertion, credentials.bodyClientId);
+    return client;
+  }
+  const client = await find(credentials.clientId);
   if (!client) {
     verifyNothing(credentials.clientSecret);
     return fail('unknown_client');
@@ -83,6 +129,7 @@ export async function authenticateClient(
   }
   if (client.secrets.length === 0) verifyNothing(credentials.clientSecret);
   if (client.revokedAt !== null) return fail('revoked_client');
+  if (client.authMethod === 'private_key_jwt') return fail('wrong_auth_method');
   if (!ok) return fail('wrong_secret');
   return client;
 }

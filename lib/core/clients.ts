@@ -1,5 +1,8 @@
+import type { JsonWebKey } from 'node:crypto';
 import type { Logger } from '../logger';
-import type { ClientRecord, ClientStore } from '../stores/types';
+import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
+import { checkJwksUri } from './client-jwks-uri';
+import type { ClientAuthKind, ClientPublicJwk, ClientRecord, ClientStore } from '../stores/types';
 import { scopeOption } from './scope';
 import { generateClientId, generateSecret, hashSecret } from './secrets';
 import { GRANT_TYPE } from './token-request';
@@ -14,6 +17,53 @@ export interface ClientInfo {
   revokedAt: Date | null;
   /** Secrets that authenticate now (more than one during a rotation window). */
   activeSecrets: number;
+  /** `client_secret` or `private_key_jwt`. */
+  authMethod: ClientAuthKind;
+  /** The kids of a key-based client's public keys; empty for a secret-based one. */
+  kids: string[];
+  /** Where a key-based client publishes its keys, if it does. */
+  jwksUri: string | null;
+}
+
+/** A key-based client as registered: no secret exists. */
+export interface RegisteredKeyClient {
+  clientId: string;
+  name: string;
+  scopes: string[];
+  authMethod: 'private_key_jwt';
+  /** The registered public keys, as stored (public members, `kid`, `alg`); empty with a jwksUri. */
+  keys: ClientPublicJwk[];
+  jwksUri: string | null;
+}
+
+export interface CreateKeyClientInput extends CreateClientInput {
+  authMethod: 'private_key_jwt';
+  /** The client's public keys: a JWK Set, one JWK or an array of JWKs; public members only. Or else `jwksUri`. */
+  jwks?: { keys: unknown[] } | JsonWebKey | unknown[];
+  /** Where the client publishes its public keys: https (http on loopback only); fetched with a timeout and size cap, cached. */
+  jwksUri?: string;
+}
+
+/** Most public keys one client may have registered at once. */
+export const MAX_CLIENT_KEYS = 8;
+
+/**
+ * Checks public keys for registration: public members only, no symmetric
+ * keys, RSA of 2048 bits or more, unique kids, at most `MAX_CLIENT_KEYS`.
+ * Throws a TypeError with a one-line reason.
+ */
+export function checkClientKeys(input: unknown): ClientPublicJwk[] {
+  const list = Array.isArray(input) ? input : jwkList(input);
+  if (list.length === 0) throw new TypeError('a key-based client needs at least one public key');
+  if (list.length > MAX_CLIENT_KEYS) throw new TypeError(`at most ${MAX_CLIENT_KEYS} keys per client, got ${list.length}`);
+  const keys: ClientPublicJwk[] = [];
+  for (const [i, jwk] of list.entries()) {
+    const checked = checkPublicJwk(jwk);
+    if (typeof checked === 'string') throw new TypeError(list.length > 1 ? `key ${i + 1}: ${checked}` : checked);
+    if (keys.some((k) => k.kid === checked.jwk.kid)) throw new TypeError(`duplicate kid ${JSON.stringify(checked.jwk.kid)}`);
+    keys.push(checked.jwk as unknown as ClientPublicJwk);
+  }
+  return keys;
 }
 
 /** Fresh credentials; the only moment the secret exists in clear. */
@@ -42,7 +92,18 @@ export class ClientService {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async create(input: CreateClientInput): Promise<IssuedCredentials> {
+  create(input: CreateKeyClientInput): Promise<RegisteredKeyClient>;
+  create(input: CreateClientInput): Promise<IssuedCredentials>;
+  async create(input: CreateClientInput | CreateKeyClientInput): Promise<IssuedCredentials | RegisteredKeyClient> {
+    const authMethod = (input as { authMethod?: unknown } | undefined)?.authMethod ?? 'client_secret';
+    if (authMethod !== 'client_secret' && authMethod !== 'private_key_jwt') {
+      throw new TypeError(`authMethod must be client_secret or private_key_jwt, got ${JSON.stringify(authMethod)}`);
+    }
+    const { jwks, jwksUri: uri } = input as { jwks?: unknown; jwksUri?: unknown };
+    if (authMethod !== 'private_key_jwt' && (jwks !== undefined || uri !== undefined)) throw new TypeError('jwks and jwksUri go with authMethod private_key_jwt');
+    if (jwks !== undefined && uri !== undefined) throw new TypeError('give jwks or jwksUri, not both');
+    const jwksUri = authMethod === 'private_key_jwt' && uri !== undefined ? checkJwksUri(uri) : undefined;
+    const keys = authMethod === 'private_key_jwt' && jwksUri === undefined ? checkClientKeys(jwks) : undefined;
     if (!input || typeof input.name !== 'string' || !NAME.test(input.name.trim())) {
       throw new TypeError('a client needs a name of 1 to 200 printable characters');
     }
@@ -52,10 +113,23 @@ export class ClientService {
       throw new TypeError('grantTypes must be an array of grant type names');
     }
     const store = await this.store();
-    const clientSecret = generateSecret();
     const createdAt = new Date(this.now());
     const clientId = generateClientId();
     const name = input.name.trim();
+    if (jwksUri !== undefined) {
+      await store.createClient({ clientId, name, scopes, grantTypes, createdAt, secret: null, authMethod: 'private_key_jwt', jwks: null, jwksUri });
+      this.logger.info({ event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', jwks_uri: jwksUri }, 'client created');
+      return { clientId, name, scopes, authMethod: 'private_key_jwt', keys: [], jwksUri };
+    }
+    if (keys) {
+      await store.createClient({ clientId, name, scopes, grantTypes, createdAt, secret: null, authMethod: 'private_key_jwt', jwks: { keys } });
+      this.logger.info(
+        { event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', kids: keys.map((k) => k.kid) },
+        'client created',
+      );
+      return { clientId, name, scopes, authMethod: 'private_key_jwt', keys, jwksUri: null };
+    }
+    const clientSecret = generateSecret();
     await store.createClient({
       clientId,
       name,
@@ -95,9 +169,13 @@ export class ClientService {
     if (typeof keepOldFor !== 'number' || !Number.isFinite(keepOldFor) || keepOldFor < 0) {
       throw new TypeError('keepOldFor must be a number of seconds, 0 or more');
     }
+    const store = await this.store();
+    if ((await store.findClient(clientId))?.authMethod === 'private_key_jwt') {
+      throw new TypeError(`client ${clientId} authenticates with keys (private_key_jwt), not a secret; use client-key add`);
+    }
     const now = this.now();
     const clientSecret = generateSecret();
-    const ok = await (await this.store()).rotateSecret(
+    const ok = await store.rotateSecret(
       clientId,
       { hash: hashSecret(clientSecret), createdAt: new Date(now), expiresAt: null },
       keepOldFor > 0 ? new Date(now + keepOldFor * 1000) : null,
@@ -105,6 +183,35 @@ export class ClientService {
     if (!ok) return null;
     this.logger.info({ event: 'client.secret_rotated', client_id: clientId, keep_old_for: keepOldFor }, 'client secret rotated');
     return { clientId, clientSecret };
+  }
+
+  /**
+   * Adds a public key to a key-based client (rotation: add the new key, move
+   * the client to it, then remove the old one). Throws a TypeError for a
+   * refused key, a duplicate kid or a full key set; `null` when the client is
+   * unknown, revoked or secret-based.
+   */
+  async addKey(clientId: string, jwk: unknown): Promise<ClientPublicJwk | null> {
+    const [key] = checkClientKeys([jwk]);
+    const result = await (await this.store()).addClientKey(clientId, key, MAX_CLIENT_KEYS);
+    if (result === 'unknown_client') return null;
+    if (result === 'duplicate_kid') throw new TypeError(`client ${clientId} has a key with kid ${JSON.stringify(key.kid)} already`);
+    if (result === 'too_many_keys') throw new TypeError(`client ${clientId} has ${MAX_CLIENT_KEYS} keys already; remove one first`);
+    this.logger.info({ event: 'client.key_added', client_id: clientId, kid: key.kid }, 'client key added');
+    return key;
+  }
+
+  /** Removes one key; `false` when there is no such key, it is the last one, or the client is not a live key-based one. */
+  async removeKey(clientId: string, kid: string): Promise<boolean> {
+    const done = await (await this.store()).removeClientKey(clientId, kid);
+    if (done) this.logger.info({ event: 'client.key_removed', client_id: clientId, kid }, 'client key removed');
+    return done;
+  }
+
+  /** The client's public keys; `null` when the client is unknown. */
+  async listKeys(clientId: string): Promise<ClientPublicJwk[] | null> {
+    const client = await (await this.store()).findClient(clientId);
+    return client ? (client.jwks?.keys ?? []) : null;
   }
 
   private info(client: ClientRecord): ClientInfo {
@@ -118,6 +225,9 @@ export class ClientService {
       revokedAt: client.revokedAt,
       activeSecrets:
         client.revokedAt === null ? client.secrets.filter((s) => s.expiresAt === null || s.expiresAt.getTime() > now).length : 0,
+      authMethod: client.authMethod,
+      kids: client.jwks?.keys.map((k) => k.kid) ?? [],
+      jwksUri: client.jwksUri,
     };
   }
 }

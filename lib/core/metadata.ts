@@ -1,4 +1,5 @@
 import type { IssuerConfig } from '../config';
+import { DPOP_ALGORITHMS } from '../jwt/algorithms';
 
 /** RFC 8414 authorization server metadata, built from the configuration only. */
 export function authorizationServerMetadata(config: IssuerConfig): Record<string, unknown> {
@@ -7,7 +8,8 @@ export function authorizationServerMetadata(config: IssuerConfig): Record<string
     token_endpoint: config.tokenEndpoint,
     jwks_uri: config.jwksUri,
     grant_types_supported: ['client_credentials'],
-    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+    token_endpoint_auth_signing_alg_values_supported: [...DPOP_ALGORITHMS],
     response_types_supported: [],
   };
   if (config.scopesSupported.length > 0) metadata.scopes_supported = config.scopesSupported;

@@ -5,7 +5,7 @@ import { parseScope } from './scope';
 export const GRANT_TYPE = 'client_credentials';
 
 /** Parameters of the token request that are read; any other parameter is ignored. */
-const KNOWN = new Set(['grant_type', 'client_id', 'client_secret', 'scope']);
+const KNOWN = new Set(['grant_type', 'client_id', 'client_secret', 'client_assertion', 'client_assertion_type', 'scope']);
 
 export interface TokenRequest {
   /** Known parameters, each present at most once, empty values dropped (RFC 6749 §3.2). */

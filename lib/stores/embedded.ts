@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError } from '../errors';
-import type { ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPublicJwk, ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 /**
  * The default store: one SQLite database (`store.sqlite`) under `dataDir`,
@@ -41,6 +41,18 @@ const MIGRATIONS: string[] = [
      activates_at INTEGER NOT NULL,
      retired_at   INTEGER
    );`,
+  // private_key_jwt clients (issue 9): the auth method, the public key set, used assertion jtis
+  `ALTER TABLE clients ADD COLUMN auth_method TEXT NOT NULL DEFAULT 'client_secret';
+   ALTER TABLE clients ADD COLUMN jwks TEXT;
+   CREATE TABLE client_assertion_jtis (
+     client_id  TEXT NOT NULL,
+     jti_hash   TEXT NOT NULL,
+     expires_at INTEGER NOT NULL,
+     PRIMARY KEY (client_id, jti_hash)
+   ) WITHOUT ROWID;
+   CREATE INDEX client_assertion_jtis_expiry ON client_assertion_jtis(expires_at);`,
+  // private_key_jwt clients that publish their keys at a URL
+  `ALTER TABLE clients ADD COLUMN jwks_uri TEXT;`,
 ];
 
 interface ClientRow {
@@ -50,6 +62,9 @@ interface ClientRow {
   grant_types: string;
   created_at: number;
   revoked_at: number | null;
+  auth_method: string;
+  jwks: string | null;
+  jwks_uri: string | null;
 }
 interface SecretRow {
   client_id: string;
@@ -83,6 +98,9 @@ function toClient(row: ClientRow, secrets: SecretRow[]): ClientRecord {
     createdAt: new Date(row.created_at),
     revokedAt: date(row.revoked_at),
     secrets: secrets.map(toSecret),
+    authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
+    jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
+    jwksUri: row.jwks_uri,
   };
 }
 
@@ -155,8 +173,11 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     allClients: db.prepare<[], ClientRow>('SELECT * FROM clients ORDER BY created_at, rowid'),
     allSecrets: db.prepare<[], SecretRow>('SELECT * FROM client_secrets ORDER BY created_at DESC, id DESC'),
     insertClient: db.prepare(
-      'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)',
+      'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)',
     ),
+    setJwks: db.prepare('UPDATE clients SET jwks = ? WHERE client_id = ?'),
+    consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (client_id, jti_hash, expires_at) VALUES (?, ?, ?)'),
+    purgeJtis: db.prepare('DELETE FROM client_assertion_jtis WHERE expires_at < ?'),
     insertSecret: db.prepare('INSERT INTO client_secrets (client_id, hash, created_at, expires_at) VALUES (?, ?, ?, ?)'),
     revoke: db.prepare('UPDATE clients SET revoked_at = ? WHERE client_id = ? AND revoked_at IS NULL'),
     capSecrets: db.prepare(
@@ -209,8 +230,29 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     }
   };
   const createClient = db.transaction((c: NewClient) => {
-    q.insertClient.run(c.clientId, c.name, c.scopes.join(' '), c.grantTypes.join(' '), c.createdAt.getTime());
-    q.insertSecret.run(c.clientId, c.secret.hash, c.secret.createdAt.getTime(), c.secret.expiresAt?.getTime() ?? null);
+    const jwks = c.jwks ? JSON.stringify(c.jwks) : null;
+    q.insertClient.run(c.clientId, c.name, c.scopes.join(' '), c.grantTypes.join(' '), c.createdAt.getTime(), c.authMethod ?? 'client_secret', jwks, c.jwksUri ?? null);
+    if (c.secret) q.insertSecret.run(c.clientId, c.secret.hash, c.secret.createdAt.getTime(), c.secret.expiresAt?.getTime() ?? null);
+  });
+  /** The live key-based client's key set, read inside the caller's transaction; null otherwise. */
+  const liveKeys = (clientId: string): ClientJwks | null => {
+    const row = q.client.get(clientId);
+    if (!row || row.revoked_at !== null || row.auth_method !== 'private_key_jwt' || row.jwks_uri !== null) return null;
+    return row.jwks === null ? { keys: [] } : (JSON.parse(row.jwks) as ClientJwks);
+  };
+  const addClientKey = db.transaction((clientId: string, jwk: ClientPublicJwk, maxKeys: number): AddClientKeyResult => {
+    const jwks = liveKeys(clientId);
+    if (!jwks) return 'unknown_client';
+    if (jwks.keys.some((k) => k.kid === jwk.kid)) return 'duplicate_kid';
+    if (jwks.keys.length >= maxKeys) return 'too_many_keys';
+    q.setJwks.run(JSON.stringify({ keys: [...jwks.keys, jwk] }), clientId);
+    return 'added';
+  });
+  const removeClientKey = db.transaction((clientId: string, kid: string): boolean => {
+    const jwks = liveKeys(clientId);
+    if (!jwks || jwks.keys.length <= 1 || !jwks.keys.some((k) => k.kid === kid)) return false;
+    q.setJwks.run(JSON.stringify({ keys: jwks.keys.filter((k) => k.kid !== kid) }), clientId);
+    return true;
   });
   const revokeClient = db.transaction((clientId: string, at: number): boolean => {
     if (q.revoke.run(at, clientId).changes === 0) return false;
@@ -285,6 +327,10 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     rotateSecret: io((clientId: string, secret: StoredSecret, keepOldUntil: Date | null) =>
       wrote(rotateSecret.immediate)(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime()),
     ),
+    addClientKey: io((clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys)),
+    removeClientKey: io((clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid)),
+    consumeJti: io((clientId: string, jtiHash: string, expiresAt: Date) => q.consumeJti.run(clientId, jtiHash, expiresAt.getTime()).changes === 1),
+    purgeJtis: io((before: Date) => q.purgeJtis.run(before.getTime()).changes),
     listKeys: io(listKeys),
     insertFirstKey: io((key: StoredKey) => insertFirstKey.immediate(key)),
     rotateKey: io((key: StoredKey, expectedCurrent: string[]) => rotateKey.immediate(key, expectedCurrent)),

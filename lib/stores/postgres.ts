@@ -6,7 +6,7 @@
  */
 import { Pool, type PoolClient } from 'pg';
 import { StoreUnavailableError } from '../errors';
-import type { ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 export interface PostgresStoreOptions {
   /** Used to create a pool when `pool` is not given (otherwise the usual PG* environment variables apply). */
@@ -69,6 +69,26 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
        )`,
     ],
   },
+  {
+    // private_key_jwt clients (issue 9): the auth method, the public key set, used assertion jtis
+    version: 2,
+    statements: (S) => [
+      `ALTER TABLE ${S}.clients ADD COLUMN auth_method text NOT NULL DEFAULT 'client_secret'`,
+      `ALTER TABLE ${S}.clients ADD COLUMN jwks text NULL`,
+      `CREATE TABLE ${S}.client_assertion_jtis (
+         client_id  text NOT NULL,
+         jti_hash   text NOT NULL,
+         expires_at timestamptz NOT NULL,
+         PRIMARY KEY (client_id, jti_hash)
+       )`,
+      `CREATE INDEX client_assertion_jtis_expiry_idx ON ${S}.client_assertion_jtis (expires_at)`,
+    ],
+  },
+  {
+    // private_key_jwt clients that publish their keys at a URL
+    version: 3,
+    statements: (S) => [`ALTER TABLE ${S}.clients ADD COLUMN IF NOT EXISTS jwks_uri text NULL`],
+  },
 ];
 
 /** One row of the clients ⟕ client_secrets join (secret columns null for a client without secrets). */
@@ -79,6 +99,9 @@ interface ClientSecretRow {
   grant_types: string[];
   created_at: Date;
   revoked_at: Date | null;
+  auth_method: string;
+  jwks: string | null;
+  jwks_uri: string | null;
   hash: string | null;
   secret_created_at: Date | null;
   expires_at: Date | null;
@@ -170,6 +193,9 @@ function toClientRecords(rows: ClientSecretRow[]): ClientRecord[] {
         createdAt: toDate(row.created_at),
         revokedAt: toDateOrNull(row.revoked_at),
         secrets: [],
+        authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
+        jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
+        jwksUri: row.jwks_uri,
       };
       records.push(current);
     }
@@ -268,7 +294,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
 
   // One statement (hence one snapshot) for a client and its secrets.
   const selectClients = `
-    SELECT c.client_id, c.name, c.scopes, c.grant_types, c.created_at, c.revoked_at,
+    SELECT c.client_id, c.name, c.scopes, c.grant_types, c.created_at, c.revoked_at, c.auth_method, c.jwks, c.jwks_uri,
            s.hash, s.created_at AS secret_created_at, s.expires_at
       FROM ${S}.clients c
       LEFT JOIN ${S}.client_secrets s ON s.client_id = c.client_id`;
@@ -293,6 +319,16 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
     );
   }
 
+  /** A live key-based client's key set, its row locked until the transaction ends; null otherwise. */
+  async function lockedKeys(tx: PoolClient, clientId: string): Promise<ClientJwks | null> {
+    const { rows } = await tx.query<{ jwks: string | null }>(
+      `SELECT jwks FROM ${S}.clients WHERE client_id = $1 AND revoked_at IS NULL AND auth_method = 'private_key_jwt' AND jwks_uri IS NULL FOR UPDATE`,
+      [clientId],
+    );
+    if (rows.length === 0) return null;
+    return rows[0].jwks === null ? { keys: [] } : (JSON.parse(rows[0].jwks) as ClientJwks);
+  }
+
   let closed = false;
 
   return guarded<PostgresStore>({
@@ -314,9 +350,9 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       await inTransaction(pool, async (tx) => {
         try {
           await tx.query(
-            `INSERT INTO ${S}.clients (client_id, name, scopes, grant_types, created_at, revoked_at)
-             VALUES ($1, $2, $3, $4, $5, NULL)`,
-            [client.clientId, client.name, client.scopes, client.grantTypes, client.createdAt],
+            `INSERT INTO ${S}.clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri)
+             VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8)`,
+            [client.clientId, client.name, client.scopes, client.grantTypes, client.createdAt, client.authMethod ?? 'client_secret', client.jwks ? JSON.stringify(client.jwks) : null, client.jwksUri ?? null],
           );
         } catch (err) {
           if (isUniqueViolation(err)) {
@@ -324,7 +360,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
           }
           throw err;
         }
-        await insertSecret(tx, client.clientId, client.secret);
+        if (client.secret) await insertSecret(tx, client.clientId, client.secret);
       });
     },
 
@@ -369,6 +405,39 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
         await insertSecret(tx, clientId, secret);
         return true;
       });
+    },
+
+    async addClientKey(clientId, jwk, maxKeys): Promise<AddClientKeyResult> {
+      return inTransaction(pool, async (tx) => {
+        const jwks = await lockedKeys(tx, clientId);
+        if (!jwks) return 'unknown_client';
+        if (jwks.keys.some((k) => k.kid === jwk.kid)) return 'duplicate_kid';
+        if (jwks.keys.length >= maxKeys) return 'too_many_keys';
+        await tx.query(`UPDATE ${S}.clients SET jwks = $2 WHERE client_id = $1`, [clientId, JSON.stringify({ keys: [...jwks.keys, jwk] })]);
+        return 'added';
+      });
+    },
+
+    async removeClientKey(clientId, kid) {
+      return inTransaction(pool, async (tx) => {
+        const jwks = await lockedKeys(tx, clientId);
+        if (!jwks || jwks.keys.length <= 1 || !jwks.keys.some((k) => k.kid === kid)) return false;
+        await tx.query(`UPDATE ${S}.clients SET jwks = $2 WHERE client_id = $1`, [clientId, JSON.stringify({ keys: jwks.keys.filter((k) => k.kid !== kid) })]);
+        return true;
+      });
+    },
+
+    async consumeJti(clientId, jtiHash, expiresAt) {
+      const result = await pool.query(
+        `INSERT INTO ${S}.client_assertion_jtis (client_id, jti_hash, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+        [clientId, jtiHash, expiresAt],
+      );
+      return result.rowCount === 1;
+    },
+
+    async purgeJtis(before) {
+      const result = await pool.query(`DELETE FROM ${S}.client_assertion_jtis WHERE expires_at < $1`, [before]);
+      return result.rowCount ?? 0;
     },
 
     async listKeys() {

@@ -30,6 +30,25 @@ export interface ClientRecord {
   revokedAt: Date | null;
   /** Newest first. */
   secrets: StoredSecret[];
+  /** How the client authenticates: a shared secret, or a JWT signed with its private key (RFC 7523). */
+  authMethod: ClientAuthKind;
+  /** The client's public keys (`private_key_jwt` only), public members only; `null` otherwise. */
+  jwks: ClientJwks | null;
+  /** Where a `private_key_jwt` client publishes its public keys, instead of `jwks`; `null` otherwise. */
+  jwksUri: string | null;
+}
+
+export type ClientAuthKind = 'client_secret' | 'private_key_jwt';
+
+/** A public JWK as registered for a client; always with a `kid`. */
+export interface ClientPublicJwk {
+  kty: string;
+  kid: string;
+  [member: string]: unknown;
+}
+
+export interface ClientJwks {
+  keys: ClientPublicJwk[];
 }
 
 export interface NewClient {
@@ -38,8 +57,17 @@ export interface NewClient {
   scopes: string[];
   grantTypes: string[];
   createdAt: Date;
-  secret: StoredSecret;
+  /** The first secret; `null` for a key-based client. */
+  secret: StoredSecret | null;
+  /** Default `client_secret`. */
+  authMethod?: ClientAuthKind;
+  /** With `private_key_jwt`: the public keys (non-empty), or else `jwksUri`. */
+  jwks?: ClientJwks | null;
+  jwksUri?: string | null;
 }
+
+/** What `addClientKey` did. */
+export type AddClientKeyResult = 'added' | 'unknown_client' | 'duplicate_kid' | 'too_many_keys';
 
 export interface ClientStore {
   /**
@@ -63,6 +91,25 @@ export interface ClientStore {
    * (and no change) when the client is unknown or revoked.
    */
   rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null): Promise<boolean>;
+  /**
+   * Appends `jwk` to a live `private_key_jwt` client's key set, atomically
+   * refusing a `kid` already there or a set that would exceed `maxKeys`.
+   * `unknown_client` for an unknown, revoked or secret-based client, or one whose keys are at a `jwksUri`.
+   */
+  addClientKey(clientId: string, jwk: ClientPublicJwk, maxKeys: number): Promise<AddClientKeyResult>;
+  /**
+   * Removes the key `kid` from a live `private_key_jwt` client; `false` (and
+   * no change) when there is no such key or it is the client's last one.
+   */
+  removeClientKey(clientId: string, kid: string): Promise<boolean>;
+  /**
+   * Records a client assertion's `jti` (its SHA-256, base64url) as used,
+   * atomically: `true` the first time for (clientId, jtiHash), `false` when it
+   * was recorded already (a replay). Kept at least until `expiresAt`.
+   */
+  consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean>;
+  /** Deletes recorded jtis that expired before `before`; returns how many. */
+  purgeJtis(before: Date): Promise<number>;
   /**
    * Resolves when the store answers a trivial read now; rejects (with a
    * `StoreUnavailableError`) when it cannot. Optional: readiness checks fall

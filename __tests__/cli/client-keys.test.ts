@@ -1,0 +1,198 @@
+/**
+ * The key-based client commands: create --auth private_key_jwt, client-key
+ * add|remove|list. End to end: a generated key gets a token from an issuer
+ * on the same data dir.
+ */
+import { generateKeyPairSync, type JsonWebKey } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import express from 'express';
+import request from 'supertest';
+import { createIssuer } from '../../lib';
+import { main } from '../../lib/cli/main';
+import { CLIENT_ASSERTION_TYPE, signClientAssertion } from '../../lib/jwt/client-assertion';
+
+const ISSUER = 'http://issuer.test';
+let tmp: string;
+let dataDir: string;
+
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-cli-keys-'));
+  dataDir = path.join(tmp, 'data');
+});
+afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function cli(args: string[]): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env: { DATA_DIR: dataDir } });
+  return { code, stdout, stderr };
+}
+
+function expectRefused(r: Run, problem: string | RegExp): void {
+  expect(r.code).toBe(2);
+  expect(r.stdout).toBe('');
+  const lines = r.stderr.trimEnd().split('\n');
+  expect(lines).toHaveLength(1);
+  if (typeof problem === 'string') expect(lines[0]).toContain(problem);
+  else expect(lines[0]).toMatch(problem);
+}
+
+function writeJson(name: string, value: unknown): string {
+  const file = path.join(tmp, name);
+  fs.writeFileSync(file, JSON.stringify(value));
+  return file;
+}
+
+function ecPair(kid?: string): { pub: JsonWebKey; priv: JsonWebKey } {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const extra = kid ? { kid } : {};
+  return { pub: { ...publicKey.export({ format: 'jwk' }), ...extra }, priv: { ...privateKey.export({ format: 'jwk' }), ...extra } };
+}
+
+async function tokenStatus(clientId: string, privateKey: JsonWebKey): Promise<number> {
+  const issuer = createIssuer({ issuer: ISSUER, audience: 'http://api.test', dataDir, logger: false });
+  try {
+    const app = express();
+    app.use(issuer.router());
+    const assertion = signClientAssertion({ clientId, audience: ISSUER, privateKey });
+    const res = await request(app)
+      .post('/oauth/token')
+      .type('form')
+      .send({ grant_type: 'client_credentials', client_assertion_type: CLIENT_ASSERTION_TYPE, client_assertion: assertion });
+    return res.status;
+  } finally {
+    await issuer.close();
+  }
+}
+
+describe('create --auth private_key_jwt --generate-key', () => {
+  it('writes the private JWK to a 0600 file, registers only the public key, and the key gets a token', async () => {
+    const out = path.join(tmp, 'client.key.json');
+    const r = await cli(['create', '--name', 'svc', '--scope', 'a', '--auth', 'private_key_jwt', '--generate-key', '--out', out, '--json']);
+    expect(r.code).toBe(0);
+    const printed = JSON.parse(r.stdout);
+    expect(Object.keys(printed).sort()).toEqual(['auth', 'client_id', 'kid', 'name', 'scope']);
+    expect(printed).toMatchObject({ name: 'svc', scope: 'a', auth: 'private_key_jwt' });
+    expect(fs.statSync(out).mode & 0o777).toBe(0o600);
+    const priv = JSON.parse(fs.readFileSync(out, 'utf8'));
+    expect(priv).toMatchObject({ kty: 'EC', crv: 'P-256', kid: printed.kid, alg: 'ES256' });
+    expect(typeof priv.d).toBe('string');
+    expect(r.stdout).not.toContain(priv.d);
+
+    const listed = await cli(['client-key', 'list', printed.client_id, '--json']);
+    expect(JSON.parse(listed.stdout)).toEqual([{ kid: printed.kid, kty: 'EC', alg: 'ES256', crv: 'P-256' }]);
+    const store = fs.readFileSync(path.join(dataDir, 'store.sqlite'));
+    expect(store.includes(Buffer.from(priv.d))).toBe(false);
+
+    expect(await tokenStatus(printed.client_id, priv)).toBe(200);
+    const list = JSON.parse((await cli(['list', '--json'])).stdout);
+    expect(list[0]).toMatchObject({ client_id: printed.client_id, auth: 'private_key_jwt', active_secrets: 0 });
+  });
+
+  it('refuses to overwrite an existing file and creates no client', async () => {
+    const out = writeJson('exists.json', { keep: true });
+    expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--generate-key', '--out', out]), 'exists already');
+    expect(JSON.parse(fs.readFileSync(out, 'utf8'))).toEqual({ keep: true });
+    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toEqual([]);
+  });
+});
+
+describe('create --auth private_key_jwt --jwks', () => {
+  it('registers a JWK Set and the matching private key gets a token; a secret is never printed', async () => {
+    const k = ecPair('mine');
+    const r = await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('jwks.json', { keys: [k.pub] })]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('auth:       private_key_jwt');
+    expect(r.stdout).not.toContain('client_secret');
+    const clientId = /client_id:\s+(\S+)/.exec(r.stdout)![1];
+    expect(await tokenStatus(clientId, k.priv)).toBe(200);
+  });
+
+  it.each([
+    ['private members', () => ecPair('a').priv, 'private member "d"'],
+    ['a symmetric key', () => ({ kty: 'oct', k: 'c2VjcmV0', kid: 'a' }), 'symmetric keys are refused'],
+    ['RSA under 2048 bits', () => ({ ...generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }), kid: 'r' }), 'at least 2048 bits'],
+    ['duplicate kids', () => ({ keys: [ecPair('same').pub, ecPair('same').pub] }), 'duplicate kid'],
+    ['more than 8 keys', () => ({ keys: Array.from({ length: 9 }, (_, i) => ecPair(`k${i}`).pub) }), 'at most 8 keys'],
+  ])('refuses %s with one line and exit 2', async (_name, make, problem) => {
+    expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', make())]), problem);
+    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toEqual([]);
+  });
+
+  it('refuses both --jwks and --jwks-uri, and key flags without --auth private_key_jwt', async () => {
+    const file = writeJson('k.json', ecPair('a').pub);
+    expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', file, '--jwks-uri', 'https://x.example/jwks']), 'not both');
+    expectRefused(await cli(['create', '--name', 'svc', '--jwks', file]), '--jwks goes with --auth private_key_jwt');
+    expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt']), 'needs --jwks FILE, --jwks-uri URL or --generate-key');
+    expectRefused(await cli(['create', '--name', 'svc', '--auth', 'magic']), '--auth must be client_secret or private_key_jwt');
+  });
+});
+
+describe('create --auth private_key_jwt --jwks-uri', () => {
+  it('registers the URI (https, or http on loopback) and refuses others; client-key add points there', async () => {
+    const r = await cli(['create', '--name', 'remote', '--auth', 'private_key_jwt', '--jwks-uri', 'https://client.example/jwks', '--json']);
+    expect(r.code).toBe(0);
+    const printed = JSON.parse(r.stdout);
+    expect(printed).toMatchObject({ auth: 'private_key_jwt', jwks_uri: 'https://client.example/jwks' });
+    expectRefused(await cli(['create', '--name', 'x', '--auth', 'private_key_jwt', '--jwks-uri', 'http://client.example/jwks']), 'https');
+    const add = await cli(['client-key', 'add', printed.client_id, writeJson('k.json', ecPair('k').pub)]);
+    expect(add.code).toBe(1);
+    expect(add.stderr).toContain('publishes its keys at');
+  });
+});
+
+describe('client-key add | remove | list', () => {
+  it('rotates with overlap: add, both work, remove the old one, only the new one works', async () => {
+    const old = ecPair('old');
+    const next = ecPair('new');
+    const r = await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('old.json', old.pub), '--json']);
+    const clientId = JSON.parse(r.stdout).client_id;
+
+    const added = await cli(['client-key', 'add', clientId, writeJson('new.json', next.pub), '--json']);
+    expect(added.code).toBe(0);
+    expect(JSON.parse(added.stdout)).toEqual({ client_id: clientId, kid: 'new', alg: 'ES256' });
+    expect(await tokenStatus(clientId, old.priv)).toBe(200);
+    expect(await tokenStatus(clientId, next.priv)).toBe(200);
+
+    const table = await cli(['client-key', 'list', clientId]);
+    expect(table.stdout.split('\n')[0]).toMatch(/^KID\s+KTY\s+ALG$/);
+    expect(table.stdout).toMatch(/old\s+EC P-256\s+ES256/);
+
+    expect((await cli(['client-key', 'remove', clientId, 'old'])).code).toBe(0);
+    expect(await tokenStatus(clientId, old.priv)).toBe(401);
+    expect(await tokenStatus(clientId, next.priv)).toBe(200);
+
+    // the last key stays; an unknown kid is an error
+    const last = await cli(['client-key', 'remove', clientId, 'new']);
+    expect(last.code).toBe(1);
+    expect(last.stderr).toContain('last key');
+    expect((await cli(['client-key', 'remove', clientId, 'nope'])).code).toBe(1);
+  });
+
+  it('refuses a duplicate kid, a private key and a secret-based client', async () => {
+    const k = ecPair('k');
+    const clientId = JSON.parse((await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', k.pub), '--json'])).stdout).client_id;
+    expectRefused(await cli(['client-key', 'add', clientId, writeJson('dup.json', ecPair('k').pub)]), 'kid "k" already');
+    expectRefused(await cli(['client-key', 'add', clientId, writeJson('priv.json', ecPair('p').priv)]), 'private member');
+    const secretClient = JSON.parse((await cli(['create', '--name', 'plain', '--json'])).stdout).client_id;
+    const r = await cli(['client-key', 'add', secretClient, writeJson('x.json', ecPair('x').pub)]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('authenticates with a secret');
+  });
+
+  it('has help for each command', async () => {
+    for (const args of [['client-key', '--help'], ['client-key', 'add', '--help'], ['client-key', 'remove', '--help'], ['client-key', 'list', '--help']]) {
+      const r = await cli(args);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(`Usage: client-credentials ${args.slice(0, -1).join(' ')}`);
+    }
+  });
+});

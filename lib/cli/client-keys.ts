@@ -1,0 +1,211 @@
+/**
+ * Key-based clients (private_key_jwt): `create --auth private_key_jwt` and
+ * `client-key add|remove|list`. Only public keys are ever registered; a
+ * generated private key goes to a 0600 file and nowhere else.
+ */
+import { generateKeyPairSync, type JsonWebKey } from 'node:crypto';
+import { closeSync, constants, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { checkClientKeys } from '../core/clients';
+import { jwkThumbprint } from '../jwt/thumbprint';
+import { CommandError, UsageError, parseCommand } from './args';
+import { CLIENT_ID_SHAPE, activeClient, printable, quoted, services, table, withHelp, type Context, type Handler } from './context';
+import { HELP } from './help';
+
+/** Reads a JWK Set or one JWK from `path`; a missing file or bad JSON is a usage error of `command`. */
+function readJwkFile(path: string, command: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${quoted(path)}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`, command);
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError(`${quoted(path)} is not JSON: expected a JWK Set or one JWK`, command);
+  }
+}
+
+/** Key checks as usage errors: the one-line reason from core. */
+function checked(input: unknown, command: string): ReturnType<typeof checkClientKeys> {
+  try {
+    return checkClientKeys(input);
+  } catch (err) {
+    if (err instanceof TypeError) throw new UsageError(err.message, command);
+    throw err;
+  }
+}
+
+/** Writes `text` to a new file with mode 0600; refuses an existing file. */
+function writePrivateFile(path: string, text: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') throw new UsageError(`${quoted(path)} exists already; refusing to overwrite a key file`, 'create');
+    throw new UsageError(`cannot create ${quoted(path)}: ${code ?? 'error'}`, 'create');
+  }
+  try {
+    writeSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+interface KeyClientFlags {
+  json?: boolean;
+  jwks?: string;
+  'jwks-uri'?: string;
+  'generate-key'?: boolean;
+  out?: string;
+}
+
+export async function createKeyClient(ctx: Context, name: string, scope: string | undefined, values: KeyClientFlags): Promise<number> {
+  if (values.jwks !== undefined && values['jwks-uri'] !== undefined) throw new UsageError('give --jwks or --jwks-uri, not both', 'create');
+  if (values['generate-key'] && (values.jwks !== undefined || values['jwks-uri'] !== undefined)) {
+    throw new UsageError('give one of --jwks, --jwks-uri or --generate-key', 'create');
+  }
+  if (!values['generate-key'] && values.jwks === undefined && values['jwks-uri'] === undefined) {
+    throw new UsageError('--auth private_key_jwt needs --jwks FILE, --jwks-uri URL or --generate-key --out FILE', 'create');
+  }
+  if (values['jwks-uri'] !== undefined) return createRemoteKeyClient(ctx, name, scope, values['jwks-uri'], values.json === true);
+  if (values['generate-key'] && values.out === undefined) throw new UsageError('--generate-key needs --out FILE for the private key', 'create');
+  if (!values['generate-key'] && values.out !== undefined) throw new UsageError('--out goes with --generate-key', 'create');
+
+  let keys: ReturnType<typeof checkClientKeys>;
+  let outFile: string | undefined;
+  if (values['generate-key']) {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const pub = publicKey.export({ format: 'jwk' }) as JsonWebKey;
+    const kid = jwkThumbprint(pub);
+    keys = checked({ ...pub, kid, alg: 'ES256', use: 'sig' }, 'create');
+    const privateJwk = { ...(privateKey.export({ format: 'jwk' }) as JsonWebKey), kid, alg: 'ES256', use: 'sig' };
+    outFile = values.out!;
+    writePrivateFile(outFile, `${JSON.stringify(privateJwk, null, 2)}\n`);
+  } else {
+    keys = checked(readJwkFile(values.jwks!, 'create'), 'create');
+  }
+
+  let created;
+  try {
+    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwks: { keys } });
+  } catch (err) {
+    if (outFile) rmSync(outFile, { force: true }); // no client: the key file would be an orphan
+    throw err;
+  }
+  const kids = created.keys.map((k) => k.kid);
+  const scopeText = created.scopes.join(' ');
+  if (values.json) {
+    const base = { client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt' };
+    ctx.out(JSON.stringify(outFile ? { ...base, kid: kids[0] } : { ...base, kids }));
+    return 0;
+  }
+  ctx.out('Client created.');
+  ctx.out(`  client_id:  ${created.clientId}`);
+  ctx.out(`  name:       ${printable(created.name)}`);
+  ctx.out(`  scope:      ${scopeText || '(none)'}`);
+  ctx.out('  auth:       private_key_jwt');
+  ctx.out(`  kids:       ${kids.map(printable).join(', ')}`);
+  if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
+  return 0;
+}
+
+async function createRemoteKeyClient(ctx: Context, name: string, scope: string | undefined, jwksUri: string, json: boolean): Promise<number> {
+  let created;
+  try {
+    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwksUri });
+  } catch (err) {
+    if (err instanceof TypeError) throw new UsageError(err.message, 'create');
+    throw err;
+  }
+  const scopeText = created.scopes.join(' ');
+  if (json) {
+    ctx.out(JSON.stringify({ client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt', jwks_uri: created.jwksUri }));
+    return 0;
+  }
+  ctx.out('Client created.');
+  ctx.out(`  client_id:  ${created.clientId}`);
+  ctx.out(`  name:       ${printable(created.name)}`);
+  ctx.out(`  scope:      ${scopeText || '(none)'}`);
+  ctx.out('  auth:       private_key_jwt');
+  ctx.out(`  jwks_uri:   ${printable(created.jwksUri ?? '')}`);
+  return 0;
+}
+
+const keyAdd: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand('client-key add', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: 'CLIENT_ID and FILE', shape: CLIENT_ID_SHAPE });
+  const [clientId, file] = positionals;
+  const input = readJwkFile(file, 'client-key add');
+  const keys = checked(input, 'client-key add');
+  if (keys.length !== 1) throw new UsageError(`${quoted(file)} holds ${keys.length} keys; add one key at a time`, 'client-key add');
+  const [key] = keys;
+  const service = services(ctx);
+  const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since})`);
+  if (client.authMethod !== 'private_key_jwt') throw new CommandError(`client ${quoted(clientId)} authenticates with a secret, not with keys`);
+  if (client.jwksUri) throw new CommandError(`client ${quoted(clientId)} publishes its keys at ${quoted(client.jwksUri)}; change them there`);
+  let added;
+  try {
+    added = await service.addKey(clientId, key);
+  } catch (err) {
+    if (err instanceof TypeError) throw new UsageError(err.message, 'client-key add');
+    throw err;
+  }
+  if (!added) throw new CommandError(`client ${quoted(clientId)} is unknown, revoked or not key-based`);
+  if (values.json) ctx.out(JSON.stringify({ client_id: clientId, kid: added.kid, alg: added.alg }));
+  else ctx.out(`Key ${printable(added.kid)} added to client ${clientId}. Both keys work; remove the old one once the client uses the new one.`);
+  return 0;
+};
+
+const keyRemove: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand('client-key remove', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: 'CLIENT_ID and KID', shape: CLIENT_ID_SHAPE });
+  const [clientId, kid] = positionals;
+  const service = services(ctx);
+  const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since})`);
+  if (!client.kids.includes(kid)) throw new CommandError(`client ${quoted(clientId)} has no key with kid ${quoted(kid)}`);
+  if (client.kids.length === 1) throw new CommandError(`${quoted(kid)} is the last key of client ${quoted(clientId)}; add its successor first, or revoke the client`);
+  if (!(await service.removeKey(clientId, kid))) throw new CommandError(`could not remove key ${quoted(kid)} from client ${quoted(clientId)}`);
+  if (values.json) ctx.out(JSON.stringify({ client_id: clientId, removed: kid }));
+  else ctx.out(`Key ${printable(kid)} removed from client ${clientId}: assertions signed with it no longer work.`);
+  return 0;
+};
+
+const keyList: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand('client-key list', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE });
+  const [clientId] = positionals;
+  const keys = await services(ctx).listKeys(clientId);
+  if (!keys) throw new CommandError(`no client with id ${quoted(clientId)}`);
+  const rows = keys.map((k) => ({ kid: k.kid, kty: k.kty, alg: String(k.alg ?? ''), crv: typeof k.crv === 'string' ? k.crv : null }));
+  if (values.json) {
+    ctx.out(JSON.stringify(rows));
+    return 0;
+  }
+  if (rows.length === 0) {
+    ctx.out(`Client ${clientId} has no keys: it authenticates with a secret.`);
+    return 0;
+  }
+  for (const line of table(['KID', 'KTY', 'ALG'], rows.map((r) => [r.kid, r.crv ? `${r.kty} ${r.crv}` : r.kty, r.alg]))) ctx.out(line);
+  return 0;
+};
+
+const KEY_COMMANDS: Record<string, Handler> = { add: keyAdd, remove: keyRemove, list: keyList };
+
+export const clientKey: Handler = async (args, ctx) => {
+  const [sub, ...rest] = args;
+  if (sub === '-h' || sub === '--help') {
+    ctx.io.stdout(HELP['client-key']);
+    return 0;
+  }
+  if (sub === undefined) {
+    ctx.io.stderr(HELP['client-key']);
+    return 2;
+  }
+  const handler = Object.hasOwn(KEY_COMMANDS, sub) ? KEY_COMMANDS[sub] : undefined;
+  if (!handler) {
+    ctx.err(`error: unknown command 'client-key ${printable(sub)}'`);
+    ctx.err();
+    ctx.io.stderr(HELP['client-key']);
+    return 2;
+  }
+  return withHelp(`client-key ${sub}`, handler)(rest, ctx);
+};

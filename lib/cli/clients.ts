@@ -1,0 +1,121 @@
+/** `create`, `list`, `revoke`, `rotate-secret`: the client commands. */
+import { isScopeToken } from '../core/scope';
+import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
+import { createKeyClient } from './client-keys';
+import { BIN } from './help';
+import { CLIENT_ID_SHAPE, activeClient, iso, printable, quoted, services, table, type Handler } from './context';
+
+const SECRET_WARNING = 'warning: the client secret is shown only now and cannot be recovered; store it safely.';
+
+export const create: Handler = async (args, ctx) => {
+  const { values } = parseCommand('create', args, {
+    name: { type: 'string' },
+    scope: { type: 'string', multiple: true },
+    json: { type: 'boolean' },
+    auth: { type: 'string' },
+    jwks: { type: 'string' },
+    'jwks-uri': { type: 'string' },
+    'generate-key': { type: 'boolean' },
+    out: { type: 'string' },
+  });
+  if (values.name === undefined) throw new UsageError('missing required option --name', 'create');
+  const scope = values.scope?.filter((s) => s !== '').join(' ');
+  if (scope !== undefined && scope !== '' && !scope.split(' ').every(isScopeToken)) {
+    throw new UsageError(`--scope takes scope tokens separated by single spaces (RFC 6749 §3.3), got ${JSON.stringify(scope)}`, 'create');
+  }
+  const auth = values.auth ?? 'client_secret';
+  if (auth !== 'client_secret' && auth !== 'private_key_jwt') {
+    throw new UsageError(`--auth must be client_secret or private_key_jwt, got ${JSON.stringify(auth)}`, 'create');
+  }
+  if (auth === 'private_key_jwt') return createKeyClient(ctx, values.name, scope, values);
+  for (const flag of ['jwks', 'jwks-uri', 'generate-key', 'out'] as const) {
+    if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --auth private_key_jwt`, 'create');
+  }
+  const created = await services(ctx).create({ name: values.name, scopes: scope });
+  const scopeText = created.scopes.join(' ');
+  if (values.json) {
+    ctx.out(JSON.stringify({ client_id: created.clientId, client_secret: created.clientSecret, name: created.name, scope: scopeText }));
+  } else {
+    ctx.out('Client created.');
+    ctx.out(`  client_id:     ${created.clientId}`);
+    ctx.out(`  client_secret: ${created.clientSecret}`);
+    ctx.out(`  name:          ${printable(created.name)}`);
+    ctx.out(`  scope:         ${scopeText || '(none)'}`);
+  }
+  ctx.err(SECRET_WARNING);
+  return 0;
+};
+
+export const list: Handler = async (args, ctx) => {
+  const { values } = parseCommand('list', args, { json: { type: 'boolean' } });
+  const clients = await services(ctx).list();
+  if (values.json) {
+    ctx.out(
+      JSON.stringify(
+        clients.map((c) => ({
+          client_id: c.clientId,
+          name: c.name,
+          scope: c.scopes.join(' '),
+          status: c.revokedAt ? 'revoked' : 'active',
+          created_at: c.createdAt.toISOString(),
+          revoked_at: c.revokedAt ? c.revokedAt.toISOString() : null,
+          active_secrets: c.activeSecrets,
+          auth: c.authMethod,
+        })),
+      ),
+    );
+    return 0;
+  }
+  if (clients.length === 0) {
+    ctx.out(`No clients. Create one with '${BIN} create --name NAME'.`);
+    return 0;
+  }
+  const rows = clients.map((c) => [c.clientId, c.name, c.scopes.join(' ') || '-', c.revokedAt ? 'revoked' : 'active', iso(c.createdAt), c.authMethod]);
+  for (const line of table(['CLIENT_ID', 'NAME', 'SCOPE', 'STATUS', 'CREATED', 'AUTH'], rows)) ctx.out(line);
+  return 0;
+};
+
+export const revoke: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand('revoke', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE });
+  const clientId = positionals[0];
+  const service = services(ctx);
+  await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked already (since ${since})`);
+  if (!(await service.revoke(clientId))) throw new CommandError(`client ${quoted(clientId)} is unknown or revoked already`);
+  const revoked = await service.get(clientId);
+  if (values.json) {
+    ctx.out(JSON.stringify({ client_id: clientId, status: 'revoked', revoked_at: revoked?.revokedAt?.toISOString() ?? null }));
+  } else {
+    ctx.out(`Client ${clientId} revoked: its secrets no longer work. Access tokens issued before stay valid until they expire.`);
+  }
+  return 0;
+};
+
+const MAX_KEEP_OLD = 365 * 86400;
+
+export const rotateSecret: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand(
+    'rotate-secret',
+    args,
+    { 'keep-old': { type: 'string' }, json: { type: 'boolean' } },
+    { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE },
+  );
+  const clientId = positionals[0];
+  const keepOld = values['keep-old'] === undefined ? 0 : parseDuration(values['keep-old'], '--keep-old', 'rotate-secret', MAX_KEEP_OLD);
+  const service = services(ctx);
+  await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot get a new secret`);
+  const rotated = await service.rotateSecret(clientId, { keepOldFor: keepOld });
+  if (!rotated) throw new CommandError(`client ${quoted(clientId)} is unknown or revoked`);
+  if (values.json) {
+    ctx.out(JSON.stringify({ client_id: rotated.clientId, client_secret: rotated.clientSecret }));
+  } else {
+    ctx.out(`New secret for client ${rotated.clientId}:`);
+    ctx.out(`  client_secret: ${rotated.clientSecret}`);
+    ctx.out(
+      keepOld > 0
+        ? `The previous secret keeps working for ${formatDuration(keepOld)}, until ${iso(Date.now() + keepOld * 1000)}.`
+        : 'The previous secret no longer works.',
+    );
+  }
+  ctx.err(SECRET_WARNING);
+  return 0;
+};

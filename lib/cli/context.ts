@@ -1,0 +1,113 @@
+/** What every command shares: the I/O, the lazily opened store, the audit logger and output formatting. */
+import { ClientService, type ClientInfo } from '../core/clients';
+import { deferredKeyStore } from '../core/keys';
+import pino from 'pino';
+import { silentLogger, type Logger } from '../logger';
+import { openStore } from '../stores/open';
+import type { KeyStore, Store } from '../stores/types';
+import { CommandError, wantsHelp } from './args';
+import { HELP } from './help';
+
+export interface CliIo {
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+  env: NodeJS.ProcessEnv;
+}
+
+export interface Context {
+  io: CliIo;
+  out: (line?: string) => void;
+  err: (line?: string) => void;
+  stores: LazyStore;
+}
+
+export type Handler = (args: string[], ctx: Context) => Promise<number>;
+
+/** Generated client ids: 16 random bytes in base64url, so one may start with "-". */
+export const CLIENT_ID_SHAPE = /^[A-Za-z0-9_-]{22}$/;
+
+/**
+ * Audit events (client.created, client.revoked, client.secret_rotated) go as
+ * pino JSON lines to stderr when LOG_LEVEL is set; stdout stays the CLI's own.
+ */
+export function auditLogger(env: NodeJS.ProcessEnv): Logger {
+  if (!env.LOG_LEVEL) return silentLogger;
+  return pino({ name: 'client-credentials', level: env.LOG_LEVEL }, pino.destination(2));
+}
+
+/** Opens the store on first use only, so a usage error never creates a data folder or a connection. */
+export class LazyStore {
+  private opening: Promise<Store> | undefined;
+
+  constructor(private readonly env: NodeJS.ProcessEnv) {}
+
+  get = (): Promise<Store> => {
+    this.opening ??= openStore({
+      databaseUrl: this.env.DATABASE_URL || undefined,
+      schema: this.env.DATABASE_SCHEMA || undefined,
+      dataDir: this.env.DATA_DIR || './data',
+    });
+    return this.opening;
+  };
+
+  keyStore(): KeyStore {
+    return deferredKeyStore(this.get);
+  }
+
+  async close(): Promise<void> {
+    if (!this.opening) return;
+    const store = await this.opening.catch(() => undefined);
+    this.opening = undefined;
+    await store?.close();
+  }
+}
+
+// ---------- formatting ----------
+
+/** ISO 8601 to the second. */
+export function iso(date: Date | number): string {
+  return new Date(date).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+/** Neutralises characters that could move the cursor or reorder text in a terminal. */
+export function printable(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, '?');
+}
+
+/** A user-given value inside a message. */
+export function quoted(text: string): string {
+  return `'${printable(text)}'`;
+}
+
+export function table(header: string[], rows: string[][]): string[] {
+  const all = [header, ...rows.map((r) => r.map(printable))];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i].length)));
+  return all.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ').trimEnd());
+}
+
+export function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+export function services(ctx: Context): ClientService {
+  return new ClientService(ctx.stores.get, auditLogger(ctx.io.env));
+}
+
+/** The client, or a CommandError when it is unknown or revoked. */
+export async function activeClient(service: ClientService, clientId: string, whenRevoked: (since: string) => string): Promise<ClientInfo> {
+  const client = await service.get(clientId);
+  if (!client) throw new CommandError(`no client with id ${quoted(clientId)}`);
+  if (client.revokedAt) throw new CommandError(whenRevoked(iso(client.revokedAt)));
+  return client;
+}
+
+/** `--help` / `-h` anywhere (before `--`) shows the command's help, whatever else is there. */
+export function withHelp(command: string, handler: Handler): Handler {
+  return (args, ctx) => {
+    if (wantsHelp(args)) {
+      ctx.io.stdout(HELP[command]);
+      return Promise.resolve(0);
+    }
+    return handler(args, ctx);
+  };
+}

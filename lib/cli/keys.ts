@@ -1,0 +1,142 @@
+/** `keys list`, `keys rotate`, `keys prune`: the issuer's signing keys. */
+import { KeyRing, SIGNING_ALGORITHMS, type LoadedKey, type SigningAlgorithm } from '../core/keys';
+import { UsageError, formatDuration, parseCommand, parseDuration } from './args';
+import { HELP } from './help';
+import { auditLogger, iso, printable, table, withHelp, type Context, type Handler } from './context';
+
+interface KeySettings {
+  /** From SIGNING_ALG, or undefined to keep the signing key's algorithm. */
+  algorithm: SigningAlgorithm | undefined;
+  accessTokenTtl: number;
+  clockTolerance: number;
+  leadTime: number;
+}
+
+function envNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, max: number, command: string, min = 0): number {
+  const text = env[name];
+  if (text === undefined || text === '') return fallback;
+  if (!/^\d+$/.test(text.trim()) || Number(text) < min || Number(text) > max) {
+    throw new UsageError(`${name} must be a whole number of seconds from ${min} to ${max}, got ${JSON.stringify(text)}`, command);
+  }
+  return Number(text);
+}
+
+function keySettings(env: NodeJS.ProcessEnv, command: string): KeySettings {
+  const alg = env.SIGNING_ALG || undefined;
+  if (alg !== undefined && !(SIGNING_ALGORITHMS as readonly string[]).includes(alg)) {
+    throw new UsageError(`SIGNING_ALG must be one of ${SIGNING_ALGORITHMS.join(', ')}, got ${JSON.stringify(alg)}`, command);
+  }
+  return {
+    algorithm: alg as SigningAlgorithm | undefined,
+    accessTokenTtl: envNumber(env, 'ACCESS_TOKEN_TTL', 3600, 86400, command, 1),
+    clockTolerance: envNumber(env, 'CLOCK_TOLERANCE', 5, 300, command),
+    leadTime: envNumber(env, 'KEY_ROTATION_LEAD_TIME', 300, 86400, command),
+  };
+}
+
+/**
+ * The key ring, loaded (creating the first key when there is none) unless
+ * `load` is false. The algorithm is SIGNING_ALG or else the newest key's,
+ * so that loading never triggers KeyRing.init()'s immediate rotation on an
+ * algorithm change; a change of algorithm goes through `keys rotate` and its lead time.
+ */
+async function loadKeyRing(ctx: Context, settings: KeySettings, load = true): Promise<KeyRing> {
+  const keyStore = ctx.stores.keyStore();
+  const stored = await keyStore.listKeys();
+  const newest = stored.at(-1)?.alg;
+  const algorithm =
+    settings.algorithm ?? ((SIGNING_ALGORITHMS as readonly string[]).includes(newest ?? '') ? (newest as SigningAlgorithm) : 'ES256');
+  const ring = new KeyRing(keyStore, {
+    algorithm,
+    maxTokenTtl: settings.accessTokenTtl + settings.clockTolerance,
+    reloadCooldownMs: 0,
+    refreshMs: Number.POSITIVE_INFINITY,
+    rotationLeadTimeMs: settings.leadTime * 1000,
+    logger: auditLogger(ctx.io.env),
+    now: Date.now,
+  });
+  if (!load) return ring;
+  if (stored.some((k) => k.retiredAt === null)) await ring.reload();
+  else await ring.init(); // no key yet: creates the first one
+  return ring;
+}
+
+function keyStatus(key: LoadedKey, now: number): 'pending' | 'current' | 'retired' {
+  if (key.retiredAt !== null && key.retiredAt <= now) return 'retired';
+  return key.activatesAt > now ? 'pending' : 'current';
+}
+const keysList: Handler = async (args, ctx) => {
+  const { values } = parseCommand('keys list', args, { json: { type: 'boolean' } });
+  const settings = keySettings(ctx.io.env, 'keys list');
+  const ring = await loadKeyRing(ctx, settings);
+  const now = Date.now();
+  const keys = ring.list().map((k) => ({
+    kid: k.kid,
+    alg: k.alg,
+    status: keyStatus(k, now),
+    activates_at: new Date(k.activatesAt).toISOString(),
+    retired_at: k.retiredAt === null ? null : new Date(k.retiredAt).toISOString(),
+  }));
+  if (values.json) {
+    ctx.out(JSON.stringify(keys));
+    return 0;
+  }
+  const rows = keys.map((k) => [k.kid, k.alg, k.status, iso(new Date(k.activates_at)), k.retired_at ? iso(new Date(k.retired_at)) : '-']);
+  for (const line of table(['KID', 'ALG', 'STATUS', 'ACTIVATES_AT', 'RETIRED_AT'], rows)) ctx.out(line);
+  return 0;
+};
+
+const keysRotate: Handler = async (args, ctx) => {
+  const { values } = parseCommand('keys rotate', args, { 'lead-time': { type: 'string' }, json: { type: 'boolean' } });
+  const settings = keySettings(ctx.io.env, 'keys rotate');
+  const leadTime =
+    values['lead-time'] === undefined ? settings.leadTime : parseDuration(values['lead-time'], '--lead-time', 'keys rotate', 86400);
+  const ring = await loadKeyRing(ctx, settings);
+  const replaced = ring.list().filter((k) => k.retiredAt === null);
+  const key = await ring.rotate(leadTime * 1000);
+  if (values.json) {
+    ctx.out(
+      JSON.stringify({ kid: key.kid, alg: key.alg, status: keyStatus(key, Date.now()), activates_at: new Date(key.activatesAt).toISOString() }),
+    );
+    return 0;
+  }
+  ctx.out(`New signing key ${key.kid} (${key.alg}) published.`);
+  ctx.out(
+    leadTime > 0
+      ? `It signs from ${iso(key.activatesAt)} (in ${formatDuration(leadTime)}); ${replaced.map((k) => k.kid).join(', ') || 'the previous key'} signs until then.`
+      : 'It signs from now on.',
+  );
+  return 0;
+};
+
+const keysPrune: Handler = async (args, ctx) => {
+  const { values } = parseCommand('keys prune', args, { json: { type: 'boolean' } });
+  const settings = keySettings(ctx.io.env, 'keys prune');
+  const ring = await loadKeyRing(ctx, settings, false); // pruning needs no key, and creates none
+  const removed = await ring.prune();
+  if (values.json) ctx.out(JSON.stringify({ removed }));
+  else ctx.out(`Removed ${removed} retired key${removed === 1 ? '' : 's'}.`);
+  return 0;
+};
+
+const KEY_COMMANDS: Record<string, Handler> = { list: keysList, rotate: keysRotate, prune: keysPrune };
+
+export const keys: Handler = async (args, ctx) => {
+  const [sub, ...rest] = args;
+  if (sub === '-h' || sub === '--help') {
+    ctx.io.stdout(HELP.keys);
+    return 0;
+  }
+  if (sub === undefined) {
+    ctx.io.stderr(HELP.keys);
+    return 2;
+  }
+  const handler = Object.hasOwn(KEY_COMMANDS, sub) ? KEY_COMMANDS[sub] : undefined;
+  if (!handler) {
+    ctx.err(`error: unknown command 'keys ${printable(sub)}'`);
+    ctx.err();
+    ctx.io.stderr(HELP.keys);
+    return 2;
+  }
+  return withHelp(`keys ${sub}`, handler)(rest, ctx);
+};

@@ -1,0 +1,205 @@
+import { createHash, type KeyObject } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { InvalidClientError } from '../errors';
+import { verifyJws, type DpopAlgorithm } from '../jwt/algorithms';
+import { checkPublicJwk } from '../jwt/public-jwk';
+import type { ClientJwks, ClientRecord } from '../stores/types';
+import { RemoteClientKeys } from './client-jwks-uri';
+
+/** Longest accepted assertion lifetime (exp − iat, and exp − now), in seconds. */
+export const MAX_ASSERTION_LIFETIME = 300;
+/** Longest accepted `jti`, in characters. */
+export const MAX_JTI_LENGTH = 256;
+/** Longest accepted assertion, in characters: a bound on what parsing a made-up one costs. */
+const MAX_ASSERTION_LENGTH = 8192;
+
+export type ClientAssertionAudience = 'issuer' | 'issuer-or-token-endpoint';
+
+/** An assertion split and decoded, not yet verified. */
+export interface ParsedAssertion {
+  header: Record<string, unknown>;
+  payload: Record<string, unknown>;
+  signingInput: string;
+  signature: Buffer;
+}
+
+/**
+ * A refused assertion: 401 invalid_client on the wire; `detail` is the
+ * reason for `client.auth_failed`, `facts` what the log adds (e.g. the `aud`
+ * that arrived). Never the assertion itself.
+ */
+export class AssertionRejectedError extends InvalidClientError {
+  constructor(
+    reason: string,
+    readonly facts: Record<string, unknown> = {},
+  ) {
+    super({ detail: reason });
+  }
+}
+
+function reject(reason: string, facts?: Record<string, unknown>): never {
+  throw new AssertionRejectedError(reason, facts);
+}
+
+function decodeJson(part: string): Record<string, unknown> | undefined {
+  if (!/^[A-Za-z0-9_-]+$/.test(part)) return undefined;
+  try {
+    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Splits and decodes a compact JWS, or gives the reason it is not one. Verifies nothing. */
+export function parseAssertion(jwt: string): ParsedAssertion | 'assertion_malformed' {
+  if (jwt.length > MAX_ASSERTION_LENGTH) return 'assertion_malformed';
+  const parts = jwt.split('.');
+  if (parts.length !== 3 || parts[2] === '' || !/^[A-Za-z0-9_-]+$/.test(parts[2])) return 'assertion_malformed';
+  const header = decodeJson(parts[0]);
+  const payload = decodeJson(parts[1]);
+  if (!header || !payload) return 'assertion_malformed';
+  return { header, payload, signingInput: `${parts[0]}.${parts[1]}`, signature: Buffer.from(parts[2], 'base64url') };
+}
+
+/** The value to log for a claim an attacker chose: short, and only when a string or number. */
+function shown(value: unknown): unknown {
+  if (typeof value === 'string') return value.slice(0, 200);
+  if (typeof value === 'number') return value;
+  if (Array.isArray(value)) return value.slice(0, 4).map(shown);
+  return typeof value;
+}
+
+interface ImportedClientKeys {
+  /** The record's jwks object last seen, and its JSON, to tell a changed key set from the same one. */
+  seen: ClientJwks;
+  text: string;
+  byKid: Map<string, { key: KeyObject; alg: DpopAlgorithm }>;
+}
+
+export interface ClientAssertionSettings {
+  issuer: string;
+  tokenEndpoint: string;
+  audience: ClientAssertionAudience;
+  clockTolerance: number;
+  /** The store's single-use record (consumeJti). */
+  consumeJti: (clientId: string, jtiHash: string, expiresAt: Date) => Promise<boolean>;
+  now: () => number;
+  /** For clients registered with a jwks_uri. Default: fetched with the global fetch. */
+  remoteKeys?: RemoteClientKeys;
+}
+
+const TYPES = new Set(['JWT', 'client-authentication+jwt']);
+
+/**
+ * Verifies private_key_jwt client assertions (RFC 7523 §3) for a found
+ * client. Public keys are imported once per client key set and kept (an LRU
+ * over clients); a changed key set is imported again, never per request.
+ */
+export class ClientAssertionVerifier {
+  private readonly imported = new LRUCache<string, ImportedClientKeys>({ max: 10_000 });
+
+  private readonly remote: RemoteClientKeys;
+
+  constructor(private readonly settings: ClientAssertionSettings) {
+    this.remote = settings.remoteKeys ?? new RemoteClientKeys({ now: settings.now });
+  }
+
+  /** The client's keys by kid: registered ones, imported once; or its jwks_uri's, fetched and cached. */
+  private async keyMap(client: ClientRecord, kid: unknown): Promise<Map<string, { key: KeyObject; alg: DpopAlgorithm }>> {
+    if (client.jwksUri === null) return this.keysOf(client).byKid;
+    try {
+      return await this.remote.keys(client.jwksUri, typeof kid === 'string' ? kid : undefined);
+    } catch (err) {
+      return reject('assertion_jwks_uri_failed', { jwks_uri: client.jwksUri, error: err instanceof Error ? err.message.slice(0, 200) : 'error' });
+    }
+  }
+
+  private keysOf(client: ClientRecord): ImportedClientKeys {
+    const jwks = client.jwks ?? { keys: [] };
+    const hit = this.imported.get(client.clientId);
+    if (hit && hit.seen === jwks) return hit;
+    const text = JSON.stringify(jwks);
+    if (hit && hit.text === text) {
+      hit.seen = jwks;
+      return hit;
+    }
+    const byKid = new Map<string, { key: KeyObject; alg: DpopAlgorithm }>();
+    for (const jwk of jwks.keys) {
+      const checked = checkPublicJwk(jwk);
+      if (typeof checked !== 'string') byKid.set(jwk.kid, { key: checked.key, alg: checked.alg });
+    }
+    const entry = { seen: jwks, text, byKid };
+    this.imported.set(client.clientId, entry);
+    return entry;
+  }
+
+  /**
+   * Checks everything but the jti, then records the jti as used (the last
+   * step, so a failed check never burns it). Throws AssertionRejectedError.
+   */
+  async verify(client: ClientRecord, assertion: ParsedAssertion, bodyClientId: string | undefined): Promise<void> {
+    const { header, payload } = assertion;
+    const { clockTolerance: tolerance } = this.settings;
+    const clientId = client.clientId;
+
+    // header: the algorithm comes from the registered key, never from the token
+    if (header.jwk !== undefined || header.jku !== undefined || header.x5u !== undefined || header.x5c !== undefined) {
+      reject('assertion_embedded_key', { header_keys: Object.keys(header).filter((k) => ['jwk', 'jku', 'x5u', 'x5c'].includes(k)) });
+    }
+    if (header.typ !== undefined && !(typeof header.typ === 'string' && TYPES.has(header.typ))) reject('assertion_wrong_type', { typ: shown(header.typ) });
+    if (header.crit !== undefined) reject('assertion_crit_header');
+    const byKid = await this.keyMap(client, header.kid);
+    if (header.kid === undefined) {
+      // no kid: each registered key pinned to the header's alg (at most MAX_CLIENT_KEYS)
+      let candidates = 0;
+      let verified = false;
+      for (const entry of byKid.values()) {
+        if (entry.alg !== header.alg) continue;
+        candidates++;
+        if (verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) {
+          verified = true;
+          break;
+        }
+      }
+      if (candidates === 0) reject('assertion_wrong_algorithm', { alg: shown(header.alg) });
+      if (!verified) reject('assertion_bad_signature');
+    } else {
+      const entry = typeof header.kid === 'string' ? byKid.get(header.kid) : undefined;
+      if (!entry) reject('assertion_unknown_key', { kid: shown(header.kid) });
+      if (header.alg !== entry.alg) reject('assertion_wrong_algorithm', { alg: shown(header.alg), expected: entry.alg });
+      if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature');
+    }
+
+    // claims
+    if (payload.iss !== clientId) reject('assertion_wrong_issuer', { iss: shown(payload.iss) });
+    if (payload.sub !== clientId) reject('assertion_wrong_subject', { sub: shown(payload.sub) });
+    if (bodyClientId !== undefined && bodyClientId !== clientId) reject('assertion_client_id_mismatch');
+    const aud = payload.aud;
+    const single = typeof aud === 'string' ? aud : Array.isArray(aud) && aud.length === 1 && typeof aud[0] === 'string' ? aud[0] : undefined;
+    const audOk =
+      single !== undefined &&
+      (single === this.settings.issuer || (this.settings.audience === 'issuer-or-token-endpoint' && single === this.settings.tokenEndpoint));
+    if (!audOk) {
+      const which = single === this.settings.tokenEndpoint ? 'token_endpoint' : single === undefined ? 'not_one_value' : 'other';
+      reject('assertion_wrong_audience', { aud: shown(aud), aud_kind: which });
+    }
+    const now = this.settings.now() / 1000;
+    const { exp, iat, nbf, jti } = payload;
+    if (typeof exp !== 'number' || !Number.isFinite(exp)) reject('assertion_no_exp');
+    if (exp <= now - tolerance) reject('assertion_expired', { exp });
+    if (exp - now > MAX_ASSERTION_LIFETIME + tolerance) reject('assertion_lifetime_too_long', { exp, lifetime_s: Math.round(exp - now) });
+    if (iat !== undefined) {
+      if (typeof iat !== 'number' || !Number.isFinite(iat)) reject('assertion_bad_iat');
+      if (iat > now + tolerance) reject('assertion_issued_in_future', { iat });
+      if (exp - iat > MAX_ASSERTION_LIFETIME) reject('assertion_lifetime_too_long', { exp, iat, lifetime_s: exp - iat });
+    }
+    if (nbf !== undefined && (typeof nbf !== 'number' || nbf > now + tolerance)) reject('assertion_not_yet_valid', { nbf: shown(nbf) });
+    if (typeof jti !== 'string' || jti === '') reject('assertion_no_jti');
+    if (jti.length > MAX_JTI_LENGTH) reject('assertion_jti_too_long');
+
+    // single use, across every instance on the store; kept until it could no longer pass the exp check
+    const jtiHash = createHash('sha256').update(jti).digest('base64url');
+    if (!(await this.settings.consumeJti(clientId, jtiHash, new Date((exp + tolerance) * 1000 + 1000)))) reject('assertion_replayed');
+  }
+}
