@@ -1,3 +1,7 @@
+import { createPrivateKey, KeyObject, type JsonWebKey } from 'node:crypto';
+import type { DpopAlgorithm } from '../jwt/algorithms';
+import { CLIENT_ASSERTION_TYPE, signClientAssertion } from '../jwt/client-assertion';
+
 /**
  * Client authentication at the token endpoint, as a plug-in: each method adds
  * its credentials to one token request. `apply()` runs for every request sent,
@@ -59,6 +63,50 @@ export function clientSecretPost(clientSecret: string): ClientAuthentication {
     apply(request, context) {
       request.body.set('client_id', context.clientId);
       request.body.set('client_secret', secret);
+    },
+  };
+}
+
+export interface PrivateKeyJwtOptions {
+  /** The client's private key: a private JWK (its `kid` and `alg` are used when present) or a KeyObject. */
+  privateKey: JsonWebKey | KeyObject;
+  /** `kid` of the registered public key; default the JWK's `kid`. */
+  kid?: string;
+  /** ES256, ES384, PS256 or RS256; default the JWK's `alg`, else by key type. */
+  alg?: DpopAlgorithm;
+}
+
+/**
+ * private_key_jwt (RFC 7523 §2.2): every token request, retries included,
+ * carries a freshly signed assertion (`aud` = the issuer when the client was
+ * created with one, else the token endpoint URL; `exp` = now + 60 s; a new
+ * `jti`, since the issuer accepts each assertion once). The key is imported
+ * once, here.
+ */
+export function privateKeyJwt(options: PrivateKeyJwtOptions): ClientAuthentication {
+  if (typeof options !== 'object' || options === null) throw new TypeError('privateKeyJwt() needs { privateKey }');
+  const given = options.privateKey;
+  let privateKey: KeyObject;
+  try {
+    privateKey = given instanceof KeyObject ? given : createPrivateKey({ key: given as JsonWebKey, format: 'jwk' });
+  } catch (err) {
+    throw new TypeError(`option privateKey must be a private JWK or KeyObject: ${(err as Error).message}`);
+  }
+  if (privateKey.type !== 'private') throw new TypeError('option privateKey must be a private key');
+  const jwk = given instanceof KeyObject ? undefined : (given as JsonWebKey);
+  const kid = options.kid ?? (typeof jwk?.kid === 'string' ? jwk.kid : undefined);
+  const alg = options.alg ?? (typeof jwk?.alg === 'string' ? (jwk.alg as DpopAlgorithm) : undefined);
+  // fail at start-up, not on the first token request
+  signClientAssertion({ clientId: 'check', audience: 'check', privateKey, kid, alg });
+  return {
+    method: 'private_key_jwt',
+    apply(request, context) {
+      request.body.set('client_id', context.clientId);
+      request.body.set('client_assertion_type', CLIENT_ASSERTION_TYPE);
+      request.body.set(
+        'client_assertion',
+        signClientAssertion({ clientId: context.clientId, audience: context.issuer ?? context.tokenEndpoint, privateKey, kid, alg }),
+      );
     },
   };
 }

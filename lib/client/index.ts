@@ -32,8 +32,8 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
 
 export { TokenEndpointError } from './errors';
 export type { TokenEndpointErrorInit } from './errors';
-export { clientSecretBasic, clientSecretPost, formEncode } from './auth';
-export type { ClientAuthentication, ClientAuthContext, TokenRequestParts } from './auth';
+export { clientSecretBasic, clientSecretPost, privateKeyJwt, formEncode } from './auth';
+export type { ClientAuthentication, ClientAuthContext, TokenRequestParts, PrivateKeyJwtOptions } from './auth';
 export type { ProofOfPossession, TokenProofRequest, ApiProofRequest, RefusedAnswer } from './proof-of-possession';
 export type { TokenStore, StoredToken } from './store';
 export { redisTokenStore } from './redis-store';

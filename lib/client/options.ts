@@ -1,9 +1,9 @@
-import { clientSecretBasic, clientSecretPost, type ClientAuthentication } from './auth';
+import { clientSecretBasic, clientSecretPost, privateKeyJwt, type ClientAuthentication, type PrivateKeyJwtOptions } from './auth';
 import { checkTransport, type FetchLike } from './http';
 import type { ProofOfPossession } from './proof-of-possession';
 import type { TokenStore } from './store';
 
-export type AuthMethod = 'client_secret_basic' | 'client_secret_post';
+export type AuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
 
 export interface TokenClientOptions {
   /** Issuer URL: the token endpoint is read from its RFC 8414 metadata, whose `issuer` must be this exact string. */
@@ -12,6 +12,10 @@ export interface TokenClientOptions {
   tokenEndpoint?: string;
   clientId: string;
   clientSecret?: string;
+  /** private_key_jwt instead of a secret: the client's private key (a private JWK or KeyObject); a fresh assertion signs every token request. */
+  privateKey?: PrivateKeyJwtOptions['privateKey'];
+  /** With `privateKey`: the `kid` of its registered public key (default the JWK's `kid`). */
+  kid?: string;
   /** `client_secret_basic` (default, unless the metadata lists only `client_secret_post`), `client_secret_post`, or a plug-in. */
   authMethod?: AuthMethod | ClientAuthentication;
   /** Scopes asked for when a call names none ("a b" or ["a", "b"]). */
@@ -77,7 +81,7 @@ export interface ClientConfig {
 }
 
 const KNOWN = new Set([
-  'issuer', 'tokenEndpoint', 'clientId', 'clientSecret', 'authMethod', 'scope', 'resource', 'skew', 'defaultTtl', 'refreshWindow',
+  'issuer', 'tokenEndpoint', 'clientId', 'clientSecret', 'privateKey', 'kid', 'authMethod', 'scope', 'resource', 'skew', 'defaultTtl', 'refreshWindow',
   'minRenewalInterval', 'timeout', 'maxEntries', 'fetch', 'store', 'onEvent', 'proofOfPossession', 'allowInsecureHttp', 'now',
 ]);
 
@@ -137,16 +141,23 @@ export function parseOptions(options: TokenClientOptions): ClientConfig {
 
   let auth: ClientAuthentication | undefined;
   const method = options.authMethod;
+  if (options.privateKey !== undefined && options.clientSecret !== undefined) {
+    throw new TypeError('createTokenClient() takes clientSecret or privateKey, not both');
+  }
   if (typeof method === 'object' && method !== null) {
     if (typeof method.apply !== 'function' || typeof method.method !== 'string') throw new TypeError('option authMethod must have method and apply()');
     auth = method;
+  } else if (options.privateKey !== undefined || method === 'private_key_jwt') {
+    if (method !== undefined && method !== 'private_key_jwt') throw new TypeError(`option privateKey goes with authMethod private_key_jwt, not ${String(method)}`);
+    if (options.privateKey === undefined) throw new TypeError('authMethod private_key_jwt needs option privateKey');
+    auth = privateKeyJwt({ privateKey: options.privateKey, kid: options.kid });
   } else if (method === undefined || method === 'client_secret_basic' || method === 'client_secret_post') {
     if (typeof options.clientSecret !== 'string' || options.clientSecret === '') throw new TypeError('option clientSecret must be a non-empty string');
     if (method === 'client_secret_post') auth = clientSecretPost(options.clientSecret);
     else if (method === 'client_secret_basic' || options.tokenEndpoint !== undefined) auth = clientSecretBasic(options.clientSecret);
     // else: chosen from the issuer's metadata
   } else {
-    throw new TypeError('option authMethod must be client_secret_basic, client_secret_post or a ClientAuthentication');
+    throw new TypeError('option authMethod must be client_secret_basic, client_secret_post, private_key_jwt or a ClientAuthentication');
   }
 
   const pop = options.proofOfPossession;
