@@ -101,14 +101,19 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
     ctx.out(JSON.stringify(outFile ? { ...base, kid: kids[0] } : { ...base, kids }));
     return 0;
   }
+  printKeyClient(ctx, created, scopeText, `  kids:       ${kids.map(printable).join(', ')}`);
+  if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
+  return 0;
+}
+
+/** The human-readable answer to a key-based `create`; `keys` is its last line (kids or jwks_uri). */
+function printKeyClient(ctx: Context, created: { clientId: string; name: string }, scopeText: string, keys: string): void {
   ctx.out('Client created.');
   ctx.out(`  client_id:  ${created.clientId}`);
   ctx.out(`  name:       ${printable(created.name)}`);
   ctx.out(`  scope:      ${scopeText || '(none)'}`);
   ctx.out('  auth:       private_key_jwt');
-  ctx.out(`  kids:       ${kids.map(printable).join(', ')}`);
-  if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
-  return 0;
+  ctx.out(keys);
 }
 
 async function createRemoteKeyClient(ctx: Context, name: string, scope: string | undefined, jwksUri: string, json: boolean): Promise<number> {
@@ -124,12 +129,7 @@ async function createRemoteKeyClient(ctx: Context, name: string, scope: string |
     ctx.out(JSON.stringify({ client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt', jwks_uri: created.jwksUri }));
     return 0;
   }
-  ctx.out('Client created.');
-  ctx.out(`  client_id:  ${created.clientId}`);
-  ctx.out(`  name:       ${printable(created.name)}`);
-  ctx.out(`  scope:      ${scopeText || '(none)'}`);
-  ctx.out('  auth:       private_key_jwt');
-  ctx.out(`  jwks_uri:   ${printable(created.jwksUri ?? '')}`);
+  printKeyClient(ctx, created, scopeText, `  jwks_uri:   ${printable(created.jwksUri ?? '')}`);
   return 0;
 }
 
