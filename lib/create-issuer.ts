@@ -2,6 +2,7 @@ import type { RequestHandler, Router } from 'express';
 import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type IssuerOptions } from './config';
 import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
+import { RedisReplayStore, type RedisSetNxClient } from './core/dpop';
 import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
@@ -82,6 +83,8 @@ export function createIssuer(options: IssuerOptions): Issuer {
     () => (store ? Promise.resolve(store) : openEmbeddedStore({ dataDir: config.dataDir })),
     logger,
     limiter,
+    undefined,
+    options.dpop?.redis ? new RedisReplayStore({ client: options.dpop.redis as RedisSetNxClient, prefix: config.dpop.keyPrefix }) : undefined,
   );
   // one per issuer: its requireBearer() middlewares share the once-a-minute info lines
   const rejections = new RejectionLog(logger);

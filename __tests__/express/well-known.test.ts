@@ -69,6 +69,7 @@ describe('ES256 issuer (default)', () => {
         grant_types_supported: ['client_credentials'],
         token_endpoint_auth_methods_supported: expect.arrayContaining(['client_secret_basic', 'client_secret_post']),
         response_types_supported: [],
+        dpop_signing_alg_values_supported: ['ES256', 'ES384', 'PS256', 'RS256'],
       });
       expect(res.body).not.toHaveProperty('scopes_supported');
     });

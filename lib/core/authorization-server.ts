@@ -6,7 +6,9 @@ import type { ClientRecord, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
 import { authenticateClient, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
+import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
 import { signAccessToken, type IssuedToken } from './issuer';
+import { KeyDerivedNonces } from './key-derived-nonces';
 import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
@@ -47,6 +49,8 @@ export class AuthorizationServer {
   private lastHealth: { at: number; value: Promise<IssuerHealth> } | undefined;
   /** Found clients, briefly: a revoke reaches every instance within `clientCacheTtl`. */
   private clientCache: LRUCache<string, ClientRecord> | undefined;
+  /** How DPoP proofs are checked here and by the issuer-bound requireBearer(): one replay store, one nonce source. */
+  readonly dpop: DpopVerifyOptions;
 
   constructor(
     readonly config: IssuerConfig,
@@ -54,6 +58,7 @@ export class AuthorizationServer {
     readonly logger: Logger,
     private readonly limiter: FailedAuthLimiter | undefined,
     readonly now: () => number = Date.now,
+    dpopReplay?: ReplayStore,
   ) {
     this.storeHealth = new StoreHealth(logger, now);
     this.clients = new ClientService(() => this.ready().then(() => this.watched!), logger, now);
@@ -78,6 +83,23 @@ export class AuthorizationServer {
       now,
     });
     this.metadata = authorizationServerMetadata(config);
+    this.dpop = {
+      replay: dpopReplay ?? new MemoryReplayStore({ max: config.dpop.replayMax, now }),
+      nonces: config.dpop.nonce ? new KeyDerivedNonces(this.keys, now) : undefined,
+      maxAge: config.dpop.maxAge,
+      clockTolerance: config.clockTolerance,
+      now,
+    };
+  }
+
+  /**
+   * Checks the token request's DPoP proof (RFC 9449 §5) against the
+   * configured token endpoint URL (never the request's Host). Called after
+   * the client is authenticated: anyone can sign proofs, and checking them
+   * first would let strangers fill the replay store.
+   */
+  checkDpopProof(proof: string | string[]): VerifiedDpopProof | Promise<VerifiedDpopProof> {
+    return verifyDpopProof(proof, { htm: 'POST', htu: this.config.tokenEndpoint }, this.dpop);
   }
 
   /**
@@ -178,7 +200,8 @@ export class AuthorizationServer {
     );
   }
 
-  issue(client: ClientRecord, scopes: string[]): IssuedToken {
+  /** Signs a token; bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */
+  issue(client: ClientRecord, scopes: string[], jkt?: string): IssuedToken {
     const issued = signAccessToken(this.keys.current(), {
       issuer: this.config.issuer,
       audience: this.config.audience,
@@ -186,9 +209,10 @@ export class AuthorizationServer {
       scopes,
       ttl: this.config.accessTokenTtl,
       now: this.now(),
+      jkt,
     });
     this.logger.info(
-      { event: 'token.issued', client_id: client.clientId, scope: issued.claims.scope, jti: issued.claims.jti, exp: issued.claims.exp },
+      { event: 'token.issued', client_id: client.clientId, scope: issued.claims.scope, jti: issued.claims.jti, exp: issued.claims.exp, ...(jkt && { token_type: 'DPoP' }) },
       'access token issued',
     );
     return issued;

@@ -1,4 +1,5 @@
 import type { IssuerConfig } from '../config';
+import { DPOP_ALGORITHMS } from '../jwt/algorithms';
 
 /** RFC 8414 authorization server metadata, built from the configuration only. */
 export function authorizationServerMetadata(config: IssuerConfig): Record<string, unknown> {
@@ -9,6 +10,7 @@ export function authorizationServerMetadata(config: IssuerConfig): Record<string
     grant_types_supported: ['client_credentials'],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     response_types_supported: [],
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
   };
   if (config.scopesSupported.length > 0) metadata.scopes_supported = config.scopesSupported;
   return metadata;
