@@ -98,6 +98,12 @@ export interface BearerOptions {
   logger?: Logger | false;
   /** Bearer-check and verified-token cache metrics on the app's own prom-client registry. Default: none. */
   metrics?: MetricsOptions | false;
+  /** DPoP-bound tokens: `'allowed'` (default when a public URL is known), `'required'` or `'disabled'` (default otherwise). */
+  dpop?: 'allowed' | 'required' | 'disabled';
+  /** Public base URL of this API as clients call it (DPoP `htu`), e.g. behind a proxy. Default: the audience's origin when the audience is an http(s) URL. */
+  publicUrl?: string;
+  /** DPoP proof replay: `redis` (an ioredis client shared by every instance; default in memory), `keyPrefix`, `maxAge` (s, default 300), `replayMax`. */
+  dpopProofs?: Omit<DpopOptions, 'nonce'>;
 }
 
 export function checkUrl(name: string, value: unknown): string {
@@ -200,6 +206,15 @@ export function parseDpop(value: DpopOptions | undefined): DpopSettings {
     maxAge: checkInteger('dpop.maxAge', v.maxAge, 300, 1, 3600),
     replayMax: checkInteger('dpop.replayMax', v.replayMax, 250_000, 1, 100_000_000),
   };
+}
+
+/** The `dpop` option of requireBearer(): 'allowed' (default), 'required' or 'disabled'. */
+export function checkDpopMode(value: unknown): 'allowed' | 'required' | 'disabled' {
+  if (value === undefined) return 'allowed';
+  if (value !== 'allowed' && value !== 'required' && value !== 'disabled') {
+    throw new TypeError(`option dpop must be 'allowed', 'required' or 'disabled', got ${JSON.stringify(value)}`);
+  }
+  return value;
 }
 
 /** A public base URL for DPoP `htu`: http(s), no query or fragment; trailing slashes dropped. */

@@ -7,7 +7,8 @@ import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
-import { bearerMiddleware } from './express/require-bearer';
+import { bearerMiddleware, type DpopMode } from './express/require-bearer';
+import { checkDpopMode } from './config';
 import { issuerRouter, type TokenMetrics } from './express/token-router';
 import { resolveLogger } from './logger';
 import { BEARER_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
@@ -29,7 +30,7 @@ export interface Issuer {
   /** Router serving POST /oauth/token, GET /.well-known/jwks.json and GET /.well-known/oauth-authorization-server. */
   router(): Router;
   /** Middleware accepting only this issuer's access tokens, with all of `scope` when given. */
-  requireBearer(options?: { scope?: string | string[] }): RequestHandler;
+  requireBearer(options?: { scope?: string | string[]; dpop?: DpopMode }): RequestHandler;
   /** Opens the store and loads or creates the signing key. Await it before listening. */
   ready(): Promise<void>;
   /** Closes the store. */
@@ -115,7 +116,9 @@ export function createIssuer(options: IssuerOptions): Issuer {
     config,
     router: () => issuerRouter(server, metrics),
     requireBearer(routeOptions = {}) {
-      checkKnown('requireBearer()', routeOptions, ['scope']);
+      checkKnown('requireBearer()', routeOptions, ['scope', 'dpop']);
+      // resource servers need no nonces: the proof's single use and the short window suffice
+      const dpop = { mode: checkDpopMode(routeOptions.dpop), publicUrl: config.publicUrl, verify: { ...server.dpop, nonces: undefined } };
       return bearerMiddleware({
         verifier: server.verifier,
         realm: config.bearerRealm,
@@ -124,6 +127,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
         rejections,
         counts: metrics?.bearerChecks,
         pending: () => server.pending(),
+        dpop,
       });
     },
     ready: () => server.ready(),
