@@ -18,7 +18,8 @@ const FORBIDDEN = String.raw`/node_modules/(express|express4|better-sqlite3|pg|p
 const REPORT = `
   const loaded = Object.keys(cache);
   const forbidden = loaded.filter((f) => new RegExp(${JSON.stringify(FORBIDDEN)}).test(f));
-  const serverSide = loaded.filter((f) => f.includes('/dist/lib/') && !f.includes('/dist/lib/client/'));
+  // lib/jwt (node:crypto only: DPoP proofs, thumbprints) is shared by both sides
+  const serverSide = loaded.filter((f) => f.includes('/dist/lib/') && !f.includes('/dist/lib/client/') && !f.includes('/dist/lib/jwt/'));
   process.stdout.write(JSON.stringify({ type: typeof createTokenClient, error: typeof TokenEndpointError, forbidden, serverSide, count: loaded.length }));
 `;
 
