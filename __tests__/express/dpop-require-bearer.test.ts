@@ -316,3 +316,43 @@ describeIfRedis('DR11 across instances: a proof replayed to another instance sha
     expectError(replay, 401, 'invalid_dpop_proof', 'DPoP');
   });
 });
+
+describe('DPoP refusals in token.rejected and the metrics', () => {
+  it('counts dpop_binding, dpop_proof and the token endpoint outcomes, and logs the reasons', async () => {
+    const { Registry } = await import('prom-client');
+    const registry = new Registry();
+    const lines: Record<string, unknown>[] = [];
+    const logger = { info: (o: object) => void lines.push(o as Record<string, unknown>), warn() {}, error() {}, debug: (o: object) => void lines.push(o as Record<string, unknown>) };
+    const t = await setup({ metrics: { registry }, logger: logger as never, dpop: { nonce: true } }, (app, i) => {
+      app.use(i.router());
+      app.get('/orders', i.requireBearer(), sendAuth);
+    });
+    try {
+      const key = newDpopKey();
+      const client = await t.issuer.clients.create({ name: 'm', scopes: 'orders:read' });
+      const post = (proof: string) =>
+        request(t.app).post('/oauth/token').set('DPoP', proof).type('form').send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
+      const first = await post(key.proof({ htm: 'POST', htu: TOKEN_URL }));
+      expect(first.body.error).toBe('use_dpop_nonce');
+      const nonce = first.headers['dpop-nonce'];
+      expect((await post(key.proof({ htm: 'POST', htu: `${ISSUER}/x`, nonce }))).body.error).toBe('invalid_dpop_proof');
+      const at = (await post(key.proof({ htm: 'POST', htu: TOKEN_URL, nonce }))).body.access_token as string;
+      expect((await request(t.app).get('/orders').set('Authorization', `Bearer ${at}`)).status).toBe(401);
+      expect((await request(t.app).get('/orders').set('Authorization', `DPoP ${at}`)).status).toBe(401);
+      const text = await registry.metrics();
+      for (const series of [
+        'ecc_token_requests_total{outcome="use_dpop_nonce"} 1',
+        'ecc_token_requests_total{outcome="invalid_dpop_proof"} 1',
+        'ecc_bearer_checks_total{outcome="invalid_token",reason="dpop_binding"} 1',
+        'ecc_bearer_checks_total{outcome="invalid_dpop_proof",reason="dpop_proof"} 1',
+      ]) {
+        expect(text).toContain(series);
+      }
+      const rejected = lines.filter((l) => l.event === 'token.rejected').map((l) => l.reason);
+      expect(rejected).toEqual(['dpop_binding', 'dpop_proof']);
+      expect(JSON.stringify(lines)).not.toContain(at);
+    } finally {
+      await t.close();
+    }
+  });
+});

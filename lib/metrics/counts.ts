@@ -20,6 +20,8 @@ export const TOKEN_OUTCOMES = [
   'invalid_scope',
   'unauthorized_client',
   'unsupported_grant_type',
+  'invalid_dpop_proof',
+  'use_dpop_nonce',
   'rate_limited',
   'unavailable',
   'server_error',
