@@ -36,6 +36,18 @@ async function start(nonce: boolean): Promise<Running> {
   });
   app.use(issuer.router());
   app.get('/api/orders', issuer.requireBearer({ scope: 'orders:read', dpop: 'required' }), (req, res) => void res.json({ client_id: req.auth!.clientId }));
+  // an API that wants a nonce of its own in proofs: answers 401 use_dpop_nonce until the proof carries it
+  const seen: unknown[] = [];
+  app.get('/api/nonce', issuer.requireBearer({ dpop: 'required' }), (req, res) => {
+    const proof = String(req.headers.dpop);
+    const nonce = (JSON.parse(Buffer.from(proof.split('.')[1], 'base64url').toString()) as { nonce?: string }).nonce;
+    seen.push(nonce ?? null);
+    if (nonce !== 'api-nonce-1') {
+      res.status(401).set('DPoP-Nonce', 'api-nonce-1').set('WWW-Authenticate', 'DPoP error="use_dpop_nonce", algs="ES256"').json({ error: 'use_dpop_nonce' });
+      return;
+    }
+    res.json({ seen });
+  });
   handler = app;
   return {
     url,
@@ -79,6 +91,21 @@ describe('token client with dpop, issuer without nonces', () => {
       const noProof = await fetch(`${r.url}/api/orders`, { headers: { authorization: `DPoP ${token.accessToken}` } });
       expect(noProof.status).toBe(401);
       expect(noProof.headers.get('www-authenticate')).toContain('error="invalid_dpop_proof"');
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('retries an API call once on 401 use_dpop_nonce with the API nonce, then keeps sending it', async () => {
+    const events: TokenClientEvent[] = [];
+    const c = createTokenClient({ tokenEndpoint: `${r.url}/oauth/token`, clientId: r.client.clientId, clientSecret: r.client.clientSecret, dpop: { privateKey }, onEvent: (e) => events.push(e) });
+    try {
+      const first = await c.fetch(`${r.url}/api/nonce`);
+      expect(first.status).toBe(200);
+      expect(await first.json()).toEqual({ seen: [null, 'api-nonce-1'] });
+      const second = await c.fetch(`${r.url}/api/nonce`);
+      expect(await second.json()).toEqual({ seen: [null, 'api-nonce-1', 'api-nonce-1'] });
+      expect(events.filter((e) => e.type === 'dpop.nonce_retry')).toEqual([{ type: 'dpop.nonce_retry', kind: 'api' }]);
     } finally {
       await c.close();
     }
