@@ -4,6 +4,7 @@ import request from 'supertest';
 import { jwkThumbprint } from '../../lib/jwt/thumbprint';
 import { ISSUER, setup, type TestSetup } from '../helpers/app';
 import { newDpopKey, rawProof } from '../helpers/dpop';
+import { startFaultProxy } from '../helpers/fault-proxy';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
 
 const TOKEN_URL = `${ISSUER}/oauth/token`;
@@ -231,5 +232,41 @@ describeIfRedis('DPoP replay across two issuers sharing Redis', () => {
     expect(await redis.keys(`${prefix}*`)).toHaveLength(1);
     expectProofError(await tokenRequest(b, client, proof));
     expect((await tokenRequest(b, client, key.proof({ htm: 'POST', htu: TOKEN_URL }))).status).toBe(200);
+  });
+});
+
+describeIfRedis('DPoP replay store outage', () => {
+  it('answers 503 with Retry-After while Redis cannot be reached, issues nothing, and recovers', async () => {
+    const target = new URL(redisUrl());
+    const proxy = await startFaultProxy(Number(target.port || 6379), target.hostname);
+    const redis = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 50 });
+    const prefix = `ecc:test:dpopout:${process.pid}:${Date.now()}:`;
+    const t = await setup({ dpop: { redis, keyPrefix: prefix } });
+    const key = newDpopKey();
+    try {
+      const client = await t.issuer.clients.create({ name: 'outage', scopes: 'orders:read' });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      proxy.cut();
+      const res = await tokenRequest(t, client, key.proof({ htm: 'POST', htu: TOKEN_URL }));
+      expect(res.status).toBe(503);
+      expect(res.body.error).toBe('temporarily_unavailable');
+      expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(res.body.access_token).toBeUndefined();
+      // Bearer requests do not need the replay store
+      expect((await tokenRequest(t, client)).status).toBe(200);
+      proxy.restore();
+      let status = 0;
+      for (let i = 0; i < 50 && status !== 200; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        status = (await tokenRequest(t, client, key.proof({ htm: 'POST', htu: TOKEN_URL }))).status;
+      }
+      expect(status).toBe(200);
+    } finally {
+      await t.close();
+      const keys = await redis.keys(`${prefix}*`).catch(() => [] as string[]);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+      await proxy.close();
+    }
   });
 });
