@@ -48,6 +48,32 @@ export interface IssuerOptions {
   logger?: Logger | false;
   /** Prometheus metrics on the app's own prom-client registry, e.g. `{ registry: new Registry() }`. Default: none (prom-client is not loaded). */
   metrics?: MetricsOptions | false;
+  /** DPoP (RFC 9449) at the token endpoint: replay store, nonces, proof age. Default: accepted, replay in memory, no nonces. */
+  dpop?: DpopOptions;
+  /** Public base URL of the APIs behind this issuer's `requireBearer()`, for DPoP `htu` (e.g. behind a proxy). Default: the issuer's origin. */
+  publicUrl?: string;
+}
+
+/** The `dpop` option of `createIssuer()`. */
+export interface DpopOptions {
+  /** Require a server nonce (`use_dpop_nonce`, `DPoP-Nonce`) in every proof. Default false. */
+  nonce?: boolean;
+  /** An ioredis client: proofs' `jti`s are remembered there, so every instance on it refuses a replay. Default: in memory. */
+  redis?: unknown;
+  /** Key prefix in Redis. Default `ecc:dpop:`. */
+  keyPrefix?: string;
+  /** Seconds a proof is accepted after its `iat`. Default 300. */
+  maxAge?: number;
+  /** Most proofs remembered by the in-memory replay store. Default 250000. */
+  replayMax?: number;
+}
+
+/** The checked `dpop` option. */
+export interface DpopSettings {
+  nonce: boolean;
+  keyPrefix: string;
+  maxAge: number;
+  replayMax: number;
 }
 
 export interface MetricsOptions {
@@ -77,6 +103,12 @@ export interface BearerOptions {
   logger?: Logger | false;
   /** Bearer-check and verified-token cache metrics on the app's own prom-client registry. Default: none. */
   metrics?: MetricsOptions | false;
+  /** DPoP-bound tokens: `'allowed'` (default when a public URL is known), `'required'` or `'disabled'` (default otherwise). */
+  dpop?: 'allowed' | 'required' | 'disabled';
+  /** Public base URL of this API as clients call it (DPoP `htu`), e.g. behind a proxy. Default: the audience's origin when the audience is an http(s) URL. */
+  publicUrl?: string;
+  /** DPoP proof replay: `redis` (an ioredis client shared by every instance; default in memory), `keyPrefix`, `maxAge` (s, default 300), `replayMax`. */
+  dpopProofs?: Omit<DpopOptions, 'nonce'>;
 }
 
 export function checkUrl(name: string, value: unknown): string {
@@ -154,13 +186,47 @@ export interface IssuerConfig {
   keyRefreshInterval: number;
   bruteForce: BruteForceSettings | false;
   clientAssertionAudience: 'issuer' | 'issuer-or-token-endpoint';
+  dpop: DpopSettings;
+  /** Base URL (origin and optional path prefix) the issuer-bound requireBearer() builds DPoP `htu`s from. */
+  publicUrl: string;
 }
 
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'realm',
   'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'bruteForce', 'logger',
-  'metrics', 'clientAssertionAudience',
+  'metrics', 'clientAssertionAudience', 'dpop', 'publicUrl',
 ] as const;
+
+/** Checks the `dpop` option of createIssuer(); `redis` is used as given. */
+export function parseDpop(value: DpopOptions | undefined): DpopSettings {
+  if (value !== undefined && (typeof value !== 'object' || value === null)) throw new TypeError('option dpop must be an object');
+  const v = value ?? {};
+  checkKnown('option dpop', v, ['nonce', 'redis', 'keyPrefix', 'maxAge', 'replayMax']);
+  if (v.nonce !== undefined && typeof v.nonce !== 'boolean') throw new TypeError('option dpop.nonce must be a boolean');
+  if (v.redis !== undefined && typeof (v.redis as { set?: unknown } | null)?.set !== 'function') throw new TypeError('option dpop.redis must be an ioredis client');
+  const keyPrefix = checkString('dpop.keyPrefix', v.keyPrefix, 'ecc:dpop:');
+  if (keyPrefix.length > 100) throw new TypeError('option dpop.keyPrefix must be at most 100 characters');
+  return {
+    nonce: v.nonce ?? false,
+    keyPrefix,
+    maxAge: checkInteger('dpop.maxAge', v.maxAge, 300, 1, 3600),
+    replayMax: checkInteger('dpop.replayMax', v.replayMax, 250_000, 1, 100_000_000),
+  };
+}
+
+/** The `dpop` option of requireBearer(): 'allowed' (default), 'required' or 'disabled'. */
+export function checkDpopMode(value: unknown): 'allowed' | 'required' | 'disabled' {
+  if (value === undefined) return 'allowed';
+  if (value !== 'allowed' && value !== 'required' && value !== 'disabled') {
+    throw new TypeError(`option dpop must be 'allowed', 'required' or 'disabled', got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+/** A public base URL for DPoP `htu`: http(s), no query or fragment; trailing slashes dropped. */
+export function checkPublicUrl(name: string, value: unknown): string {
+  return checkUrl(name, value).replace(/\/+$/, '');
+}
 
 function parseBruteForce(value: IssuerOptions['bruteForce']): BruteForceSettings | false {
   if (value === false) return false;
@@ -219,5 +285,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     keyRefreshInterval: checkNumber('keyRefreshInterval', options.keyRefreshInterval, 30, 0.1, 3600),
     bruteForce: parseBruteForce(options.bruteForce),
     clientAssertionAudience: parseAssertionAudience(options.clientAssertionAudience),
+    dpop: parseDpop(options.dpop),
+    publicUrl: options.publicUrl === undefined ? new URL(issuer).origin : checkPublicUrl('publicUrl', options.publicUrl),
   };
 }

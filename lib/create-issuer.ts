@@ -2,11 +2,13 @@ import type { RequestHandler } from 'express';
 import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type IssuerOptions } from './config';
 import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
+import { RedisReplayStore, type RedisSetNxClient } from './core/dpop';
 import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
-import { bearerMiddleware } from './express/require-bearer';
+import { bearerMiddleware, type DpopMode } from './express/require-bearer';
+import { checkDpopMode } from './config';
 import { issuerRouter, type TokenMetrics } from './express/token-router';
 import { resolveLogger } from './logger';
 import { BEARER_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
@@ -28,7 +30,7 @@ export interface Issuer {
   /** Router serving POST /oauth/token, GET /.well-known/jwks.json and GET /.well-known/oauth-authorization-server. */
   router(): RequestHandler;
   /** Middleware accepting only this issuer's access tokens, with all of `scope` when given. */
-  requireBearer(options?: { scope?: string | string[] }): RequestHandler;
+  requireBearer(options?: { scope?: string | string[]; dpop?: DpopMode }): RequestHandler;
   /** Opens the store and loads or creates the signing key. Await it before listening. */
   ready(): Promise<void>;
   /** Closes the store. */
@@ -82,6 +84,8 @@ export function createIssuer(options: IssuerOptions): Issuer {
     () => (store ? Promise.resolve(store) : openEmbeddedStore({ dataDir: config.dataDir })),
     logger,
     limiter,
+    undefined,
+    options.dpop?.redis ? new RedisReplayStore({ client: options.dpop.redis as RedisSetNxClient, prefix: config.dpop.keyPrefix }) : undefined,
   );
   // one per issuer: its requireBearer() middlewares share the once-a-minute info lines
   const rejections = new RejectionLog(logger);
@@ -112,7 +116,9 @@ export function createIssuer(options: IssuerOptions): Issuer {
     config,
     router: () => issuerRouter(server, metrics),
     requireBearer(routeOptions = {}) {
-      checkKnown('requireBearer()', routeOptions, ['scope']);
+      checkKnown('requireBearer()', routeOptions, ['scope', 'dpop']);
+      // resource servers need no nonces: the proof's single use and the short window suffice
+      const dpop = { mode: checkDpopMode(routeOptions.dpop), publicUrl: config.publicUrl, verify: { ...server.dpop, nonces: undefined } };
       return bearerMiddleware({
         verifier: server.verifier,
         realm: config.bearerRealm,
@@ -121,6 +127,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
         rejections,
         counts: metrics?.bearerChecks,
         pending: () => server.pending(),
+        dpop,
       });
     },
     ready: () => server.ready(),

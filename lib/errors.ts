@@ -149,6 +149,8 @@ export const TOKEN_REJECTION_REASONS = [
   'bad_signature',
   'expired',
   'not_yet_valid',
+  /** A DPoP-bound token sent as Bearer, the DPoP scheme with an unbound token, or a proof key that is not the token's. */
+  'dpop_binding',
 ] as const;
 export type TokenRejectionReason = (typeof TOKEN_REJECTION_REASONS)[number];
 
@@ -205,6 +207,18 @@ export function basicChallenge(realm: string): string {
 /** `WWW-Authenticate` for a protected resource (RFC 6750 §3). */
 export function bearerChallenge(realm: string, error?: OAuthError): string {
   let challenge = `Bearer realm=${quote(realm)}`;
+  if (!error || error instanceof MissingTokenError) return challenge;
+  challenge += `, error=${quote(error.code)}, error_description=${quote(error.description)}`;
+  if (error instanceof InsufficientScopeError) challenge += `, scope=${quote(error.requiredScopes.join(' '))}`;
+  return challenge;
+}
+
+/**
+ * `WWW-Authenticate` DPoP challenge (RFC 9449 §7.1): the accepted `algs`,
+ * and the error when there is one; same quoting and charset as Bearer.
+ */
+export function dpopChallenge(algs: readonly string[], error?: OAuthError): string {
+  let challenge = `DPoP algs=${quote(algs.join(' '))}`;
   if (!error || error instanceof MissingTokenError) return challenge;
   challenge += `, error=${quote(error.code)}, error_description=${quote(error.description)}`;
   if (error instanceof InsufficientScopeError) challenge += `, scope=${quote(error.requiredScopes.join(' '))}`;

@@ -1,7 +1,8 @@
 export { createIssuer } from './create-issuer';
 export type { Issuer, KeyInfo } from './create-issuer';
 export { requireBearer } from './require-bearer';
-export type { IssuerOptions, BearerOptions, MetricsOptions } from './config';
+export type { IssuerOptions, BearerOptions, MetricsOptions, DpopOptions } from './config';
+export type { DpopMode } from './express/require-bearer';
 export type { AccessTokenAuth } from './core/verifier';
 export type { IssuerHealth } from './core/authorization-server';
 export type { AccessTokenClaims } from './core/issuer';
@@ -31,4 +32,6 @@ export {
   TemporarilyUnavailableError,
   TooManyRequestsError,
   StoreUnavailableError,
+  InvalidDpopProofError,
+  UseDpopNonceError,
 } from './errors';

@@ -1,19 +1,61 @@
 import type { RequestHandler } from 'express';
-import { checkInteger, checkKnown, checkMetrics, checkNumber, checkObject, checkString, checkUrl, type BearerOptions } from './config';
+import {
+  checkDpopMode,
+  checkInteger,
+  checkKnown,
+  checkMetrics,
+  checkNumber,
+  checkObject,
+  checkPublicUrl,
+  checkString,
+  checkUrl,
+  parseDpop,
+  type BearerOptions,
+} from './config';
+import { MemoryReplayStore, RedisReplayStore, type RedisSetNxClient } from './core/dpop';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
 import type { KeyResolver } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
-import { bearerMiddleware } from './express/require-bearer';
+import { bearerMiddleware, type BearerDpopOptions } from './express/require-bearer';
 import { resolveLogger } from './logger';
 import { BEARER_CHECKS, zeroCounts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 
 const KNOWN = [
   'issuer', 'audience', 'jwksUri', 'keys', 'scope', 'realm', 'clockTolerance', 'tokenCacheMax',
-  'jwksCooldown', 'jwksMaxAge', 'jwksTimeout', 'logger', 'metrics',
+  'jwksCooldown', 'jwksMaxAge', 'jwksTimeout', 'logger', 'metrics', 'dpop', 'publicUrl', 'dpopProofs',
 ] as const;
+
+/** One in-memory replay store per process for the standalone requireBearer()s that use no Redis. */
+let sharedReplay: MemoryReplayStore | undefined;
+
+/** The public URL for DPoP `htu`: the option, else the audience's origin when it is an http(s) URL. */
+function publicUrlOf(options: BearerOptions, audience: string): string | undefined {
+  if (options.publicUrl !== undefined) return checkPublicUrl('publicUrl', options.publicUrl);
+  try {
+    const url = new URL(audience);
+    return url.protocol === 'https:' || url.protocol === 'http:' ? url.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function dpopOptions(options: BearerOptions, audience: string, clockTolerance: number): BearerDpopOptions | undefined {
+  const publicUrl = publicUrlOf(options, audience);
+  if (options.dpop === undefined && publicUrl === undefined) return undefined;
+  const mode = checkDpopMode(options.dpop);
+  if (mode === 'disabled') return undefined;
+  if (publicUrl === undefined) throw new TypeError(`requireBearer() with dpop '${mode}' needs publicUrl (the audience is not a URL)`);
+  if (options.dpopProofs !== undefined && 'nonce' in (options.dpopProofs as object)) throw new TypeError('option dpopProofs.nonce is not supported here');
+  const settings = parseDpop(options.dpopProofs);
+  const redis = options.dpopProofs?.redis;
+  const replay = redis
+    ? new RedisReplayStore({ client: redis as RedisSetNxClient, prefix: settings.keyPrefix })
+    : (sharedReplay ??= new MemoryReplayStore({ max: settings.replayMax }));
+  return { mode, publicUrl, verify: { replay, maxAge: settings.maxAge, clockTolerance } };
+}
 
 /** Verifiers shared by every requireBearer() of one issuer/audience/key source, so they share one JWKS and one cache. */
 const verifiers = new Map<string, AccessTokenVerifier>();
@@ -32,6 +74,7 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     throw new TypeError('requireBearer() needs exactly one of jwksUri or keys');
   }
   const registry = checkMetrics(options.metrics);
+  const dpop = dpopOptions(options, audience, checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300));
   const jwksUri = options.jwksUri === undefined ? undefined : checkUrl('jwksUri', options.jwksUri);
   const settings = {
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
@@ -73,5 +116,6 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     // one per middleware: the once-a-minute info lines are counted per requireBearer() call
     rejections: new RejectionLog(logger),
     counts,
+    dpop,
   });
 }

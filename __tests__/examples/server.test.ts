@@ -73,7 +73,8 @@ describe('examples/server.ts', () => {
   it('needs a token on /api and the right scope per route', async () => {
     const none = await request(running.url).get('/api/orders');
     expect(none.status).toBe(401);
-    expect(none.headers['www-authenticate']).toBe('Bearer realm="api"');
+    // DPoP is allowed by default: the bare DPoP challenge follows the Bearer one
+    expect(none.headers['www-authenticate']).toBe('Bearer realm="api", DPoP algs="ES256 ES384 PS256 RS256"');
 
     const readOnly = (await request(running.url).post('/oauth/token').auth(demo.id, demo.secret).type('form')
       .send({ grant_type: 'client_credentials', scope: 'orders:read' })).body.access_token;

@@ -59,7 +59,8 @@ function expectInvalidToken(res: request.Response): void {
 /** 401 for a request without a bearer token: the challenge carries no error attribute. */
 function expectMissingToken(res: request.Response): void {
   expect(res.status).toBe(401);
-  expect(res.headers['www-authenticate']).toBe('Bearer realm="api"');
+  // DPoP is allowed by default: a bare DPoP challenge follows the Bearer one
+  expect(res.headers['www-authenticate']).toBe('Bearer realm="api", DPoP algs="ES256 ES384 PS256 RS256"');
   expect(res.headers['content-type']).toMatch(/^application\/json(;|$)/);
   expect(res.body).toEqual({ error: expect.any(String), error_description: expect.any(String) });
 }
@@ -298,7 +299,7 @@ describe('realm', () => {
   it('is quoted safely in the bare challenge', async () => {
     const res = await request(quoted.app).get('/orders');
     expect(res.status).toBe(401);
-    expect(res.headers['www-authenticate']).toBe('Bearer realm="my \\"api\\""');
+    expect(res.headers['www-authenticate']).toBe('Bearer realm="my \\"api\\"", DPoP algs="ES256 ES384 PS256 RS256"');
   });
 
   it('is quoted safely in an error challenge', async () => {

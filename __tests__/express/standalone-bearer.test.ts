@@ -267,7 +267,8 @@ describe('with static keys', () => {
     const app = api(bearer({ keys: await t.issuer.keys.jwks() }));
     const res = await request(app).get('/orders');
     expect(res.status).toBe(401);
-    expect(res.headers['www-authenticate']).toBe('Bearer realm="api"');
+    // the audience is a URL: DPoP is allowed by default, with its bare challenge
+    expect(res.headers['www-authenticate']).toBe('Bearer realm="api", DPoP algs="ES256 ES384 PS256 RS256"');
   });
 });
 

@@ -28,7 +28,7 @@ const sendAuth = (req: Request, res: Response): void => {
 function expectRefused(res: request.Response): void {
   expect(res.status).toBe(401);
   expect(res.body).toEqual({ error: 'invalid_token', error_description: 'the access token is invalid' });
-  expect(res.headers['www-authenticate']).toBe('Bearer realm="api", error="invalid_token", error_description="the access token is invalid"');
+  expect(res.headers['www-authenticate']).toBe('Bearer realm="api", error="invalid_token", error_description="the access token is invalid", DPoP algs="ES256 ES384 PS256 RS256"');
 }
 
 const PINO_INFO = 30;

@@ -70,6 +70,7 @@ describe('ES256 issuer (default)', () => {
         token_endpoint_auth_methods_supported: expect.arrayContaining(['client_secret_basic', 'client_secret_post', 'private_key_jwt']),
         token_endpoint_auth_signing_alg_values_supported: ['ES256', 'ES384', 'PS256', 'RS256'],
         response_types_supported: [],
+        dpop_signing_alg_values_supported: ['ES256', 'ES384', 'PS256', 'RS256'],
       });
       expect(res.body).not.toHaveProperty('scopes_supported');
     });

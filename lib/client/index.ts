@@ -34,6 +34,8 @@ export { TokenEndpointError } from './errors';
 export type { TokenEndpointErrorInit } from './errors';
 export { clientSecretBasic, clientSecretPost, privateKeyJwt, formEncode } from './auth';
 export type { ClientAuthentication, ClientAuthContext, TokenRequestParts, PrivateKeyJwtOptions } from './auth';
+export { DpopProof } from './dpop';
+export type { DpopClientOptions } from './dpop';
 export type { ProofOfPossession, TokenProofRequest, ApiProofRequest, RefusedAnswer } from './proof-of-possession';
 export type { TokenStore, StoredToken } from './store';
 export { redisTokenStore } from './redis-store';

@@ -1,5 +1,6 @@
 import { clientSecretBasic, clientSecretPost, privateKeyJwt, type ClientAuthentication, type PrivateKeyJwtOptions } from './auth';
 import { checkTransport, type FetchLike } from './http';
+import { DpopProof, type DpopClientOptions } from './dpop';
 import type { ProofOfPossession } from './proof-of-possession';
 import type { TokenStore } from './store';
 
@@ -41,6 +42,8 @@ export interface TokenClientOptions {
   onEvent?: (event: TokenClientEvent) => void;
   /** Proof-of-possession plug-in (DPoP). */
   proofOfPossession?: ProofOfPossession;
+  /** DPoP-bound tokens (RFC 9449) with this private key: `{ privateKey, alg? }`. Not with proofOfPossession. */
+  dpop?: DpopClientOptions;
   /** Allow tokens and secrets over http: to hosts other than loopback. */
   allowInsecureHttp?: boolean;
   /** Clock in epoch milliseconds (tests). */
@@ -82,7 +85,7 @@ export interface ClientConfig {
 
 const KNOWN = new Set([
   'issuer', 'tokenEndpoint', 'clientId', 'clientSecret', 'privateKey', 'kid', 'authMethod', 'scope', 'resource', 'skew', 'defaultTtl', 'refreshWindow',
-  'minRenewalInterval', 'timeout', 'maxEntries', 'fetch', 'store', 'onEvent', 'proofOfPossession', 'allowInsecureHttp', 'now',
+  'minRenewalInterval', 'timeout', 'maxEntries', 'fetch', 'store', 'onEvent', 'proofOfPossession', 'dpop', 'allowInsecureHttp', 'now',
 ]);
 
 /** Scope set as one string: distinct tokens, sorted, so "b a" and "a b" are one key. */
@@ -160,7 +163,8 @@ export function parseOptions(options: TokenClientOptions): ClientConfig {
     throw new TypeError('option authMethod must be client_secret_basic, client_secret_post, private_key_jwt or a ClientAuthentication');
   }
 
-  const pop = options.proofOfPossession;
+  if (options.dpop !== undefined && options.proofOfPossession !== undefined) throw new TypeError('give either dpop or proofOfPossession, not both');
+  const pop = options.dpop !== undefined ? new DpopProof(options.dpop) : options.proofOfPossession;
   if (pop !== undefined && (typeof pop.scheme !== 'string' || typeof pop.tokenRequest !== 'function' || typeof pop.apiRequest !== 'function' || typeof pop.retry !== 'function')) {
     throw new TypeError('option proofOfPossession must have scheme, tokenRequest(), apiRequest() and retry()');
   }

@@ -7,7 +7,9 @@ import type { FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
 import { authenticateClient, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
+import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
 import { signAccessToken, type IssuedToken } from './issuer';
+import { KeyDerivedNonces } from './key-derived-nonces';
 import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
@@ -54,6 +56,8 @@ export class AuthorizationServer {
   readonly assertions: ClientAssertionVerifier;
   /** Purges expired assertion jtis off the request path. */
   private purgeTimer: NodeJS.Timeout | undefined;
+  /** How DPoP proofs are checked here and by the issuer-bound requireBearer(): one replay store, one nonce source. */
+  readonly dpop: DpopVerifyOptions;
 
   constructor(
     readonly config: IssuerConfig,
@@ -61,6 +65,7 @@ export class AuthorizationServer {
     readonly logger: Logger,
     private readonly limiter: FailedAuthLimiter | undefined,
     readonly now: () => number = Date.now,
+    dpopReplay?: ReplayStore,
   ) {
     this.storeHealth = new StoreHealth(logger, now);
     this.clients = new ClientService(() => this.ready().then(() => this.watched!), logger, now);
@@ -93,6 +98,13 @@ export class AuthorizationServer {
       consumeJti: (clientId, jtiHash, expiresAt) => this.watched!.consumeJti(clientId, jtiHash, expiresAt),
       now,
     });
+    this.dpop = {
+      replay: dpopReplay ?? new MemoryReplayStore({ max: config.dpop.replayMax, now }),
+      nonces: config.dpop.nonce ? new KeyDerivedNonces(this.keys, now) : undefined,
+      maxAge: config.dpop.maxAge,
+      clockTolerance: config.clockTolerance,
+      now,
+    };
   }
 
   private startJtiPurge(store: Store): void {
@@ -100,6 +112,16 @@ export class AuthorizationServer {
       store.purgeJtis(new Date(this.now())).catch(() => undefined); // an outage shows on the request path already
     }, JTI_PURGE_MS);
     this.purgeTimer.unref();
+  }
+
+  /**
+   * Checks the token request's DPoP proof (RFC 9449 §5) against the
+   * configured token endpoint URL (never the request's Host). Called after
+   * the client is authenticated: anyone can sign proofs, and checking them
+   * first would let strangers fill the replay store.
+   */
+  checkDpopProof(proof: string | string[]): VerifiedDpopProof | Promise<VerifiedDpopProof> {
+    return verifyDpopProof(proof, { htm: 'POST', htu: this.config.tokenEndpoint }, this.dpop);
   }
 
   /**
@@ -202,7 +224,8 @@ export class AuthorizationServer {
     );
   }
 
-  issue(client: ClientRecord, scopes: string[]): IssuedToken {
+  /** Signs a token; bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */
+  issue(client: ClientRecord, scopes: string[], jkt?: string): IssuedToken {
     const issued = signAccessToken(this.keys.current(), {
       issuer: this.config.issuer,
       audience: this.config.audience,
@@ -210,9 +233,10 @@ export class AuthorizationServer {
       scopes,
       ttl: this.config.accessTokenTtl,
       now: this.now(),
+      jkt,
     });
     this.logger.info(
-      { event: 'token.issued', client_id: client.clientId, scope: issued.claims.scope, jti: issued.claims.jti, exp: issued.claims.exp },
+      { event: 'token.issued', client_id: client.clientId, scope: issued.claims.scope, jti: issued.claims.jti, exp: issued.claims.exp, ...(jkt && { token_type: 'DPoP' }) },
       'access token issued',
     );
     return issued;

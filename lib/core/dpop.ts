@@ -34,7 +34,7 @@ export interface DpopVerifyOptions {
   /** Remembers each proof's `jti` for the acceptance window. */
   replay: ReplayStore;
   /** When given, every proof must carry one of its current nonces (else `use_dpop_nonce`). */
-  nonces?: DpopNonces;
+  nonces?: Pick<DpopNonces, 'current' | 'isValid'>;
   /** Accepted `alg`s; default ES256, ES384, PS256, RS256. */
   algorithms?: readonly DpopAlgorithm[];
   /** Seconds a proof is accepted after its `iat`; default 300. */

@@ -13,6 +13,8 @@ export interface AccessTokenClaims {
   exp: number;
   jti: string;
   scope: string;
+  /** RFC 9449 §6.1: the thumbprint of the DPoP key the token is bound to. */
+  cnf?: { jkt: string };
 }
 
 export interface IssuedToken {
@@ -24,7 +26,7 @@ export interface IssuedToken {
 /** Signs an RFC 9068 access token (`typ: at+jwt`) for a client. */
 export function signAccessToken(
   key: LoadedKey,
-  input: { issuer: string; audience: string; clientId: string; scopes: readonly string[]; ttl: number; now: number },
+  input: { issuer: string; audience: string; clientId: string; scopes: readonly string[]; ttl: number; now: number; jkt?: string },
 ): IssuedToken {
   if (!key.privateKey) throw new Error(`key ${key.kid} cannot sign`);
   const iat = Math.floor(input.now / 1000);
@@ -38,6 +40,7 @@ export function signAccessToken(
     jti: randomUUID(),
     scope: formatScope(input.scopes),
   };
+  if (input.jkt !== undefined) claims.cnf = { jkt: input.jkt };
   const accessToken = jwt.sign(claims, key.privateKey, {
     algorithm: key.alg as jwt.Algorithm,
     header: { alg: key.alg as jwt.Algorithm, typ: 'at+jwt', kid: key.kid },

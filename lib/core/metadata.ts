@@ -11,6 +11,7 @@ export function authorizationServerMetadata(config: IssuerConfig): Record<string
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
     token_endpoint_auth_signing_alg_values_supported: [...DPOP_ALGORITHMS],
     response_types_supported: [],
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
   };
   if (config.scopesSupported.length > 0) metadata.scopes_supported = config.scopesSupported;
   return metadata;

@@ -2,7 +2,7 @@ import type { TokenRejectionFacts, TokenRejectionReason } from '../errors';
 import type { ResolvedLogger } from '../logger';
 
 /** Why a bearer check refused a request: the verifier's reasons, a missing scope, or a malformed request (400). */
-export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request';
+export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request' | 'dpop_proof';
 
 /**
  * Logs `token.rejected`: at `info` the first time a reason appears in a

@@ -6,7 +6,7 @@ import type { ClientRecord } from '../stores/types';
 /** What the token route hands to oauth2orize: the client is `req.user`, the granted scopes `req.authInfo`. */
 export interface GrantedRequest {
   user?: ClientRecord;
-  authInfo?: { scopes: string[]; startedAt?: number };
+  authInfo?: { scopes: string[]; startedAt?: number; jkt?: string };
 }
 
 /**
@@ -22,18 +22,18 @@ export function clientCredentialsExchange(server: AuthorizationServer, onIssued?
     client: ClientRecord,
     _requested: string[] | undefined,
     _body: unknown,
-    authInfo: { scopes: string[]; startedAt?: number },
+    authInfo: { scopes: string[]; startedAt?: number; jkt?: string },
     done: (err: Error | null, accessToken?: string, params?: Record<string, unknown>) => void,
   ): void {
     let issued;
     try {
-      issued = server.issue(client, authInfo.scopes);
+      issued = server.issue(client, authInfo.scopes, authInfo.jkt);
     } catch (err) {
       done(err as Error);
       return;
     }
     // oauth2orize writes the response before done() returns
-    done(null, issued.accessToken, { token_type: 'Bearer', expires_in: issued.expiresIn, scope: issued.claims.scope });
+    done(null, issued.accessToken, { token_type: authInfo.jkt ? 'DPoP' : 'Bearer', expires_in: issued.expiresIn, scope: issued.claims.scope });
     if (onIssued && authInfo.startedAt !== undefined) onIssued(authInfo.startedAt);
   }
   oauth.exchange(oauth2orize.exchange.clientCredentials({ scopeSeparator: ' ' }, issue as never));

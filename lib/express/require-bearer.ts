@@ -1,14 +1,25 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type passport from 'passport';
 import { Strategy as BearerStrategy } from 'passport-http-bearer';
+import { DPOP_ALGORITHMS, requestHtu, verifyDpopProof, type DpopVerifyOptions } from '../core/dpop';
 import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
-import { InsufficientScopeError, InvalidRequestError, InvalidTokenError, MissingTokenError, toOAuthError, type OAuthError } from '../errors';
+import {
+  bearerChallenge,
+  dpopChallenge,
+  InsufficientScopeError,
+  InvalidDpopProofError,
+  InvalidRequestError,
+  InvalidTokenError,
+  MissingTokenError,
+  toOAuthError,
+  type OAuthError,
+} from '../errors';
 import type { RejectionLog } from '../core/rejection-log';
 import { bearerCheck, type BearerCheck, type Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
 import { queryNames } from './read-form';
-import { sendBearerError } from './respond';
+import { sendError } from './respond';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -23,6 +34,36 @@ declare global {
 /** RFC 6750 §2.1: "Bearer" 1*SP b64token. */
 const BEARER = /^bearer +[A-Za-z0-9\-._~+/]+=*$/i;
 const BEARER_SCHEME = /^bearer(?: |$)/i;
+/** RFC 9449 §7.1: "DPoP" 1*SP token68. */
+const DPOP = /^dpop +[A-Za-z0-9\-._~+/]+=*$/i;
+const DPOP_SCHEME = /^dpop(?: |$)/i;
+
+/** Whether the request has more than one Authorization header line (Node keeps only the first). */
+function repeatedAuthorization(raw: string[]): boolean {
+  let seen = false;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === 13 && raw[i].toLowerCase() === 'authorization') {
+      if (seen) return true;
+      seen = true;
+    }
+  }
+  return false;
+}
+
+/** `dpop` of requireBearer(): whether DPoP-bound tokens are accepted, required, or not at all. */
+export type DpopMode = 'allowed' | 'required' | 'disabled';
+
+/** How requireBearer() checks DPoP proofs. */
+export interface BearerDpopOptions {
+  mode: DpopMode;
+  /** Base URL the request's `htu` is built from (with `req.originalUrl`). */
+  publicUrl: string;
+  /** Replay store, window; `status` is forced to 401. */
+  verify: DpopVerifyOptions;
+}
+
+/** Which scheme a request used, for the challenges of its answer. */
+type Scheme = 'none' | 'bearer' | 'dpop' | 'both';
 
 /**
  * Runs a passport strategy for one request the way passport's authenticate()
@@ -54,6 +95,8 @@ export interface BearerMiddlewareOptions {
   counts?: Counts<BearerCheck>;
   /** `null` when the keys are loaded, else a promise to wait for first. */
   pending?: () => Promise<void> | null;
+  /** DPoP; default: allowed, when the caller knows its public URL. */
+  dpop?: BearerDpopOptions;
 }
 
 /**
@@ -64,6 +107,10 @@ export interface BearerMiddlewareOptions {
  */
 export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandler {
   const { verifier, realm, scope: required, logger, rejections, counts, pending } = options;
+  const mode: DpopMode = options.dpop?.mode ?? 'disabled';
+  const dpop = options.dpop && { ...options.dpop.verify, status: 401 as const };
+  const publicUrl = options.dpop?.publicUrl ?? '';
+  const algs = dpop?.algorithms ?? DPOP_ALGORITHMS;
   const strategy = new BearerStrategy((token: string, done: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
     let result: AccessTokenAuth | Promise<AccessTokenAuth>;
     try {
@@ -75,14 +122,73 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     else done(null, result);
   });
 
+  /** The challenges of an answer: those of the schemes this route accepts, the error on the one used. */
+  const challenges = (error: OAuthError, scheme: Scheme): string | string[] | undefined => {
+    if (error.status !== 401 && error.status !== 403 && error.status !== 400) return undefined;
+    if (mode === 'disabled') return bearerChallenge(realm, error);
+    if (mode === 'required') return dpopChallenge(algs, error);
+    if (scheme === 'dpop') return [bearerChallenge(realm), dpopChallenge(algs, error)];
+    if (scheme === 'both') return [bearerChallenge(realm, error), dpopChallenge(algs, error)];
+    return [bearerChallenge(realm, error), dpopChallenge(algs)];
+  };
+
   /** Logs why (the scope check reports its own refusals, with the token's scopes) and answers. */
-  const fail = (res: Response, err: unknown): void => {
+  const fail = (res: Response, err: unknown, scheme: Scheme = 'bearer'): void => {
     const error: OAuthError = toOAuthError(err);
     if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts);
     else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {});
+    else if (error instanceof InvalidDpopProofError) rejections.report('dpop_proof', error.detail, {});
     else if (error.status >= 500 && error.status !== 503) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
     if (counts) counts[bearerCheck(error)]++;
-    sendBearerError(res, error, realm);
+    sendError(res, error, challenges(error, scheme));
+  };
+
+  const binding = (description: string, detail: string, auth?: AccessTokenAuth): InvalidTokenError =>
+    new InvalidTokenError(description, { reason: 'dpop_binding', detail, facts: auth ? { client_id: auth.clientId } : undefined });
+
+  /** Scope check and hand-over, for either scheme. */
+  const accept = (req: Request, res: Response, next: NextFunction, auth: AccessTokenAuth, scheme: Scheme): void => {
+    if (required.length > 0) {
+      const missing = missingScopes(auth.scope, required);
+      if (missing.length > 0) {
+        const detail = `missing ${missing.join(' ')}`;
+        rejections.report('insufficient_scope', detail, { expected: required, received: auth.scope, client_id: auth.clientId });
+        return fail(res, new InsufficientScopeError(required, { detail }), scheme);
+      }
+    }
+    req.auth = auth;
+    if (counts) counts.accepted++;
+    next();
+  };
+
+  /** `Authorization: DPoP <token>`: the token as for Bearer (cached), then this request's proof (never cached). */
+  const dpopRequest = (req: Request, res: Response, next: NextFunction, header: string): void => {
+    const token = header.slice(header.lastIndexOf(' ') + 1);
+    const withAuth = (auth: AccessTokenAuth): void => {
+      const jkt = (auth.claims.cnf as { jkt?: unknown } | undefined)?.jkt;
+      if (typeof jkt !== 'string') return fail(res, binding('the access token is not DPoP-bound; send it as Bearer', 'DPoP scheme with a token without cnf.jkt', auth), 'dpop');
+      let verified;
+      try {
+        verified = verifyDpopProof(req.headers.dpop, { htm: req.method, htu: requestHtu(publicUrl, req.originalUrl), accessToken: token, jkt }, dpop!);
+      } catch (err) {
+        return fail(res, err instanceof InvalidTokenError ? binding(err.description, err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop');
+      }
+      if (verified instanceof Promise) verified.then(() => accept(req, res, next, auth, 'dpop'), (err: unknown) => fail(res, err, 'dpop'));
+      else accept(req, res, next, auth, 'dpop');
+    };
+    const verify = (): void => {
+      let result: AccessTokenAuth | Promise<AccessTokenAuth>;
+      try {
+        result = verifier.verify(token);
+      } catch (err) {
+        return fail(res, err, 'dpop');
+      }
+      if (result instanceof Promise) result.then(withAuth, (err: unknown) => fail(res, err, 'dpop'));
+      else withAuth(result);
+    };
+    const waiting = pending?.();
+    if (waiting) waiting.then(verify, (err: unknown) => fail(res, err, 'dpop'));
+    else verify();
   };
 
   return function requireBearer(req: Request, res: Response, next: NextFunction): void {
@@ -90,23 +196,26 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     if ((req.url.includes('?') && queryNames(req.url).has('access_token')) || (req.body && typeof req.body === 'object' && 'access_token' in req.body)) {
       return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body'));
     }
-    if (!header || !BEARER_SCHEME.test(header)) return fail(res, new MissingTokenError());
+    if (header && repeatedAuthorization(req.rawHeaders)) return fail(res, new InvalidRequestError('send one Authorization header'), 'both');
+    if (mode !== 'disabled' && header && DPOP_SCHEME.test(header)) {
+      if (!DPOP.test(header)) return fail(res, new InvalidRequestError('malformed DPoP authorization header'), 'dpop');
+      return dpopRequest(req, res, next, header);
+    }
+    if (!header || !BEARER_SCHEME.test(header)) return fail(res, new MissingTokenError(), 'none');
     if (!BEARER.test(header)) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
+    if (mode === 'required') return fail(res, binding('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
 
     const done = (err: unknown, auth: AccessTokenAuth | false): void => {
       if (err) return fail(res, err);
       if (!auth) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
-      if (required.length > 0) {
-        const missing = missingScopes(auth.scope, required);
-        if (missing.length > 0) {
-          const detail = `missing ${missing.join(' ')}`;
-          rejections.report('insufficient_scope', detail, { expected: required, received: auth.scope, client_id: auth.clientId });
-          return fail(res, new InsufficientScopeError(required, { detail }));
+      // a DPoP-bound token is worth nothing without its proof (RFC 9449 §7.1)
+      if (auth.claims.cnf !== undefined) {
+        if (mode !== 'disabled' && req.headers.dpop !== undefined) {
+          return fail(res, new InvalidRequestError('send a DPoP-bound token with the DPoP scheme, not Bearer'), 'both');
         }
+        return fail(res, binding('the access token is DPoP-bound; send it with the DPoP scheme and a proof', 'DPoP-bound token sent as Bearer', auth));
       }
-      req.auth = auth;
-      if (counts) counts.accepted++;
-      next();
+      accept(req, res, next, auth, 'bearer');
     };
     // passport-http-bearer splits on one space: hand it "Bearer <token>" when there were more
     const authorization = header.charCodeAt(7) === 32 ? `Bearer ${header.slice(header.lastIndexOf(' ') + 1)}` : header;

@@ -10,12 +10,14 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, con
   res.end(json);
 }
 
-function sendError(res: ServerResponse, err: OAuthError, challenge: string | undefined): void {
+/** Sends an error with its headers and the challenge(s); an answer carrying a DPoP-Nonce is never cached. */
+export function sendError(res: ServerResponse, err: OAuthError, challenge: string | string[] | undefined): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+  if (err.headers['DPoP-Nonce'] !== undefined) res.setHeader('Cache-Control', 'no-store');
   if (challenge) res.setHeader('WWW-Authenticate', challenge);
   sendJson(res, err.status, err.toJSON());
 }

@@ -59,10 +59,13 @@ function prepareTokenRequest(server: AuthorizationServer) {
       if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
       const client = await server.authenticate(credentials, { ip: req.ip });
       const scopes = grantScope(client, scope);
+      // DPoP (RFC 9449 §5): checked only once the client is authenticated
+      const proof = req.headers.dpop;
+      const jkt = proof === undefined ? undefined : (await server.checkDpopProof(proof)).jkt;
       const granted = req as Request & GrantedRequest;
       granted.body = params;
       granted.user = client;
-      granted.authInfo = { scopes, startedAt: (req as Timed)[STARTED] };
+      granted.authInfo = { scopes, startedAt: (req as Timed)[STARTED], jkt };
       next();
     } catch (err) {
       next(err);

@@ -1,4 +1,4 @@
-import { InsufficientScopeError, InvalidRequestError, InvalidTokenError, MissingTokenError, TOKEN_REJECTION_REASONS, type OAuthError } from '../errors';
+import { InsufficientScopeError, InvalidDpopProofError, InvalidRequestError, InvalidTokenError, MissingTokenError, TOKEN_REJECTION_REASONS, type OAuthError } from '../errors';
 import type { LoadedKey } from '../core/keys';
 
 /**
@@ -20,6 +20,8 @@ export const TOKEN_OUTCOMES = [
   'invalid_scope',
   'unauthorized_client',
   'unsupported_grant_type',
+  'invalid_dpop_proof',
+  'use_dpop_nonce',
   'rate_limited',
   'unavailable',
   'server_error',
@@ -40,6 +42,7 @@ export const BEARER_SERIES = {
   missing_token: { outcome: 'missing_token', reason: '' },
   invalid_request: { outcome: 'invalid_request', reason: 'invalid_request' },
   insufficient_scope: { outcome: 'insufficient_scope', reason: 'insufficient_scope' },
+  dpop_proof: { outcome: 'invalid_dpop_proof', reason: 'dpop_proof' },
   unavailable: { outcome: 'unavailable', reason: '' },
   server_error: { outcome: 'server_error', reason: '' },
   ...(Object.fromEntries(TOKEN_REJECTION_REASONS.map((reason) => [reason, { outcome: 'invalid_token', reason }])) as Record<
@@ -54,6 +57,7 @@ export const BEARER_CHECKS = Object.keys(BEARER_SERIES) as BearerCheck[];
 export function bearerCheck(error: OAuthError): BearerCheck {
   if (error instanceof InvalidTokenError) return error.reason;
   if (error instanceof InsufficientScopeError) return 'insufficient_scope';
+  if (error instanceof InvalidDpopProofError) return 'dpop_proof';
   if (error instanceof InvalidRequestError) return 'invalid_request';
   if (error instanceof MissingTokenError) return 'missing_token';
   return error.status === 503 ? 'unavailable' : 'server_error';

@@ -1,0 +1,147 @@
+/** The token client with DPoP against this package's own issuer and requireBearer(), in one process. */
+import { generateKeyPairSync } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { rmSync } from 'node:fs';
+import express from 'express';
+import jwt from 'jsonwebtoken';
+import { createIssuer, type Issuer } from '../../lib';
+import { createTokenClient, type TokenClientEvent } from '../../lib/client';
+import { jwkThumbprint } from '../../lib/jwt/thumbprint';
+import { tempDir } from '../helpers/app';
+
+interface Running {
+  url: string;
+  issuer: Issuer;
+  client: { clientId: string; clientSecret: string };
+  counts: { token: number; api: number };
+  close(): Promise<void>;
+}
+
+async function start(nonce: boolean): Promise<Running> {
+  const dataDir = tempDir();
+  let handler: express.Express | undefined;
+  const server: Server = createServer((req, res) => handler!(req, res));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const issuer = createIssuer({ issuer: url, audience: `${url}/api`, dataDir, logger: false, dpop: { nonce } });
+  await issuer.ready();
+  const client = await issuer.clients.create({ name: 'dpop-caller', scopes: 'orders:read' });
+  const counts = { token: 0, api: 0 };
+  const app = express();
+  app.use((req, _res, next) => {
+    if (req.path === '/oauth/token') counts.token++;
+    if (req.path.startsWith('/api/')) counts.api++;
+    next();
+  });
+  app.use(issuer.router());
+  app.get('/api/orders', issuer.requireBearer({ scope: 'orders:read', dpop: 'required' }), (req, res) => void res.json({ client_id: req.auth!.clientId }));
+  // an API that wants a nonce of its own in proofs: answers 401 use_dpop_nonce until the proof carries it
+  const seen: unknown[] = [];
+  app.get('/api/nonce', issuer.requireBearer({ dpop: 'required' }), (req, res) => {
+    const proof = String(req.headers.dpop);
+    const nonce = (JSON.parse(Buffer.from(proof.split('.')[1], 'base64url').toString()) as { nonce?: string }).nonce;
+    seen.push(nonce ?? null);
+    if (nonce !== 'api-nonce-1') {
+      res.status(401).set('DPoP-Nonce', 'api-nonce-1').set('WWW-Authenticate', 'DPoP error="use_dpop_nonce", algs="ES256"').json({ error: 'use_dpop_nonce' });
+      return;
+    }
+    res.json({ seen });
+  });
+  handler = app;
+  return {
+    url,
+    issuer,
+    client,
+    counts,
+    async close() {
+      await issuer.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const jkt = jwkThumbprint(privateKey.export({ format: 'jwk' }));
+
+describe('token client with dpop, issuer without nonces', () => {
+  let r: Running;
+  beforeAll(async () => {
+    r = await start(false);
+  });
+  afterAll(() => r.close());
+
+  it('gets a DPoP-bound token and uses it with proofs; the copied token sent as Bearer is refused', async () => {
+    const c = createTokenClient({ tokenEndpoint: `${r.url}/oauth/token`, clientId: r.client.clientId, clientSecret: r.client.clientSecret, dpop: { privateKey } });
+    try {
+      const token = await c.getToken();
+      expect(token.tokenType).toBe('DPoP');
+      expect((jwt.decode(token.accessToken) as { cnf?: unknown }).cnf).toEqual({ jkt });
+      for (let i = 0; i < 3; i++) {
+        const res = await c.fetch(`${r.url}/api/orders?i=${i}`);
+        expect(res.status).toBe(200);
+        expect(await res.json()).toEqual({ client_id: r.client.clientId });
+      }
+      expect(r.counts.token).toBe(1);
+      const copied = await fetch(`${r.url}/api/orders`, { headers: { authorization: `Bearer ${token.accessToken}` } });
+      expect(copied.status).toBe(401);
+      // the token with the DPoP scheme but without a proof by the key is refused too
+      const noProof = await fetch(`${r.url}/api/orders`, { headers: { authorization: `DPoP ${token.accessToken}` } });
+      expect(noProof.status).toBe(401);
+      expect(noProof.headers.get('www-authenticate')).toContain('error="invalid_dpop_proof"');
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('retries an API call once on 401 use_dpop_nonce with the API nonce, then keeps sending it', async () => {
+    const events: TokenClientEvent[] = [];
+    const c = createTokenClient({ tokenEndpoint: `${r.url}/oauth/token`, clientId: r.client.clientId, clientSecret: r.client.clientSecret, dpop: { privateKey }, onEvent: (e) => events.push(e) });
+    try {
+      const first = await c.fetch(`${r.url}/api/nonce`);
+      expect(first.status).toBe(200);
+      expect(await first.json()).toEqual({ seen: [null, 'api-nonce-1'] });
+      const second = await c.fetch(`${r.url}/api/nonce`);
+      expect(await second.json()).toEqual({ seen: [null, 'api-nonce-1', 'api-nonce-1'] });
+      expect(events.filter((e) => e.type === 'dpop.nonce_retry')).toEqual([{ type: 'dpop.nonce_retry', kind: 'api' }]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('refuses a bad dpop option and dpop together with proofOfPossession', () => {
+    const base = { tokenEndpoint: `${r.url}/oauth/token`, clientId: 'x', clientSecret: 'y' };
+    expect(() => createTokenClient({ ...base, dpop: {} as never })).toThrow(TypeError);
+    expect(() => createTokenClient({ ...base, dpop: { privateKey }, proofOfPossession: { scheme: 'DPoP', tokenRequest() {}, apiRequest() {}, retry: () => false } })).toThrow(TypeError);
+  });
+});
+
+describe('token client with dpop, issuer with nonces', () => {
+  let r: Running;
+  beforeAll(async () => {
+    r = await start(true);
+  });
+  afterAll(() => r.close());
+
+  it('retries the token request once with the DPoP-Nonce, then reuses the nonce', async () => {
+    const events: TokenClientEvent[] = [];
+    const c = createTokenClient({
+      tokenEndpoint: `${r.url}/oauth/token`,
+      clientId: r.client.clientId,
+      clientSecret: r.client.clientSecret,
+      dpop: { privateKey },
+      onEvent: (e) => events.push(e),
+    });
+    try {
+      const res = await c.fetch(`${r.url}/api/orders`);
+      expect(res.status).toBe(200);
+      expect(r.counts.token).toBe(2); // use_dpop_nonce, then the retry with the nonce
+      expect(events.filter((e) => e.type === 'dpop.nonce_retry')).toEqual([{ type: 'dpop.nonce_retry', kind: 'token' }]);
+      expect(r.counts.api).toBe(1); // the resource asks for no nonce
+    } finally {
+      await c.close();
+    }
+  });
+});

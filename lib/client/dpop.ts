@@ -1,0 +1,62 @@
+import type { JsonWebKey, KeyObject } from 'node:crypto';
+import type { DpopAlgorithm } from '../jwt/algorithms';
+import { DpopKey } from '../jwt/dpop-proof';
+import type { ApiProofRequest, ProofOfPossession, RefusedAnswer, TokenProofRequest } from './proof-of-possession';
+
+/** The `dpop` option of createTokenClient(). */
+export interface DpopClientOptions {
+  /** The client's DPoP private key (P-256, P-384 or RSA), a KeyObject or a private JWK. Keep it in memory only. */
+  privateKey: KeyObject | JsonWebKey;
+  /** Default: ES256 for P-256, ES384 for P-384, PS256 for RSA. */
+  alg?: DpopAlgorithm;
+}
+
+/** Most origins whose last DPoP-Nonce is kept. */
+const MAX_ORIGINS = 100;
+
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * DPoP (RFC 9449) for the token client: a proof on every token request and
+ * on every API request carrying a DPoP token (with `ath`), the last
+ * `DPoP-Nonce` of each origin put in the next proofs, and one more attempt
+ * when a server answers `use_dpop_nonce` with a new nonce. The key is
+ * prepared once; each proof costs one signature.
+ */
+export class DpopProof implements ProofOfPossession {
+  readonly scheme = 'DPoP';
+  readonly key: DpopKey;
+  private readonly nonces = new Map<string, string>();
+
+  constructor(options: DpopClientOptions) {
+    if (!options || typeof options !== 'object' || options.privateKey === undefined) throw new TypeError('option dpop needs privateKey');
+    this.key = new DpopKey({ privateKey: options.privateKey, alg: options.alg });
+  }
+
+  tokenRequest(request: TokenProofRequest): void {
+    request.headers.DPoP = this.key.proof({ htm: 'POST', htu: request.url, nonce: this.nonces.get(originOf(request.url)) });
+  }
+
+  apiRequest(request: ApiProofRequest): void {
+    const nonce = this.nonces.get(originOf(request.url));
+    request.headers.set('DPoP', this.key.proof({ htm: request.method, htu: request.url, accessToken: request.accessToken, nonce }));
+  }
+
+  retry(answer: RefusedAnswer): boolean {
+    const nonce = answer.headers.get('dpop-nonce');
+    if (nonce === null || nonce === '' || !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(nonce)) return false;
+    const origin = originOf(answer.url);
+    const previous = this.nonces.get(origin);
+    this.nonces.delete(origin);
+    if (this.nonces.size >= MAX_ORIGINS) this.nonces.delete(this.nonces.keys().next().value as string);
+    this.nonces.set(origin, nonce);
+    // a retry only helps when the server asked for a nonce and gave one this proof did not carry
+    return answer.error === 'use_dpop_nonce' && nonce !== previous;
+  }
+}
