@@ -186,6 +186,7 @@ function defineTargets(keys, work, peerClient) {
       expiresIn: 3600,
     });
   const get = (p) => () => ({ method: 'GET', path: p });
+  const pkjwt = privateKeyJwtClient(servers.example.env.DATA_DIR, path.join(work, 'example', 'pkjwt.key.json'));
 
   // kind: 'const' | 'token' | 'protected' | 'open'. optional: only with BENCH_ONLY or BENCH_ALL=1.
   const targets = [
@@ -193,6 +194,7 @@ function defineTargets(keys, work, peerClient) {
     { id: 'express-const', group: 'reference', label: 'bare Express 5, constant JSON', server: 'express-const', kind: 'const', request: get('/const') },
 
     { id: 'ours-token', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, audit log on)', server: 'example', kind: 'token', request: (s) => oursTokenReq(s) },
+    { id: 'ours-token-pkjwt', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token, private_key_jwt', server: 'example', kind: 'token', setup: (s) => pkjwt.setup(s), request: () => pkjwt.request(), fresh: () => pkjwt.request(), bodies: (n, file) => pkjwt.writeBodies(n, file) },
     { id: 'ours-token-warn', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, LOG_LEVEL=warn: no audit line)', server: 'example-warn', kind: 'token', request: (s) => oursTokenReq(s) },
     { id: 'floor-sign-es256', group: 'issue', label: 'signing floor: Express + urlencoded + jwt.sign (ES256)', server: 'floor-sign-es256', kind: 'token', request: () => peerTokenReq('/oauth/token') },
     { id: 'ours-token-rs256', optional: true, group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (RS256, audit log on)', server: 'example-rs256', kind: 'token', request: (s) => oursTokenReq(s) },
@@ -226,6 +228,55 @@ function defineTargets(keys, work, peerClient) {
   return { servers: Object.fromEntries(Object.entries(servers).filter(([k]) => used.has(k))), targets: selected };
 }
 
+/**
+ * A private_key_jwt client of the example server, registered with the CLI on
+ * the server's DATA_DIR (the running server sees it on its next request), its
+ * private key kept here. Every token request carries a fresh assertion (each
+ * jti is accepted once); wrk cannot sign ES256, so writeBodies() signs them
+ * in the harness (on the load generator's core) right before a measurement.
+ */
+function privateKeyJwtClient(dataDir, keyFile) {
+  const dist = path.resolve(path.dirname(settings.exampleScript), '..');
+  const { signClientAssertion, CLIENT_ASSERTION_TYPE } = require(path.join(dist, 'lib', 'jwt', 'client-assertion.js'));
+  let clientId = null;
+  let privateKey = null;
+  let kid = null;
+  let audience = null;
+  const body = (assertion) =>
+    `grant_type=client_credentials&scope=${encodeURIComponent(SCOPE)}&client_id=${encodeURIComponent(clientId)}` +
+    `&client_assertion_type=${encodeURIComponent(CLIENT_ASSERTION_TYPE)}&client_assertion=${assertion}`;
+  // lifetime 290 s: the issuer accepts exp - iat <= 300 s
+  const sign = () => signClientAssertion({ clientId, audience, privateKey, kid, lifetime: 290 });
+  const req = (b) => ({ method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: b });
+  return {
+    async setup(server) {
+      if (clientId) return;
+      const cli = path.join(dist, 'lib', 'cli', 'main.js');
+      const args = ['create', '--name', 'bench-pkjwt', '--scope', SCOPE, '--auth', 'private_key_jwt', '--generate-key', '--out', keyFile, '--json'];
+      const r = require('node:child_process').spawnSync(process.execPath, ['-e', 'require(process.argv[1]).run()', cli, ...args], {
+        env: { ...process.env, DATA_DIR: dataDir },
+        encoding: 'utf8',
+      });
+      if (r.status !== 0) throw new Error(`client-credentials create --auth private_key_jwt failed (exit ${r.status}): ${r.stderr}`);
+      clientId = JSON.parse(r.stdout.trim().split('\n').pop()).client_id;
+      const jwk = JSON.parse(fs.readFileSync(keyFile, 'utf8'));
+      kid = jwk.kid;
+      privateKey = crypto.createPrivateKey({ key: jwk, format: 'jwk' });
+      // aud = the issuer identifier the server announces (ISSUER, or http://localhost:PORT)
+      const meta = await request(server.port, { method: 'GET', path: '/.well-known/oauth-authorization-server' });
+      audience = meta.json && meta.json.issuer;
+      if (typeof audience !== 'string') throw new Error(`no issuer in the example's metadata: HTTP ${meta.status}`);
+    },
+    request: () => req(body(sign())),
+    /** n token request bodies, one per line, each with its own assertion. */
+    writeBodies(n, file) {
+      const lines = new Array(n);
+      for (let i = 0; i < n; i++) lines[i] = body(sign());
+      fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    },
+  };
+}
+
 function pick(k) {
   return { kid: k.kid, privateKeyFile: k.privateKeyFile, publicKeyFile: k.publicKeyFile };
 }
@@ -256,6 +307,7 @@ async function prepareTarget(t, server, sanity) {
   const entry = { id: t.id, ok: true, notes: [] };
   sanity[t.id] = entry;
   let token = null;
+  if (t.setup) await t.setup(server);
   if (t.token) token = await t.token(server);
   t.req = t.request(server, token);
   const res = await request(server.port, t.req);
@@ -272,6 +324,12 @@ async function prepareTarget(t, server, sanity) {
     if (decoded) {
       entry.jwtHeader = decoded.header;
       entry.claims = Object.keys(decoded.payload).sort();
+    }
+    if (t.fresh) {
+      // a request that must be fresh each time (a client assertion) is refused when replayed
+      const again = await request(server.port, t.req);
+      entry.replayed = again.status;
+      if (again.status !== 401) throw new Error(`${t.id}: a replayed request should get 401, got ${again.status}: ${again.text.slice(0, 300)}`);
     }
   } else if (t.kind === 'protected') {
     // The route must refuse a request without a token and one with a forged token.
@@ -538,13 +596,36 @@ async function main() {
 
     // Besides throughput: the server's own CPU time per request over the
     // measurement, which other processes on the machine disturb much less.
-    const run = async (t, connections, duration) => {
+    // Targets whose requests are each used once (t.bodies: private_key_jwt
+    // assertions) get them written to a file right before the measurement:
+    // 2 x duration x the fastest rate seen so far for the target or for OURS
+    // client_secret issuance, at least 2 000/s (warm-ups run cold, so their
+    // rate is no safe guess). Running out is reported, never a silent rate.
+    const fastest = {};
+    const run = async (t, connections, duration, label = 'warm-up') => {
       const pid = servers[t.server].pid;
+      let bodiesFile = null;
+      let prepared = null;
+      if (t.bodies) {
+        const rate = Math.max(fastest[t.id] ?? 0, fastest['ours-token'] ?? 0, 2000);
+        prepared = { count: Math.ceil(rate * duration * 2) + 100 };
+        bodiesFile = path.join(work, `${t.id}.bodies`);
+        const t0 = process.hrtime.bigint();
+        t.bodies(prepared.count, bodiesFile);
+        prepared.seconds = round(Number(process.hrtime.bigint() - t0) / 1e9, 2);
+      }
       const before = procCpuUs(pid);
-      const m = await wrk.measure({ bin: wrkBin, port: servers[t.server].port, request: t.req, connections, duration, cpu: loadCpu });
+      const m = await wrk.measure({ bin: wrkBin, port: servers[t.server].port, request: t.req, connections, duration, cpu: loadCpu, bodiesFile });
       const after = procCpuUs(pid);
+      if (bodiesFile) fs.rmSync(bodiesFile, { force: true });
       const n = m.ok + m.non2xx;
       m.serverCpuUs = before != null && after != null && n > 0 ? round((after - before) / n, 1) : null;
+      if (prepared) {
+        m.preparedRequests = prepared.count;
+        m.prepareSeconds = prepared.seconds;
+        if (m.bodiesMissing) warnings.push(`${t.id} ${label} c=${connections}: the ${prepared.count} pre-signed requests ran out (${m.bodiesMissing} more were sent to a 404 path): its rate is not valid`);
+      }
+      fastest[t.id] = Math.max(fastest[t.id] ?? 0, m.rps);
       return m;
     };
 
@@ -555,7 +636,7 @@ async function main() {
       warmup[t.id] = { rps: w.rps, non2xx: w.non2xx, errors: w.errors };
       if (w.non2xx || w.errors) warnings.push(`${t.id}: warm-up had ${w.non2xx} non-2xx and ${w.errors} errors`);
       log(`warm-up ${t.id.padEnd(30)} ${Math.round(w.rps).toLocaleString('en-US').padStart(8)} req/s`);
-      await drain(servers[t.server], t.req);
+      await drain(servers[t.server], t.fresh ? t.fresh() : t.req);
     }
 
     // Rounds: targets alternate, starting one later each round.
@@ -566,12 +647,12 @@ async function main() {
         const t = targets[(k + r) % targets.length];
         const line = [];
         for (const c of settings.connections) {
-          const m = await run(t, c, settings.duration);
+          const m = await run(t, c, settings.duration, `round ${r + 1}`);
           m.round = r + 1;
           raw[t.id][c].push(m);
           if (m.non2xx || m.errors) warnings.push(`${t.id} round ${r + 1} c=${c}: ${m.non2xx} non-2xx, ${m.errors} errors`);
           line.push(`c=${c}: ${Math.round(m.rps).toLocaleString('en-US').padStart(7)} req/s p50 ${fmtMs(m.p50)} p99 ${fmtMs(m.p99)} cpu ${m.serverCpuUs == null ? 'n/a' : `${Math.round(m.serverCpuUs)} µs`}/req`);
-          await drain(servers[t.server], t.req);
+          await drain(servers[t.server], t.fresh ? t.fresh() : t.req);
         }
         log(`${t.id.padEnd(30)} ${line.join(' | ')}`);
       }
@@ -688,6 +769,9 @@ function notes(targets) {
     out.push(
       `oidc-provider ${versions()['oidc-provider']} prints "Unsupported runtime" on Node ${process.version} (its supported runtimes are Node 22 LTS and later) but works: every request in this run was checked.`,
     );
+  }
+  if (ids.has('ours-token-pkjwt')) {
+    out.push('private_key_jwt issuance: a client registered with `client-credentials create --auth private_key_jwt --generate-key` on the example\'s DATA_DIR; every request carries its own ES256 assertion (aud = the issuer the example announces, lifetime 290 s), signed in the harness right before each measurement and sent once by wrk (each jti is accepted once).');
   }
   out.push('Floors do no client authentication and no store lookup: they are the cost of parsing the form and signing (or verifying) with jsonwebtoken, nothing else.');
   return out;
