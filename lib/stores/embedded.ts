@@ -177,6 +177,8 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ),
     setJwks: db.prepare('UPDATE clients SET jwks = ? WHERE client_id = ?'),
     consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (client_id, jti_hash, expires_at) VALUES (?, ?, ?)'),
+    syncNormal: db.prepare('PRAGMA synchronous = NORMAL'),
+    syncFull: db.prepare('PRAGMA synchronous = FULL'),
     purgeJtis: db.prepare('DELETE FROM client_assertion_jtis WHERE expires_at < ?'),
     insertSecret: db.prepare('INSERT INTO client_secrets (client_id, hash, created_at, expires_at) VALUES (?, ?, ?, ?)'),
     revoke: db.prepare('UPDATE clients SET revoked_at = ? WHERE client_id = ? AND revoked_at IS NULL'),
@@ -329,7 +331,21 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ),
     addClientKey: io((clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys)),
     removeClientKey: io((clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid)),
-    consumeJti: io((clientId: string, jtiHash: string, expiresAt: Date) => q.consumeJti.run(clientId, jtiHash, expiresAt.getTime()).changes === 1),
+    // A jti is kept only until its assertion expires (at most 300 s), and one is
+    // written per private_key_jwt token request: its commit does not wait for
+    // the disk (WAL with synchronous NORMAL: safe against a crash of the
+    // process, durable at the next FULL commit or checkpoint; a power loss may
+    // forget the last jtis). Everything else stays synchronous FULL. On the
+    // same connection, so it does not count as another writer's change
+    // (PRAGMA data_version) and leaves the client cache alone.
+    consumeJti: io((clientId: string, jtiHash: string, expiresAt: Date) => {
+      q.syncNormal.run();
+      try {
+        return q.consumeJti.run(clientId, jtiHash, expiresAt.getTime()).changes === 1;
+      } finally {
+        q.syncFull.run();
+      }
+    }),
     purgeJtis: io((before: Date) => q.purgeJtis.run(before.getTime()).changes),
     listKeys: io(listKeys),
     insertFirstKey: io((key: StoredKey) => insertFirstKey.immediate(key)),
