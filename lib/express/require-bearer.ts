@@ -65,23 +65,52 @@ export interface BearerDpopOptions {
 /** Which scheme a request used, for the challenges of its answer. */
 type Scheme = 'none' | 'bearer' | 'dpop' | 'both';
 
+type StrategyDone = (err: unknown, auth: AccessTokenAuth | false) => void;
+
 /**
- * Runs a passport strategy for one request the way passport's authenticate()
- * does (a per-request object inheriting from the strategy, with success /
- * fail / error actions), without the middleware wrapper around it, which
- * costs more than the strategy itself on this hot path.
+ * Runs the passport-http-bearer strategy the way passport's authenticate()
+ * does (an object inheriting from the strategy, with success / fail / error
+ * actions), without the middleware wrapper around it, which costs more than
+ * the strategy itself on this hot path. One such object serves every request
+ * of a middleware: the strategy reports synchronously while it runs (the
+ * verify callback takes an asynchronous answer past it, to the request it
+ * belongs to), so nothing is allocated per request.
  */
-function runStrategy(strategy: passport.Strategy, authorization: string, done: (err: unknown, auth: AccessTokenAuth | false) => void): void {
-  const run = Object.create(strategy) as passport.StrategyCreated<passport.Strategy>;
-  run.success = (user) => done(null, user as AccessTokenAuth);
-  run.fail = () => done(null, false);
-  run.error = (err) => done(err, false);
-  run.pass = () => done(null, false);
-  run.redirect = () => done(null, false);
-  // Only the Authorization header counts (tokens in the URL or body were refused
-  // above), so the strategy gets just that: it never touches Express's
+function strategyRunner(verify: (token: string) => AccessTokenAuth | Promise<AccessTokenAuth>): (authorization: string, done: StrategyDone) => void {
+  let current: StrategyDone | undefined;
+  const strategy = new BearerStrategy((token: string, verified: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
+    let result: AccessTokenAuth | Promise<AccessTokenAuth>;
+    try {
+      result = verify(token);
+    } catch (err) {
+      return verified(err);
+    }
+    if (result instanceof Promise) {
+      const mine = current!;
+      result.then((auth) => mine(null, auth), (err: unknown) => mine(err, false));
+    } else verified(null, result);
+  });
+  const runner = Object.create(strategy) as passport.StrategyCreated<passport.Strategy>;
+  runner.success = (user) => current!(null, user as AccessTokenAuth);
+  runner.fail = () => current!(null, false);
+  runner.error = (err) => current!(err, false);
+  runner.pass = () => current!(null, false);
+  runner.redirect = () => current!(null, false);
+  // Only the Authorization header counts (tokens in the URL or body are refused
+  // before), so the strategy gets just that: it never touches Express's
   // req.query getter, which parses the query string on every read.
-  run.authenticate({ headers: { authorization } } as unknown as Request, { session: false });
+  const headers = { authorization: '' };
+  const request = { headers } as unknown as Request;
+  return (authorization, done) => {
+    headers.authorization = authorization;
+    current = done;
+    try {
+      runner.authenticate(request, { session: false });
+    } finally {
+      current = undefined;
+      headers.authorization = '';
+    }
+  };
 }
 
 export interface BearerMiddlewareOptions {
@@ -111,16 +140,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
   const dpop = options.dpop && { ...options.dpop.verify, status: 401 as const };
   const publicUrl = options.dpop?.publicUrl ?? '';
   const algs = dpop?.algorithms ?? DPOP_ALGORITHMS;
-  const strategy = new BearerStrategy((token: string, done: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
-    let result: AccessTokenAuth | Promise<AccessTokenAuth>;
-    try {
-      result = verifier.verify(token);
-    } catch (err) {
-      return done(err);
-    }
-    if (result instanceof Promise) result.then((auth) => done(null, auth), done);
-    else done(null, result);
-  });
+  const runStrategy = strategyRunner((token) => verifier.verify(token));
 
   /** The challenges of an answer: those of the schemes this route accepts, the error on the one used. */
   const challenges = (error: OAuthError, scheme: Scheme): string | string[] | undefined => {
@@ -219,10 +239,8 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     };
     // passport-http-bearer splits on one space: hand it "Bearer <token>" when there were more
     const authorization = header.charCodeAt(7) === 32 ? `Bearer ${header.slice(header.lastIndexOf(' ') + 1)}` : header;
-    const authenticate = (): void => runStrategy(strategy, authorization, done);
-
     const waiting = pending?.();
-    if (waiting) waiting.then(authenticate, (err: unknown) => fail(res, err));
-    else authenticate();
+    if (waiting) waiting.then(() => runStrategy(authorization, done), (err: unknown) => fail(res, err));
+    else runStrategy(authorization, done);
   };
 }
