@@ -701,6 +701,20 @@ async function main() {
 
     const memory = settings.skipMemory ? null : await memoryTest(work, warnings, cpu);
 
+    // the calling side (token client), standalone: see bench/client.js; its figures feed the targets
+    let micro = null;
+    if (process.env.BENCH_SKIP_CLIENT !== '1') {
+      log('');
+      const clientRun = require('node:child_process').spawnSync(process.execPath, ['--expose-gc', path.join(BENCH_DIR, 'client.js')], { stdio: 'inherit' });
+      const clientFile = path.join(RESULTS_DIR, 'client.json');
+      if (clientRun.status === 0 && fs.existsSync(clientFile)) {
+        const client = JSON.parse(fs.readFileSync(clientFile, 'utf8'));
+        micro = { tokenClientOverheadUs: client.differenceUs, tokenClient: client };
+      } else {
+        warnings.push('bench/client.js failed: the token client target is not measured');
+      }
+    }
+
     const results = {
       date: startedAt.toISOString(),
       finished: new Date().toISOString(),
@@ -727,6 +741,7 @@ async function main() {
       serverMemory,
       exampleLogs,
       memory,
+      micro,
       notes: notes(targets),
       warnings,
     };
@@ -735,11 +750,6 @@ async function main() {
 
     log(`\n${report.text(results)}`);
     log(`wrote ${['latest.json', 'latest.md', 'latest.svg'].map((f) => path.relative(REPO_ROOT, path.join(RESULTS_DIR, f))).join(', ')}`);
-    // the calling side (token client), standalone: see bench/client.js
-    if (process.env.BENCH_SKIP_CLIENT !== '1') {
-      log('');
-      require('node:child_process').spawnSync(process.execPath, ['--expose-gc', path.join(BENCH_DIR, 'client.js')], { stdio: 'inherit' });
-    }
   } finally {
     cleanup();
   }
