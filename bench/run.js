@@ -187,6 +187,7 @@ function defineTargets(keys, work, peerClient) {
     });
   const get = (p) => () => ({ method: 'GET', path: p });
   const pkjwt = privateKeyJwtClient(servers.example.env.DATA_DIR, path.join(work, 'example', 'pkjwt.key.json'));
+  const dpop = dpopCaller((s) => oursTokenReq(s));
 
   // kind: 'const' | 'token' | 'protected' | 'open'. optional: only with BENCH_ONLY or BENCH_ALL=1.
   const targets = [
@@ -206,6 +207,7 @@ function defineTargets(keys, work, peerClient) {
     { id: 'node-oauth-token', group: 'issue', label: '@node-oauth/oauth2-server, opaque token', server: 'node-oauth', kind: 'token', request: () => peerTokenReq('/oauth/token') },
 
     { id: 'ours-whoami', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami (requireBearer, ES256)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
+    { id: 'ours-dpop', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', server: 'example', kind: 'protected', token: (s) => dpop.token(s), request: () => dpop.request(), fresh: () => dpop.request(), bodies: (n, file) => dpop.writeProofs(n, file), lineHeader: 'dpop' },
     { id: 'ours-orders', group: 'protected', ours: true, label: 'OURS example server GET /api/orders (requireBearer twice, scope)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'ours-health', group: 'protected', label: 'same process, unauthenticated GET /health (same header sent)', server: 'example', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
     { id: 'floor-verify-es256', group: 'protected', label: 'verify floor: Express + jwt.verify (ES256)', server: 'floor-verify-es256', kind: 'protected', token: mintPeer('ES256'), request: (s, t) => bearerRequest('/api/orders', t) },
@@ -222,6 +224,7 @@ function defineTargets(keys, work, peerClient) {
     const keep = new Set(['express-const', 'node-http-const', ...settings.only]);
     selected = targets.filter((t) => keep.has(t.id));
     // the unauthenticated route is the protected route's baseline
+    if (selected.some((t) => t.id === 'ours-dpop') && !selected.some((t) => t.id === 'ours-whoami')) selected.push(targets.find((t) => t.id === 'ours-whoami'));
     if (selected.some((t) => t.id === 'ours-whoami') && !selected.some((t) => t.id === 'ours-health')) selected.push(targets.find((t) => t.id === 'ours-health'));
   }
   const used = new Set(selected.map((t) => t.server));
@@ -272,6 +275,43 @@ function privateKeyJwtClient(dataDir, keyFile) {
     writeBodies(n, file) {
       const lines = new Array(n);
       for (let i = 0; i < n; i++) lines[i] = body(sign());
+      fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    },
+  };
+}
+
+/**
+ * A DPoP caller of the example: a DPoP-bound token from the example's token
+ * endpoint (with the demo client), then one fresh proof per API request
+ * (htm GET, htu the example's public URL + /api/whoami, ath of the token):
+ * the server remembers every proof's jti, so none can be sent twice.
+ */
+function dpopCaller(tokenReq) {
+  const dist = path.join(REPO_ROOT, 'dist');
+  let key = null;
+  let token = null;
+  let htu = null;
+  const proof = () => key.proof({ htm: 'GET', htu, accessToken: token });
+  const req = () => ({ method: 'GET', path: '/api/whoami', headers: { authorization: `DPoP ${token}`, dpop: proof() } });
+  return {
+    async token(server) {
+      const { DpopKey } = require(path.join(dist, 'lib', 'jwt', 'dpop-proof.js'));
+      key = new DpopKey({ privateKey: crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey });
+      const meta = await request(server.port, { method: 'GET', path: '/.well-known/oauth-authorization-server' });
+      if (!meta.json || typeof meta.json.token_endpoint !== 'string') throw new Error(`no token_endpoint in the example's metadata: HTTP ${meta.status}`);
+      const base = tokenReq(server);
+      const res = await request(server.port, { ...base, headers: { ...base.headers, dpop: key.proof({ htm: 'POST', htu: meta.json.token_endpoint }) } });
+      if (res.status !== 200 || !res.json || res.json.token_type !== 'DPoP') throw new Error(`DPoP token request: HTTP ${res.status} ${res.text.slice(0, 300)}`);
+      token = res.json.access_token;
+      // the issuer-bound requireBearer() builds htu from the issuer's origin (publicUrl) + the path
+      htu = `${new URL(meta.json.issuer).origin}/api/whoami`;
+      return token;
+    },
+    request: req,
+    /** n proofs, one per line, each for its own request. */
+    writeProofs(n, file) {
+      const lines = new Array(n);
+      for (let i = 0; i < n; i++) lines[i] = proof();
       fs.writeFileSync(file, `${lines.join('\n')}\n`);
     },
   };
@@ -337,6 +377,12 @@ async function prepareTarget(t, server, sanity) {
     const forged = await request(server.port, bearerRequest(t.req.path, forge(token)));
     entry.withoutToken = none.status;
     entry.forgedToken = forged.status;
+    if (t.fresh) {
+      // a request that must be fresh each time (a DPoP proof) is refused when replayed
+      const again = await request(server.port, t.req);
+      entry.replayed = again.status;
+      if (again.status !== 401) throw new Error(`${t.id}: a replayed request should get 401, got ${again.status}: ${again.text.slice(0, 300)}`);
+    }
     if (none.status !== 401 || forged.status !== 401) {
       throw new Error(`${t.id}: expected 401 without a token and with a forged one, got ${none.status} / ${forged.status}`);
     }
@@ -615,7 +661,7 @@ async function main() {
         prepared.seconds = round(Number(process.hrtime.bigint() - t0) / 1e9, 2);
       }
       const before = procCpuUs(pid);
-      const m = await wrk.measure({ bin: wrkBin, port: servers[t.server].port, request: t.req, connections, duration, cpu: loadCpu, bodiesFile });
+      const m = await wrk.measure({ bin: wrkBin, port: servers[t.server].port, request: t.req, connections, duration, cpu: loadCpu, bodiesFile, lineHeader: t.lineHeader });
       const after = procCpuUs(pid);
       if (bodiesFile) fs.rmSync(bodiesFile, { force: true });
       const n = m.ok + m.non2xx;

@@ -63,16 +63,17 @@ function wrkVersion(bin) {
  * @param {number|null} o.cpu     core to pin wrk to (null: unpinned)
  * @param {string} [o.bodiesFile] one request body per line, each sent once (wrk.lua); when they run
  *   out, requests go to `/bench-bodies-spent` (a 404: counted as non-2xx, and `bodiesMissing` says how many)
+ * @param {string} [o.lineHeader] with bodiesFile: each line is this header's value, not a body
  * @returns {Promise<{connections, seconds, ok, non2xx, errors, rps, p50, p90, p99, p999, mean, max, loaderCpu, loaderCeiling}>}
  *   latencies in ms; loaderCpu = wrk's CPU seconds / wall seconds; loaderCeiling = requests per wrk CPU second.
  */
-function measure({ bin, port, request, connections, duration, cpu = null, bodiesFile = null }) {
+function measure({ bin, port, request, connections, duration, cpu = null, bodiesFile = null, lineHeader = null }) {
   const headers = Object.entries(request.headers || {})
     .map(([k, v]) => `${k}: ${v}`)
     .join('\n');
   const args = ['-t1', `-c${connections}`, `-d${duration}s`, '--timeout', '10s', '-s', SCRIPT, `http://127.0.0.1:${port}${request.path}`];
   const [cmd, argv] = cpu === null ? [bin, args] : ['taskset', ['-c', String(cpu), bin, ...args]];
-  const env = { ...process.env, BENCH_METHOD: request.method || 'GET', BENCH_BODY: request.body || '', BENCH_HEADERS: headers, BENCH_BODIES_FILE: bodiesFile || '' };
+  const env = { ...process.env, BENCH_METHOD: request.method || 'GET', BENCH_BODY: request.body || '', BENCH_HEADERS: headers, BENCH_BODIES_FILE: bodiesFile || '', BENCH_LINE_HEADER: lineHeader || '' };
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

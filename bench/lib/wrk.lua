@@ -11,6 +11,9 @@
 --                  counted as non-2xx, and no failed client authentication
 --                  that could trip the server's brute-force limits), and
 --                  done() reports how many were missing.
+--   BENCH_LINE_HEADER  optional, with BENCH_BODIES_FILE: each line is the value
+--                  of this header instead of a body (e.g. a DPoP proof per
+--                  request; the name must be spelled as in BENCH_HEADERS).
 
 wrk.method = os.getenv("BENCH_METHOD") or "GET"
 local body = os.getenv("BENCH_BODY")
@@ -27,6 +30,8 @@ if bodies_file ~= nil and bodies_file ~= "" then
   setup = function(thread) table.insert(threads, thread) end
 
   local spent_path = os.getenv("BENCH_SPENT_PATH") or "/bench-bodies-spent"
+  local line_header = os.getenv("BENCH_LINE_HEADER")
+  if line_header == "" then line_header = nil end
   local bodies, count, next_body, spent = {}, 0, 1, 0
   init = function(args)
     for line in io.lines(bodies_file) do
@@ -45,6 +50,10 @@ if bodies_file ~= nil and bodies_file ~= "" then
     end
     bodies[next_body] = nil
     next_body = next_body + 1
+    if line_header then
+      wrk.headers[line_header] = b
+      return wrk.format(nil, nil, nil, wrk.body)
+    end
     return wrk.format(nil, nil, nil, b)
   end
   bodies_report = function()
