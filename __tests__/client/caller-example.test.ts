@@ -1,13 +1,11 @@
 /** examples/caller.ts against an issuer and an orders API like examples/server.ts, in one process. */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { rmSync } from 'node:fs';
 import express from 'express';
 import { createIssuer, type Issuer } from '../../lib';
 import { main } from '../../examples/caller';
-import { tempDir } from '../helpers/app';
+import { loopbackServer, tempDir, type LoopbackServer } from '../helpers/app';
 
-let server: Server;
+let server: LoopbackServer;
 let issuer: Issuer;
 let url: string;
 let dataDir: string;
@@ -15,10 +13,8 @@ let tokenPosts = 0;
 
 beforeAll(async () => {
   dataDir = tempDir();
-  let handler: express.Express | undefined;
-  server = createServer((req, res) => handler!(req, res));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  server = await loopbackServer();
+  url = server.url;
   issuer = createIssuer({ issuer: url, audience: `${url}/api`, dataDir, logger: false });
   await issuer.ready();
   const app = express();
@@ -35,12 +31,11 @@ beforeAll(async () => {
     orders.push(req.body);
     res.status(201).json(req.body);
   });
-  handler = app;
+  server.serve(app);
 });
 afterAll(async () => {
   await issuer.close();
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
+  await server.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
 

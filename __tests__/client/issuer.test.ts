@@ -1,18 +1,16 @@
 /** The token client against this package's own issuer and requireBearer(), in one process. */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { rmSync } from 'node:fs';
 import express from 'express';
 import { createIssuer, type Issuer } from '../../lib';
 import { createTokenClient, TokenEndpointError, type StoredToken, type TokenClientEvent, type TokenClientOptions, type TokenStore } from '../../lib/client';
 import { hashSecret } from '../../lib/core/secrets';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
-import { tempDir } from '../helpers/app';
+import { loopbackServer, tempDir, type LoopbackServer } from '../helpers/app';
 
 const SPECIAL_ID = 'svc:1 +%';
 const SPECIAL_SECRET = 'a:b+c%d e/é=';
 
-let server: Server;
+let server: LoopbackServer;
 let url: string;
 let issuer: Issuer;
 let dataDir: string;
@@ -30,10 +28,8 @@ function tokenClient(options: Partial<TokenClientOptions> = {}) {
 
 beforeAll(async () => {
   dataDir = tempDir();
-  let handler: express.Express | undefined;
-  server = createServer((req, res) => handler!(req, res));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  server = await loopbackServer();
+  url = server.url;
   const store = await openEmbeddedStore({ dataDir });
   const createdAt = new Date();
   await store.createClient({ clientId: SPECIAL_ID, name: 'special', scopes: ['orders:read'], grantTypes: ['client_credentials'], createdAt, secret: { hash: hashSecret(SPECIAL_SECRET), createdAt, expiresAt: null } });
@@ -52,13 +48,12 @@ beforeAll(async () => {
   app.get('/api/whoami', (req, res) => void res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') }));
   app.get('/api/orders', issuer.requireBearer({ scope: 'orders:read' }), (_req, res) => void res.json({ orders: [] }));
   app.post('/api/orders', issuer.requireBearer({ scope: 'orders:write' }), express.json(), (req, res) => void res.status(201).json(req.body));
-  handler = app;
+  server.serve(app);
 });
 
 afterAll(async () => {
   await issuer.close();
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
+  await server.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
 

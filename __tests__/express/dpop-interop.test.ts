@@ -4,16 +4,14 @@
  * requireBearer() on the same server.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { rmSync } from 'node:fs';
 import express from 'express';
 import { auth } from 'express-oauth2-jwt-bearer';
 import { createIssuer, type Issuer } from '../../lib';
 import { DpopKey } from '../../lib/jwt/dpop-proof';
-import { tempDir } from '../helpers/app';
+import { loopbackServer, tempDir, type LoopbackServer } from '../helpers/app';
 
-let server: Server;
+let server: LoopbackServer;
 let url: string;
 let issuer: Issuer;
 let dataDir: string;
@@ -22,10 +20,8 @@ const key = new DpopKey({ privateKey: generateKeyPairSync('ec', { namedCurve: 'P
 
 beforeAll(async () => {
   dataDir = tempDir();
-  let handler: express.Express | undefined;
-  server = createServer((req, res) => handler!(req, res));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  server = await loopbackServer();
+  url = server.url;
   issuer = createIssuer({ issuer: url, audience: `${url}/api`, dataDir, logger: false });
   await issuer.ready();
   client = await issuer.clients.create({ name: 'interop', scopes: 'orders:read' });
@@ -37,13 +33,12 @@ beforeAll(async () => {
     (req, res) => void res.json({ sub: (req.auth as unknown as { payload: { sub: string } }).payload.sub }),
   );
   app.get('/ours/orders', issuer.requireBearer({ dpop: 'required' }), (req, res) => void res.json({ sub: req.auth?.clientId }));
-  handler = app;
+  server.serve(app);
 });
 
 afterAll(async () => {
   await issuer.close();
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await server.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
 

@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express, { type Express } from 'express';
@@ -36,4 +38,30 @@ export async function setup(options: Partial<IssuerOptions> = {}, mount?: (app: 
 
 export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'ecc-test-'));
+}
+
+export interface LoopbackServer {
+  /** `http://127.0.0.1:PORT`, known before the app is built (an issuer needs its own URL). */
+  url: string;
+  /** The app that answers from now on. */
+  serve(app: Express): void;
+  /** Drops open connections and stops listening. */
+  close(): Promise<void>;
+}
+
+/** An HTTP server on 127.0.0.1 with an ephemeral port, for tests that need a real URL (fetch, token clients). */
+export async function loopbackServer(): Promise<LoopbackServer> {
+  let handler: Express | undefined;
+  const server: Server = createServer((req, res) => handler!(req, res));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    serve(app) {
+      handler = app;
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }
