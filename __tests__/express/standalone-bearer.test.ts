@@ -220,6 +220,18 @@ describe('with jwksUri', () => {
     expect(res.body.error).toBe('temporarily_unavailable');
   });
 
+  it('JWKS unreachable: the log says so once a minute, not once per request', async () => {
+    const s = await startIssuer();
+    const token = await fetchToken(s.t.app, s.client);
+    await s.stop();
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = { info: () => undefined, error: () => undefined, warn: (o: Record<string, unknown>) => void lines.push(o) };
+    const app = api(requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: s.jwksUri, jwksCooldown: 0.001, jwksTimeout: 1, logger }));
+    for (let i = 0; i < 3; i++) expect((await get(app, token)).status).toBe(503);
+    expect(lines.filter((l) => l.event === 'bearer.unavailable')).toEqual([{ event: 'bearer.unavailable', reason: expect.any(String) }]);
+    expect(JSON.stringify(lines)).not.toContain(token.split('.')[2]);
+  });
+
   it('checks the scope', async () => {
     const s = await startIssuer();
     const app = api(bearer({ jwksUri: s.jwksUri, scope: 'orders:write' }));

@@ -152,13 +152,27 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     return [bearerChallenge(realm, error), dpopChallenge(algs)];
   };
 
+  /**
+   * A 503 (the JWKS or the store could not be reached): one warn line a
+   * minute, so an operator sees why protected routes refuse without a line
+   * per request.
+   */
+  let lastUnavailable = Number.NEGATIVE_INFINITY;
+  const unavailable = (error: OAuthError): void => {
+    const now = Date.now();
+    if (now - lastUnavailable < 60_000) return;
+    lastUnavailable = now;
+    logger.warn({ event: 'bearer.unavailable', reason: error.detail ?? error.description }, 'requireBearer() cannot check tokens: a key source is unavailable; answering 503');
+  };
+
   /** Logs why (the scope check reports its own refusals, with the token's scopes) and answers. */
   const fail = (res: Response, err: unknown, scheme: Scheme = 'bearer'): void => {
     const error: OAuthError = toOAuthError(err);
     if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts);
     else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {});
     else if (error instanceof InvalidDpopProofError) rejections.report('dpop_proof', error.detail, {});
-    else if (error.status >= 500 && error.status !== 503) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
+    else if (error.status === 503) unavailable(error);
+    else if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
     if (counts) counts[bearerCheck(error)]++;
     sendError(res, error, challenges(error, scheme));
   };
