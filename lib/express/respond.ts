@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { basicChallenge, bearerChallenge, InvalidClientError, type OAuthError } from '../errors';
+import { basicChallenge, InvalidClientError, type OAuthError } from '../errors';
 
 /** Sends `body` as JSON with a status, the one way responses are written here. */
 export function sendJson(res: ServerResponse, status: number, body: unknown, contentType = 'application/json; charset=utf-8'): void {
@@ -25,9 +25,4 @@ export function sendError(res: ServerResponse, err: OAuthError, challenge: strin
 /** Token endpoint errors (RFC 6749 §5.2): every 401 carries a Basic challenge. */
 export function sendTokenError(res: ServerResponse, err: OAuthError, realm: string): void {
   sendError(res, err, err instanceof InvalidClientError ? basicChallenge(realm) : undefined);
-}
-
-/** Protected resource errors (RFC 6750 §3): every failure carries a Bearer challenge. */
-export function sendBearerError(res: ServerResponse, err: OAuthError, realm: string): void {
-  sendError(res, err, err.status === 401 || err.status === 403 || err.status === 400 ? bearerChallenge(realm, err) : undefined);
 }
