@@ -1,15 +1,8 @@
 import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { keyTypeOf, type DpopAlgorithm } from '../jwt/algorithms';
+import { isBase64url, MAX_RSA_BITS, MIN_RSA_BITS, PRIVATE_JWK_MEMBERS } from '../jwt/public-jwk';
 import { jwkThumbprint } from '../jwt/thumbprint';
-
-/** JWK members that carry private or symmetric key material (RFC 7518 §6). */
-const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
-
-/** Smallest RSA modulus accepted, in bits (RFC 7518 §3.3, §3.5). */
-export const MIN_RSA_BITS = 2048;
-/** Largest RSA modulus accepted, in bits: bounds what one made-up proof can cost to check. */
-export const MAX_RSA_BITS = 4096;
 
 export interface ImportedDpopKey {
   /** RFC 7638 thumbprint of the key. */
@@ -17,10 +10,6 @@ export interface ImportedDpopKey {
   key: KeyObject;
   /** The public JWK, required members only. */
   jwk: JsonWebKey;
-}
-
-function isBase64url(value: unknown): value is string {
-  return typeof value === 'string' && value.length > 0 && value.length <= 1024 && /^[A-Za-z0-9_-]+$/.test(value);
 }
 
 /**
@@ -33,7 +22,7 @@ function isBase64url(value: unknown): value is string {
 export function publicDpopJwk(jwk: unknown, alg: DpopAlgorithm): JsonWebKey | string {
   if (!jwk || typeof jwk !== 'object' || Array.isArray(jwk)) return 'jwk is not an object';
   const candidate = jwk as Record<string, unknown>;
-  for (const member of PRIVATE_MEMBERS) {
+  for (const member of PRIVATE_JWK_MEMBERS) {
     if (member in candidate) return `jwk carries the private or symmetric member ${member}`;
   }
   if (candidate.alg !== undefined && candidate.alg !== alg) return `jwk is meant for ${String(candidate.alg).slice(0, 32)}, the proof uses ${alg}`;

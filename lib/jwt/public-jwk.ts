@@ -18,7 +18,8 @@ export interface CheckedPublicJwk {
 
 const KID = /^[\x21-\x7e]{1,128}$/;
 
-function isBase64url(value: unknown): value is string {
+/** A non-empty base64url string of at most 1024 characters (a JWK key member). */
+export function isBase64url(value: unknown): value is string {
   return typeof value === 'string' && value.length > 0 && value.length <= 1024 && /^[A-Za-z0-9_-]+$/.test(value);
 }
 
