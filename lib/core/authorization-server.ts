@@ -191,11 +191,10 @@ export class AuthorizationServer {
   async authenticate(credentials: ClientCredentials, source: { ip?: string } = {}): Promise<ClientRecord> {
     // a store outage is a 503 (already reported to storeHealth by the store call that failed)
     if (!this.isReady) await this.ready().catch((err: unknown) => Promise.reject(asTemporarilyUnavailable(err)));
-    const base = { client_id: credentials.clientId, method: credentials.method, ip: source.ip };
     // only what the caller controls can refuse it: its address, and this client_id from its address
     const limit = this.limiter && (await this.limiter.check(credentials.clientId, source.ip));
     if (limit && limit.retryAfterMs > 0) {
-      this.logger.warn({ event: 'client.rate_limited', ...base, retry_after_ms: limit.retryAfterMs }, 'too many failed client authentications');
+      this.logger.warn({ event: 'client.rate_limited', client_id: credentials.clientId, method: credentials.method, ip: source.ip, retry_after_ms: limit.retryAfterMs }, 'too many failed client authentications');
       throw new TooManyRequestsError(limit.retryAfterMs / 1000);
     }
     try {
@@ -206,7 +205,7 @@ export class AuthorizationServer {
       if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
       if (err instanceof OAuthError) {
         const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
-        this.logger.warn({ event: 'client.auth_failed', ...base, reason: err.detail, ...facts }, 'client authentication failed');
+        this.logger.warn({ event: 'client.auth_failed', client_id: credentials.clientId, method: credentials.method, ip: source.ip, reason: err.detail, ...facts }, 'client authentication failed');
         if (err instanceof InvalidClientError && this.limiter) await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
       }
       throw err;
