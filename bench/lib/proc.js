@@ -8,6 +8,17 @@ const path = require('node:path');
 
 const SERVERS_DIR = path.join(__dirname, '..', 'servers');
 
+/** The last 20,000 characters a child wrote to stderr (echoed with BENCH_VERBOSE=1). */
+function tailOfStderr(child, name) {
+  let text = '';
+  child.stderr.on('data', (d) => {
+    text += d;
+    if (text.length > 20_000) text = text.slice(-20_000);
+    if (process.env.BENCH_VERBOSE) process.stderr.write(`[${name}] ${d}`);
+  });
+  return () => text;
+}
+
 function hasTaskset() {
   try {
     execFileSync('taskset', ['-V'], { stdio: 'ignore' });
@@ -91,22 +102,17 @@ function startServer(name, script, config, { cpu = null, timeoutMs = 90_000, exe
     stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
   });
   children.add(child);
-  let stderr = '';
-  child.stderr.on('data', (d) => {
-    stderr += d;
-    if (stderr.length > 20_000) stderr = stderr.slice(-20_000);
-    if (process.env.BENCH_VERBOSE) process.stderr.write(`[${name}] ${d}`);
-  });
+  const stderr = tailOfStderr(child, name);
 
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`${name}: not ready after ${timeoutMs} ms\n${stderr}`));
+      reject(new Error(`${name}: not ready after ${timeoutMs} ms\n${stderr()}`));
     }, timeoutMs);
     const onExit = (code, signal) => {
       clearTimeout(timer);
       children.delete(child);
-      reject(new Error(`${name}: exited before ready (code ${code}, signal ${signal})\n${stderr}`));
+      reject(new Error(`${name}: exited before ready (code ${code}, signal ${signal})\n${stderr()}`));
     };
     child.once('exit', onExit);
     child.on('message', function onMessage(msg) {
@@ -121,12 +127,12 @@ function startServer(name, script, config, { cpu = null, timeoutMs = 90_000, exe
           port: msg.port,
           info: msg.info || {},
           child,
-          stderr: () => stderr,
+          stderr,
         });
       } else if (msg && msg.type === 'error') {
         clearTimeout(timer);
         child.kill('SIGKILL');
-        reject(new Error(`${name}: ${msg.message}\n${stderr}`));
+        reject(new Error(`${name}: ${msg.message}\n${stderr()}`));
       }
     });
   });
@@ -259,12 +265,7 @@ async function startProcess(name, script, { env = {}, stdoutFile, cpu = null, re
   });
   if (typeof out === 'number') fs.closeSync(out);
   children.add(child);
-  let stderr = '';
-  child.stderr.on('data', (d) => {
-    stderr += d;
-    if (stderr.length > 20_000) stderr = stderr.slice(-20_000);
-    if (process.env.BENCH_VERBOSE) process.stderr.write(`[${name}] ${d}`);
-  });
+  const stderr = tailOfStderr(child, name);
   let exited = null;
   child.once('exit', (code, signal) => {
     exited = { code, signal };
@@ -272,17 +273,17 @@ async function startProcess(name, script, { env = {}, stdoutFile, cpu = null, re
   });
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (exited) throw new Error(`${name}: exited before answering (code ${exited.code}, signal ${exited.signal})\n${stderr}`);
+    if (exited) throw new Error(`${name}: exited before answering (code ${exited.code}, signal ${exited.signal})\n${stderr()}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`${name}: no answer on ${readyPath} after ${timeoutMs} ms\n${stderr}`);
+      throw new Error(`${name}: no answer on ${readyPath} after ${timeoutMs} ms\n${stderr()}`);
     }
     if ((await probe(port, readyPath)) === 200) break;
     await new Promise((r) => setTimeout(r, 2));
   }
   const firstAnswerMs = Number(process.hrtime.bigint() - t0) / 1e6;
   const mem = procMemory(child.pid);
-  return { name, pid: child.pid, port, child, info: {}, firstAnswerMs, startRss: mem && mem.rss, stderr: () => stderr };
+  return { name, pid: child.pid, port, child, info: {}, firstAnswerMs, startRss: mem && mem.rss, stderr };
 }
 
 /** SIGTERM, then SIGKILL after `timeoutMs`; resolves to the peak RSS (VmHWM) read just before. */
