@@ -1,3 +1,5 @@
+import type { RevocationStore } from '../core/revocation';
+
 /**
  * The storage contract. Every store (embedded SQLite, PostgreSQL, or one of
  * your own) implements `ClientStore` and `KeyStore`. Stores hold data only:
@@ -36,7 +38,18 @@ export interface ClientRecord {
   jwks: ClientJwks | null;
   /** Where a `private_key_jwt` client publishes its public keys, instead of `jwks`; `null` otherwise. */
   jwksUri: string | null;
+  /**
+   * RFC 8707 resources (APIs) the client may request tokens for, as the
+   * issuer spells them; empty = the issuer's default resource only.
+   */
+  resources: string[];
+  /** What the client may do besides getting tokens: `introspect` (call `/oauth/introspect`). */
+  permissions: ClientPermission[];
+  /** RFC 9449 `dpop_bound_access_tokens`: token requests without a DPoP proof are refused. */
+  requireDpop: boolean;
 }
+
+export type ClientPermission = 'introspect';
 
 export type ClientAuthKind = 'client_secret' | 'private_key_jwt';
 
@@ -64,6 +77,12 @@ export interface NewClient {
   /** With `private_key_jwt`: the public keys (non-empty), or else `jwksUri`. */
   jwks?: ClientJwks | null;
   jwksUri?: string | null;
+  /** Default `[]` (the default resource only). */
+  resources?: string[];
+  /** Default `[]`. */
+  permissions?: ClientPermission[];
+  /** Default `false`. */
+  requireDpop?: boolean;
 }
 
 /** What `addClientKey` did. */
@@ -154,4 +173,16 @@ export interface KeyStore {
   pruneKeys(retiredBefore: Date): Promise<number>;
 }
 
-export type Store = ClientStore & KeyStore;
+/**
+ * Optional push between the instances on one store (PostgreSQL
+ * LISTEN/NOTIFY): `notifyRevocations()` after a revocation is persisted;
+ * `listenRevocations(cb)` calls `cb` whenever any instance notified.
+ * Without it, instances learn of revocations by polling the store.
+ */
+export interface RevocationNotifier {
+  notifyRevocations(): Promise<void>;
+  /** Answers a function that stops listening. */
+  listenRevocations(onNotify: () => void): Promise<() => Promise<void>>;
+}
+
+export type Store = ClientStore & KeyStore & RevocationStore & Partial<RevocationNotifier>;
