@@ -34,6 +34,11 @@ export interface IssuerOptions {
   /** Seconds between background reloads of the signing keys (rotations by the CLI or another instance). Default 30. */
   keyRefreshInterval?: number;
   /**
+   * Seconds between reloads of the revocations from the store: the bound within which a revocation made
+   * elsewhere (the CLI, another instance) reaches this one when no push arrives. Default 2.
+   */
+  revocationResync?: number;
+  /**
    * Limits on failed client authentications, or `false` to turn them off. Default: in 15 minutes, 100 per source
    * address and 10 per (client_id, address), in memory; 20 failures of one client from all addresses raise
    * `client.auth_failures_high` but never refuse its right secret.
@@ -184,6 +189,9 @@ export interface IssuerConfig {
   /** `undefined`: chosen by the store (0 when it caches clients itself, 2 s otherwise). */
   clientCacheTtl: number | undefined;
   keyRefreshInterval: number;
+  revocationResync: number;
+  revocationEndpoint: string;
+  introspectionEndpoint: string;
   bruteForce: BruteForceSettings | false;
   clientAssertionAudience: 'issuer' | 'issuer-or-token-endpoint';
   dpop: DpopSettings;
@@ -193,7 +201,7 @@ export interface IssuerConfig {
 
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'realm',
-  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'bruteForce', 'logger',
+  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'bruteForce', 'logger',
   'metrics', 'clientAssertionAudience', 'dpop', 'publicUrl',
 ] as const;
 
@@ -283,6 +291,9 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     keyRotationLeadTime: checkNumber('keyRotationLeadTime', options.keyRotationLeadTime, 300, 0, 86400),
     clientCacheTtl: options.clientCacheTtl === undefined ? undefined : checkNumber('clientCacheTtl', options.clientCacheTtl, 0, 0, 60),
     keyRefreshInterval: checkNumber('keyRefreshInterval', options.keyRefreshInterval, 30, 0.1, 3600),
+    revocationResync: checkNumber('revocationResync', options.revocationResync, 2, 0.05, 60),
+    revocationEndpoint: `${base}/oauth/revoke`,
+    introspectionEndpoint: `${base}/oauth/introspect`,
     bruteForce: parseBruteForce(options.bruteForce),
     clientAssertionAudience: parseAssertionAudience(options.clientAssertionAudience),
     dpop: parseDpop(options.dpop),

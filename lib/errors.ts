@@ -151,6 +151,8 @@ export const TOKEN_REJECTION_REASONS = [
   'not_yet_valid',
   /** A DPoP-bound token sent as Bearer, the DPoP scheme with an unbound token, or a proof key that is not the token's. */
   'dpop_binding',
+  /** Revoked: the token itself (RFC 7009), its client, or every token of its client issued before a cut-off. */
+  'revoked',
 ] as const;
 export type TokenRejectionReason = (typeof TOKEN_REJECTION_REASONS)[number];
 

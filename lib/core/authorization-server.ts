@@ -12,6 +12,8 @@ import { signAccessToken, type IssuedToken } from './issuer';
 import { KeyDerivedNonces } from './key-derived-nonces';
 import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
+import { RevocationState, type RevocationEvent } from './revocation';
+import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
 
@@ -58,6 +60,13 @@ export class AuthorizationServer {
   private purgeTimer: NodeJS.Timeout | undefined;
   /** How DPoP proofs are checked here and by the issuer-bound requireBearer(): one replay store, one nonce source. */
   readonly dpop: DpopVerifyOptions;
+  /** What is revoked, in memory: checked by the verifier on every token, loaded from and kept in step with the store. */
+  readonly revocation: RevocationState;
+  /** Reloads revocations from the store every 2 s, at once on a store notification (PostgreSQL LISTEN). */
+  private revocationFeed: StoreRevocationFeed | undefined;
+  private stopListening: (() => Promise<void>) | undefined;
+  /** Persists, then applies and announces revocations (CLI, /oauth/revoke, issuer.clients). */
+  private revoker: Revoker | undefined;
 
   constructor(
     readonly config: IssuerConfig,
@@ -68,7 +77,11 @@ export class AuthorizationServer {
     dpopReplay?: ReplayStore,
   ) {
     this.storeHealth = new StoreHealth(logger, now);
-    this.clients = new ClientService(() => this.ready().then(() => this.watched!), logger, now);
+    this.revocation = new RevocationState({ maxTokenTtl: config.accessTokenTtl, clockTolerance: config.clockTolerance, now });
+    this.clients = new ClientService(() => this.ready().then(() => this.watched!), logger, now, {
+      client: (clientId, at) => this.revoker!.client(clientId, at),
+      clientTokens: (clientId, at) => this.revoker!.clientTokens(clientId, at),
+    });
     this.keys = new KeyRing(
       deferredKeyStore(() => this.watched!),
       {
@@ -88,6 +101,7 @@ export class AuthorizationServer {
       clockTolerance: config.clockTolerance,
       cacheMax: config.tokenCacheMax,
       now,
+      revocation: this.revocation,
     });
     this.metadata = authorizationServerMetadata(config);
     this.assertions = new ClientAssertionVerifier({
@@ -146,12 +160,51 @@ export class AuthorizationServer {
         this.startJtiPurge(store);
       }
       await this.keys.init();
+      await this.startRevocations(this.watched!);
       this.isReady = true;
     })().catch((err: unknown) => {
       this.readyFailedAt = this.now();
       throw err;
     });
     return this.readying;
+  }
+
+  /**
+   * Loads what is revoked from the store, then keeps it current: a reload
+   * every `revocationResync` seconds, and at once when another instance
+   * notifies (stores with LISTEN/NOTIFY). A failed reload keeps the last
+   * state; the next one tries again.
+   */
+  private async startRevocations(store: Store): Promise<void> {
+    if (this.revocationFeed) return;
+    const feed = new StoreRevocationFeed({
+      state: this.revocation,
+      store,
+      maxTokenTtl: this.config.accessTokenTtl + this.config.clockTolerance,
+      resyncMs: this.config.revocationResync * 1000,
+      notify: store.notifyRevocations ? () => store.notifyRevocations!() : undefined,
+      now: this.now,
+      onError: () => undefined, // an outage is reported once by storeHealth
+    });
+    await feed.start();
+    this.revocationFeed = feed;
+    this.revoker = new Revoker(store, feed);
+    this.revocation.start();
+    if (store.listenRevocations) {
+      this.stopListening = await store.listenRevocations(() => {
+        feed.resync().catch(() => undefined);
+      });
+    }
+  }
+
+  /** RFC 7009: revokes one token (already verified and found to be the caller's). */
+  async revokeToken(event: Extract<RevocationEvent, { type: 'token' }>): Promise<void> {
+    await this.ready();
+    try {
+      await this.revoker!.token(event.jti, event.clientId, event.exp);
+    } catch (err) {
+      throw asTemporarilyUnavailable(err);
+    }
   }
 
   /** `null` once ready() has finished, else the promise to wait for: cheap on the hot path. */
@@ -233,6 +286,7 @@ export class AuthorizationServer {
       ttl: this.config.accessTokenTtl,
       now: this.now(),
       jkt,
+      generation: this.revocation.generation(client.clientId),
     });
     this.logger.info(
       { event: 'token.issued', client_id: client.clientId, scope: issued.claims.scope, jti: issued.claims.jti, exp: issued.claims.exp, ...(jkt && { token_type: 'DPoP' }) },
@@ -279,6 +333,9 @@ export class AuthorizationServer {
     clearInterval(this.purgeTimer);
     if (!this.readying) return;
     await this.readying.catch(() => undefined);
+    this.revocation.stop();
+    await this.revocationFeed?.close();
+    await this.stopListening?.().catch(() => undefined);
     await this.store?.close();
   }
 }

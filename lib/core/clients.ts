@@ -2,7 +2,8 @@ import type { JsonWebKey } from 'node:crypto';
 import type { Logger } from '../logger';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
 import { checkJwksUri } from './client-jwks-uri';
-import type { ClientAuthKind, ClientPublicJwk, ClientRecord, ClientStore } from '../stores/types';
+import type { ClientAuthKind, ClientPublicJwk, ClientRecord, ClientStore, RevocationNotifier } from '../stores/types';
+import type { RevocationStore } from './revocation';
 import { scopeOption } from './scope';
 import { generateClientId, generateSecret, hashSecret } from './secrets';
 import { GRANT_TYPE } from './token-request';
@@ -84,12 +85,25 @@ export interface CreateClientInput {
 
 const NAME = /^[^\x00-\x1f\x7f]{1,200}$/;
 
+/**
+ * Where a running issuer takes client revocations: applied to its own state
+ * at once and announced to the other instances. Without it (the CLI), they
+ * are persisted and announced through the store's notifier only; running
+ * issuers learn of them on their next reload.
+ */
+export interface ClientRevocations {
+  client(clientId: string, at: Date): Promise<void>;
+  /** Answers the client's new token generation. */
+  clientTokens(clientId: string, at: Date): Promise<number>;
+}
+
 /** Client lifecycle: the CLI and admin code go through here, never to the store directly. */
 export class ClientService {
   constructor(
-    private readonly store: () => Promise<ClientStore>,
+    private readonly store: () => Promise<ClientStore & RevocationStore & Partial<RevocationNotifier>>,
     private readonly logger: Logger,
     private readonly now: () => number = Date.now,
+    private readonly revocations?: ClientRevocations,
   ) {}
 
   create(input: CreateKeyClientInput): Promise<RegisteredKeyClient>;
@@ -152,11 +166,39 @@ export class ClientService {
     return client ? this.info(client) : null;
   }
 
-  /** Ends the client and all its secrets at once. `false` when unknown or revoked already. */
+  /**
+   * Ends the client, all its secrets and every access token issued to it, at
+   * once. `false` when unknown or revoked already.
+   */
   async revoke(clientId: string): Promise<boolean> {
-    const done = await (await this.store()).revokeClient(clientId, new Date(this.now()));
-    if (done) this.logger.info({ event: 'client.revoked', client_id: clientId }, 'client revoked');
-    return done;
+    const store = await this.store();
+    const at = new Date(this.now());
+    const done = await store.revokeClient(clientId, at);
+    if (!done) return false;
+    if (this.revocations) await this.revocations.client(clientId, at);
+    else await store.notifyRevocations?.();
+    this.logger.info({ event: 'client.revoked', client_id: clientId }, 'client revoked');
+    return true;
+  }
+
+  /**
+   * Refuses every access token issued to the client until now; the client
+   * stays active and its new tokens work. `null` when the client is unknown
+   * or revoked (its tokens are refused already); else the new generation.
+   */
+  async revokeTokens(clientId: string): Promise<{ generation: number } | null> {
+    const store = await this.store();
+    const client = await store.findClient(clientId);
+    if (!client || client.revokedAt) return null;
+    const at = new Date(this.now());
+    let generation: number;
+    if (this.revocations) generation = await this.revocations.clientTokens(clientId, at);
+    else {
+      generation = await store.bumpTokenGeneration(clientId, at);
+      await store.notifyRevocations?.();
+    }
+    this.logger.info({ event: 'client.tokens_revoked', client_id: clientId, generation }, 'access tokens of client revoked');
+    return { generation };
   }
 
   /**

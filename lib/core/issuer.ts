@@ -15,6 +15,8 @@ export interface AccessTokenClaims {
   scope: string;
   /** RFC 9449 §6.1: the thumbprint of the DPoP key the token is bound to. */
   cnf?: { jkt: string };
+  /** The client's token generation when above 0 (see core/revocation.ts): `revoke-tokens` refuses lower ones. */
+  gen?: number;
 }
 
 export interface IssuedToken {
@@ -26,7 +28,7 @@ export interface IssuedToken {
 /** Signs an RFC 9068 access token (`typ: at+jwt`) for a client. */
 export function signAccessToken(
   key: LoadedKey,
-  input: { issuer: string; audience: string; clientId: string; scopes: readonly string[]; ttl: number; now: number; jkt?: string },
+  input: { issuer: string; audience: string; clientId: string; scopes: readonly string[]; ttl: number; now: number; jkt?: string; generation?: number },
 ): IssuedToken {
   if (!key.privateKey) throw new Error(`key ${key.kid} cannot sign`);
   const iat = Math.floor(input.now / 1000);
@@ -41,6 +43,8 @@ export function signAccessToken(
     scope: formatScope(input.scopes),
   };
   if (input.jkt !== undefined) claims.cnf = { jkt: input.jkt };
+  // generation 0 is what a token without the claim counts as: most tokens never carry it
+  if (input.generation) claims.gen = input.generation;
   const accessToken = jwt.sign(claims, key.privateKey, {
     algorithm: key.alg as jwt.Algorithm,
     header: { alg: key.alg as jwt.Algorithm, typ: 'at+jwt', kid: key.kid },

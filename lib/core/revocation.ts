@@ -268,12 +268,12 @@ export interface RevocationCheck {
 }
 
 /**
- * Throws `invalid_token` ("the access token was revoked"; the reason in
- * `detail` only) when `check` refuses the verified token's claims. Sync.
+ * Throws `invalid_token` ("the access token was revoked"; reason `revoked`,
+ * which kind in `detail`, for logs only) when `check` refuses the verified token's claims. Sync.
  */
 export function assertNotRevoked<T extends { claims: RevocableClaims }>(auth: T, check: RevocationCheck): T {
-  const reason = check.isRevoked(auth.claims);
-  if (reason !== false) throw new InvalidTokenError('the access token was revoked', { detail: reason });
+  const why = check.isRevoked(auth.claims);
+  if (why !== false) throw new InvalidTokenError('the access token was revoked', { reason: 'revoked', detail: why, facts: { client_id: auth.claims.client_id } });
   return auth;
 }
 

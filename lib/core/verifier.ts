@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache';
 import { InvalidTokenError, type TokenRejectionFacts, type TokenRejectionReason } from '../errors';
 import type { AccessTokenClaims } from './issuer';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
+import { assertNotRevoked, type RevocationCheck } from './revocation';
 
 /** What a verified access token tells the protected route; becomes `req.auth`. */
 export interface AccessTokenAuth {
@@ -21,6 +22,12 @@ export interface VerifierOptions {
   /** Most verified tokens kept in memory (0 turns the cache off). */
   cacheMax: number;
   now: () => number;
+  /**
+   * Revocations, checked after the signature and claims on every answer,
+   * verified-token cache hits included (a token revoked after it was cached
+   * is refused on its next use).
+   */
+  revocation?: RevocationCheck;
 }
 
 const ALLOWED_ALGORITHMS = new Set<string>(SIGNING_ALGORITHMS);
@@ -100,7 +107,7 @@ export class AccessTokenVerifier {
         // still unexpired, and its key still published: nothing else can have changed
         if (hit.auth.claims.exp * 1000 > this.options.now() && this.options.keys.peek(hit.key.kid) === hit.key) {
           this.cacheStats.hits++;
-          return hit.auth;
+          return this.options.revocation ? assertNotRevoked(hit.auth, this.options.revocation) : hit.auth;
         }
         this.cache.delete(token);
       }
@@ -187,7 +194,7 @@ export class AccessTokenVerifier {
     };
     const ttl = claims.exp * 1000 - this.options.now();
     if (this.cache && ttl > 0) this.cache.set(token, { auth, key }, { ttl });
-    return auth;
+    return this.options.revocation ? assertNotRevoked(auth, this.options.revocation) : auth;
   }
 
   /** Empties the verified-token cache (e.g. after keys were removed). */
