@@ -12,7 +12,8 @@ import { signAccessToken, type IssuedToken } from './issuer';
 import { KeyDerivedNonces } from './key-derived-nonces';
 import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
-import { RevocationState, type RevocationEvent } from './revocation';
+import { introspect, revocationFor, type IntrospectionResponse } from './introspection';
+import { RevocationState } from './revocation';
 import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
@@ -197,14 +198,58 @@ export class AuthorizationServer {
     }
   }
 
-  /** RFC 7009: revokes one token (already verified and found to be the caller's). */
-  async revokeToken(event: Extract<RevocationEvent, { type: 'token' }>): Promise<void> {
-    await this.ready();
+  /**
+   * Verifies tokens for introspection and revocation: this issuer's tokens
+   * for any of its audiences, revocations applied (a revoked token is
+   * inactive, and revoking it again changes nothing).
+   */
+  private get anyAudience(): AccessTokenVerifier {
+    this.anyAudienceVerifier ??= new AccessTokenVerifier({
+      issuer: this.config.issuer,
+      audience: this.audiences,
+      keys: this.keys,
+      clockTolerance: this.config.clockTolerance,
+      cacheMax: 0,
+      now: this.now,
+      revocation: this.revocation,
+    });
+    return this.anyAudienceVerifier;
+  }
+  private anyAudienceVerifier: AccessTokenVerifier | undefined;
+
+  /** Every audience this issuer's tokens carry. */
+  get audiences(): string[] {
+    return [this.config.audience];
+  }
+
+  /**
+   * RFC 7009 for an authenticated client: revokes `token` when it is one of
+   * the client's own live access tokens; anything that is not a live token
+   * of this issuer changes nothing (the endpoint answers 200 all the same);
+   * another client's token → InvalidRequestError, and it stays valid.
+   */
+  async revoke(client: ClientRecord, token: string): Promise<void> {
+    const event = await revocationFor(token, client.clientId, (t) => this.anyAudience.verify(t));
+    if (!event || event.type !== 'token') return;
     try {
       await this.revoker!.token(event.jti, event.clientId, event.exp);
     } catch (err) {
       throw asTemporarilyUnavailable(err);
     }
+    this.logger.info({ event: 'token.revoked', client_id: client.clientId, jti: event.jti }, 'access token revoked');
+  }
+
+  /**
+   * RFC 7662 for an authenticated client: callers holding the `introspect`
+   * permission learn a live token's claims; every other answer is exactly
+   * `{ active: false }`, including for callers without the permission.
+   */
+  async introspect(client: ClientRecord, token: string): Promise<IntrospectionResponse> {
+    if (!client.permissions.includes('introspect')) {
+      this.logger.warn({ event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission' }, 'introspection by a client without the introspect permission');
+      return { active: false };
+    }
+    return introspect(token, (t) => this.anyAudience.verify(t), this.revocation);
   }
 
   /** `null` once ready() has finished, else the promise to wait for: cheap on the hot path. */

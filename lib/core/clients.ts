@@ -2,7 +2,7 @@ import type { JsonWebKey } from 'node:crypto';
 import type { Logger } from '../logger';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
 import { checkJwksUri } from './client-jwks-uri';
-import type { ClientAuthKind, ClientPublicJwk, ClientRecord, ClientStore, RevocationNotifier } from '../stores/types';
+import type { ClientAuthKind, ClientPermission, ClientPublicJwk, ClientRecord, ClientStore, RevocationNotifier } from '../stores/types';
 import type { RevocationStore } from './revocation';
 import { scopeOption } from './scope';
 import { generateClientId, generateSecret, hashSecret } from './secrets';
@@ -24,6 +24,10 @@ export interface ClientInfo {
   kids: string[];
   /** Where a key-based client publishes its keys, if it does. */
   jwksUri: string | null;
+  /** `introspect` when the client may call `/oauth/introspect`. */
+  permissions: ClientPermission[];
+  /** Token requests without a DPoP proof are refused. */
+  requireDpop: boolean;
 }
 
 /** A key-based client as registered: no secret exists. */
@@ -81,9 +85,23 @@ export interface CreateClientInput {
   scopes?: string | string[];
   /** Default `["client_credentials"]`. */
   grantTypes?: string[];
+  /** `['introspect']` lets the client call `/oauth/introspect` (a resource server). Default none. */
+  permissions?: ClientPermission[];
+  /** RFC 9449 `dpop_bound_access_tokens`: every token request must carry a DPoP proof. Default false. */
+  requireDpop?: boolean;
 }
 
 const NAME = /^[^\x00-\x1f\x7f]{1,200}$/;
+
+const PERMISSIONS: readonly ClientPermission[] = ['introspect'];
+
+function checkPermissions(value: unknown): ClientPermission[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || !value.every((p) => PERMISSIONS.includes(p as ClientPermission))) {
+    throw new TypeError(`permissions must be an array of ${PERMISSIONS.join(', ')}`);
+  }
+  return [...new Set(value as ClientPermission[])];
+}
 
 /**
  * Where a running issuer takes client revocations: applied to its own state
@@ -126,17 +144,21 @@ export class ClientService {
     if (!Array.isArray(grantTypes) || !grantTypes.every((g) => typeof g === 'string' && /^[\x21-\x7e]+$/.test(g))) {
       throw new TypeError('grantTypes must be an array of grant type names');
     }
+    const permissions = checkPermissions(input.permissions);
+    const requireDpop = input.requireDpop ?? false;
+    if (typeof requireDpop !== 'boolean') throw new TypeError('requireDpop must be true or false');
     const store = await this.store();
     const createdAt = new Date(this.now());
     const clientId = generateClientId();
     const name = input.name.trim();
+    const common = { clientId, name, scopes, grantTypes, createdAt, permissions, requireDpop };
     if (jwksUri !== undefined) {
-      await store.createClient({ clientId, name, scopes, grantTypes, createdAt, secret: null, authMethod: 'private_key_jwt', jwks: null, jwksUri });
+      await store.createClient({ ...common, secret: null, authMethod: 'private_key_jwt', jwks: null, jwksUri });
       this.logger.info({ event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', jwks_uri: jwksUri }, 'client created');
       return { clientId, name, scopes, authMethod: 'private_key_jwt', keys: [], jwksUri };
     }
     if (keys) {
-      await store.createClient({ clientId, name, scopes, grantTypes, createdAt, secret: null, authMethod: 'private_key_jwt', jwks: { keys } });
+      await store.createClient({ ...common, secret: null, authMethod: 'private_key_jwt', jwks: { keys } });
       this.logger.info(
         { event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', kids: keys.map((k) => k.kid) },
         'client created',
@@ -145,11 +167,7 @@ export class ClientService {
     }
     const clientSecret = generateSecret();
     await store.createClient({
-      clientId,
-      name,
-      scopes,
-      grantTypes,
-      createdAt,
+      ...common,
       secret: { hash: hashSecret(clientSecret), createdAt, expiresAt: null },
     });
     this.logger.info({ event: 'client.created', client_id: clientId, scope: scopes.join(' ') }, 'client created');
@@ -270,6 +288,8 @@ export class ClientService {
       authMethod: client.authMethod,
       kids: client.jwks?.keys.map((k) => k.kid) ?? [],
       jwksUri: client.jwksUri,
+      permissions: client.permissions,
+      requireDpop: client.requireDpop,
     };
   }
 }

@@ -12,6 +12,12 @@ export function authorizationServerMetadata(config: IssuerConfig): Record<string
     token_endpoint_auth_signing_alg_values_supported: [...DPOP_ALGORITHMS],
     response_types_supported: [],
     dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
+    revocation_endpoint: config.revocationEndpoint,
+    revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+    revocation_endpoint_auth_signing_alg_values_supported: [...DPOP_ALGORITHMS],
+    introspection_endpoint: config.introspectionEndpoint,
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+    introspection_endpoint_auth_signing_alg_values_supported: [...DPOP_ALGORITHMS],
   };
   if (config.scopesSupported.length > 0) metadata.scopes_supported = config.scopesSupported;
   return metadata;

@@ -15,7 +15,8 @@ export interface AccessTokenAuth {
 
 export interface VerifierOptions {
   issuer: string;
-  audience: string;
+  /** The audience the token must carry; a list accepts any of them (introspection and revocation at the issuer). */
+  audience: string | readonly string[];
   keys: KeyResolver;
   /** Seconds of clock skew allowed on `exp`, `nbf` and `iat`. */
   clockTolerance: number;
@@ -146,12 +147,11 @@ export class AccessTokenVerifier {
       });
     }
     if (!isString(aud) && !(Array.isArray(aud) && aud.every(isString))) invalid('aud', 'a string or an array of strings');
-    const audiences = aud as string | string[];
-    if (isString(audiences) ? audiences !== this.options.audience : !audiences.includes(this.options.audience)) {
-      const received = isString(audiences) ? clip(audiences) : audiences.slice(0, 10).map(clip);
+    if (!this.audienceMatches(aud as string | string[])) {
+      const received = isString(aud) ? clip(aud) : (aud as string[]).slice(0, 10).map(clip);
       reject('wrong_audience', `the token is for audience ${clip(aud)}, not ${this.options.audience}`, {
         ...context(header, claims),
-        expected: this.options.audience,
+        expected: isString(this.options.audience) ? this.options.audience : [...this.options.audience],
         received,
       });
     }
@@ -161,6 +161,12 @@ export class AccessTokenVerifier {
     if (!isString(claims.client_id)) invalid('client_id', 'a string');
     if (!isString(claims.sub)) invalid('sub', 'a string');
     if (claims.scope !== undefined && !isString(claims.scope)) invalid('scope', 'a string');
+  }
+
+  private audienceMatches(aud: string | string[]): boolean {
+    const wanted = this.options.audience;
+    if (isString(wanted)) return isString(aud) ? aud === wanted : aud.includes(wanted);
+    return isString(aud) ? wanted.includes(aud) : aud.some((a) => wanted.includes(a));
   }
 
   private check(token: string, header: Json, claims: AccessTokenClaims & Json, key: LoadedKey | undefined): AccessTokenAuth {

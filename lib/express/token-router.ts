@@ -1,7 +1,9 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { AuthorizationServer } from '../core/authorization-server';
 import { readClientCredentials } from '../core/client-auth';
+import { parseTokenManagementRequest } from '../core/token-management';
 import { grantScope, parseTokenRequest } from '../core/token-request';
+import type { ClientRecord } from '../stores/types';
 import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
 import { tokenOutcome, type Counts, type TokenOutcome } from '../metrics/counts';
 import { clientCredentialsExchange, type GrantedRequest } from './oauth2orize';
@@ -62,11 +64,36 @@ function prepareTokenRequest(server: AuthorizationServer) {
       // DPoP (RFC 9449 §5): checked only once the client is authenticated
       const proof = req.headers.dpop;
       const jkt = proof === undefined ? undefined : (await server.checkDpopProof(proof)).jkt;
+      // RFC 9449 §5.2 dpop_bound_access_tokens: this client's tokens are always sender-constrained
+      if (jkt === undefined && client.requireDpop) throw new InvalidRequestError('this client must send a DPoP proof with every token request', { detail: 'dpop_required' });
       const granted = req as Request & GrantedRequest;
       granted.body = params;
       granted.user = client;
       granted.authInfo = { scopes, startedAt: (req as Timed)[STARTED], jkt };
       next();
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/**
+ * RFC 7009 / RFC 7662 endpoints: the form read as the token endpoint reads
+ * its own, the client authenticated the same way (same brute-force limits),
+ * then `answer` with the client and the token.
+ */
+function tokenManagement(server: AuthorizationServer, answer: (client: ClientRecord, token: string, res: Response) => Promise<void>) {
+  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
+    try {
+      const query = queryNames(req.url);
+      if (query.has('client_secret') || query.has('token')) {
+        throw new InvalidRequestError('credentials and tokens must be sent in the request body, never in the URL');
+      }
+      const { params, token } = parseTokenManagementRequest(await readForm(req));
+      const credentials = readClientCredentials(req.headers.authorization, params);
+      if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
+      const client = await server.authenticate(credentials, { ip: req.ip });
+      await answer(client, token, res);
     } catch (err) {
       next(err);
     }
@@ -96,7 +123,7 @@ function onlyOwnPaths(router: Router): RequestHandler {
   };
 }
 
-/** Serves POST /oauth/token, the JWKS and the RFC 8414 metadata; ends in its own error handler. */
+/** Serves POST /oauth/token, /oauth/revoke, /oauth/introspect, the JWKS and the RFC 8414 metadata; ends in its own error handler. */
 export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics): RequestHandler {
   const router = express.Router();
   const realm = server.config.tokenRealm;
@@ -105,6 +132,25 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
   const exchange = clientCredentialsExchange(server, metrics && ((startedAt: number) => record(metrics, 'issued', startedAt)));
   if (metrics) router.all('/oauth/token', startClock, noStore, onlyMethods('POST'), prepareTokenRequest(server), exchange);
   else router.all('/oauth/token', noStore, onlyMethods('POST'), prepareTokenRequest(server), exchange);
+
+  router.all(
+    '/oauth/revoke',
+    noStore,
+    onlyMethods('POST'),
+    tokenManagement(server, async (client, token, res) => {
+      await server.revoke(client, token);
+      res.statusCode = 200;
+      res.setHeader('Content-Length', '0');
+      res.end();
+    }),
+  );
+
+  router.all(
+    '/oauth/introspect',
+    noStore,
+    onlyMethods('POST'),
+    tokenManagement(server, async (client, token, res) => sendJson(res, 200, await server.introspect(client, token))),
+  );
 
   router.all('/.well-known/jwks.json', onlyMethods('GET', 'HEAD'), async (_req, res, next) => {
     try {
