@@ -8,7 +8,7 @@ import { closeSync, constants, openSync, readFileSync, rmSync, writeSync } from 
 import { checkClientKeys } from '../core/clients';
 import { jwkThumbprint } from '../jwt/thumbprint';
 import { CommandError, UsageError, parseCommand } from './args';
-import { CLIENT_ID_SHAPE, activeClient, printable, quoted, services, table, withHelp, type Context, type Handler } from './context';
+import { CLIENT_ID_SHAPE, activeClient, clientPolicy, policyJson, policyLines, printable, quoted, services, table, withHelp, type Context, type Handler } from './context';
 import { HELP } from './help';
 
 /** Reads a JWK Set or one JWK from `path`; a missing file or bad JSON is a usage error of `command`. */
@@ -59,6 +59,8 @@ interface KeyClientFlags {
   'jwks-uri'?: string;
   'generate-key'?: boolean;
   out?: string;
+  introspect?: boolean;
+  'require-dpop'?: boolean;
 }
 
 export async function createKeyClient(ctx: Context, name: string, scope: string | undefined, values: KeyClientFlags): Promise<number> {
@@ -69,7 +71,7 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
   if (!values['generate-key'] && values.jwks === undefined && values['jwks-uri'] === undefined) {
     throw new UsageError('--auth private_key_jwt needs --jwks FILE, --jwks-uri URL or --generate-key --out FILE', 'create');
   }
-  if (values['jwks-uri'] !== undefined) return createRemoteKeyClient(ctx, name, scope, values['jwks-uri'], values.json === true);
+  if (values['jwks-uri'] !== undefined) return createRemoteKeyClient(ctx, name, scope, values['jwks-uri'], values);
   if (values['generate-key'] && values.out === undefined) throw new UsageError('--generate-key needs --out FILE for the private key', 'create');
   if (!values['generate-key'] && values.out !== undefined) throw new UsageError('--out goes with --generate-key', 'create');
 
@@ -89,7 +91,7 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
 
   let created;
   try {
-    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwks: { keys } });
+    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwks: { keys }, ...clientPolicy(values) });
   } catch (err) {
     if (outFile) rmSync(outFile, { force: true }); // no client: the key file would be an orphan
     throw err;
@@ -97,39 +99,41 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
   const kids = created.keys.map((k) => k.kid);
   const scopeText = created.scopes.join(' ');
   if (values.json) {
-    const base = { client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt' };
+    const base = { client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt', ...policyJson(clientPolicy(values)) };
     ctx.out(JSON.stringify(outFile ? { ...base, kid: kids[0] } : { ...base, kids }));
     return 0;
   }
-  printKeyClient(ctx, created, scopeText, `  kids:       ${kids.map(printable).join(', ')}`);
+  printKeyClient(ctx, created, scopeText, `  kids:       ${kids.map(printable).join(', ')}`, values);
   if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
   return 0;
 }
 
 /** The human-readable answer to a key-based `create`; `keys` is its last line (kids or jwks_uri). */
-function printKeyClient(ctx: Context, created: { clientId: string; name: string }, scopeText: string, keys: string): void {
+function printKeyClient(ctx: Context, created: { clientId: string; name: string }, scopeText: string, keys: string, values: KeyClientFlags): void {
   ctx.out('Client created.');
   ctx.out(`  client_id:  ${created.clientId}`);
   ctx.out(`  name:       ${printable(created.name)}`);
   ctx.out(`  scope:      ${scopeText || '(none)'}`);
   ctx.out('  auth:       private_key_jwt');
   ctx.out(keys);
+  for (const line of policyLines(clientPolicy(values), 12)) ctx.out(line);
 }
 
-async function createRemoteKeyClient(ctx: Context, name: string, scope: string | undefined, jwksUri: string, json: boolean): Promise<number> {
+async function createRemoteKeyClient(ctx: Context, name: string, scope: string | undefined, jwksUri: string, values: KeyClientFlags): Promise<number> {
+  const json = values.json === true;
   let created;
   try {
-    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwksUri });
+    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwksUri, ...clientPolicy(values) });
   } catch (err) {
     if (err instanceof TypeError) throw new UsageError(err.message, 'create');
     throw err;
   }
   const scopeText = created.scopes.join(' ');
   if (json) {
-    ctx.out(JSON.stringify({ client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt', jwks_uri: created.jwksUri }));
+    ctx.out(JSON.stringify({ client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt', jwks_uri: created.jwksUri, ...policyJson(clientPolicy(values)) }));
     return 0;
   }
-  printKeyClient(ctx, created, scopeText, `  jwks_uri:   ${printable(created.jwksUri ?? '')}`);
+  printKeyClient(ctx, created, scopeText, `  jwks_uri:   ${printable(created.jwksUri ?? '')}`, values);
   return 0;
 }
 

@@ -1,9 +1,9 @@
-/** `create`, `list`, `revoke`, `rotate-secret`: the client commands. */
+/** `create`, `list`, `revoke`, `revoke-tokens`, `rotate-secret`: the client commands. */
 import { isScopeToken } from '../core/scope';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { createKeyClient } from './client-keys';
 import { BIN } from './help';
-import { CLIENT_ID_SHAPE, activeClient, iso, printable, quoted, services, table, type Handler } from './context';
+import { CLIENT_ID_SHAPE, activeClient, clientPolicy, iso, policyJson, policyLines, printable, quoted, services, table, type Handler } from './context';
 
 const SECRET_WARNING = 'warning: the client secret is shown only now and cannot be recovered; store it safely.';
 
@@ -17,6 +17,8 @@ export const create: Handler = async (args, ctx) => {
     'jwks-uri': { type: 'string' },
     'generate-key': { type: 'boolean' },
     out: { type: 'string' },
+    introspect: { type: 'boolean' },
+    'require-dpop': { type: 'boolean' },
   });
   if (values.name === undefined) throw new UsageError('missing required option --name', 'create');
   const scope = values.scope?.filter((s) => s !== '').join(' ');
@@ -31,16 +33,18 @@ export const create: Handler = async (args, ctx) => {
   for (const flag of ['jwks', 'jwks-uri', 'generate-key', 'out'] as const) {
     if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --auth private_key_jwt`, 'create');
   }
-  const created = await services(ctx).create({ name: values.name, scopes: scope });
+  const policy = clientPolicy(values);
+  const created = await services(ctx).create({ name: values.name, scopes: scope, ...policy });
   const scopeText = created.scopes.join(' ');
   if (values.json) {
-    ctx.out(JSON.stringify({ client_id: created.clientId, client_secret: created.clientSecret, name: created.name, scope: scopeText }));
+    ctx.out(JSON.stringify({ client_id: created.clientId, client_secret: created.clientSecret, name: created.name, scope: scopeText, ...policyJson(policy) }));
   } else {
     ctx.out('Client created.');
     ctx.out(`  client_id:     ${created.clientId}`);
     ctx.out(`  client_secret: ${created.clientSecret}`);
     ctx.out(`  name:          ${printable(created.name)}`);
     ctx.out(`  scope:         ${scopeText || '(none)'}`);
+    for (const line of policyLines(policy, 15)) ctx.out(line);
   }
   ctx.err(SECRET_WARNING);
   return 0;
@@ -85,7 +89,24 @@ export const revoke: Handler = async (args, ctx) => {
   if (values.json) {
     ctx.out(JSON.stringify({ client_id: clientId, status: 'revoked', revoked_at: revoked?.revokedAt?.toISOString() ?? null }));
   } else {
-    ctx.out(`Client ${clientId} revoked: its secrets no longer work. Access tokens issued before stay valid until they expire.`);
+    ctx.out(`Client ${clientId} revoked: its secrets and keys no longer work, and its access tokens are refused`);
+    ctx.out('by running issuers within their revocation reload interval (2 s by default).');
+  }
+  return 0;
+};
+
+export const revokeTokens: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand('revoke-tokens', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE });
+  const clientId = positionals[0];
+  const service = services(ctx);
+  await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); its tokens are refused already`);
+  const done = await service.revokeTokens(clientId);
+  if (!done) throw new CommandError(`client ${quoted(clientId)} is unknown or revoked`);
+  if (values.json) {
+    ctx.out(JSON.stringify({ client_id: clientId, tokens_revoked: true, generation: done.generation }));
+  } else {
+    ctx.out(`Every access token issued to client ${clientId} until now is revoked; the client stays active and`);
+    ctx.out('its new tokens work. Running issuers refuse the old ones within their revocation reload interval (2 s by default).');
   }
   return 0;
 };

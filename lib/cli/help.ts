@@ -22,7 +22,8 @@ Commands:
   create --name NAME --auth private_key_jwt (--jwks FILE | --generate-key --out FILE)
                                                  create a key-based client (no secret)
   list [--json]                                  list clients (never secrets)
-  revoke CLIENT_ID [--json]                      revoke a client and all its secrets
+  revoke CLIENT_ID [--json]                      revoke a client, its secrets and its tokens
+  revoke-tokens CLIENT_ID [--json]               revoke every token the client holds; it stays active
   rotate-secret CLIENT_ID [--keep-old DURATION] [--json]
                                                  give a client a new secret; shows it once
   keys list [--json]                             list signing keys
@@ -41,7 +42,7 @@ Run '${BIN} <command> --help' for the details of a command.
 ${KEY_ENVIRONMENT}
 `,
 
-  create: `Usage: ${BIN} create --name NAME [--scope "a b"] [--json]
+  create: `Usage: ${BIN} create --name NAME [--scope "a b"] [--introspect] [--require-dpop] [--json]
        ${BIN} create --name NAME --auth private_key_jwt (--jwks FILE | --jwks-uri URL) [--scope "a b"] [--json]
        ${BIN} create --name NAME --auth private_key_jwt --generate-key --out FILE [--scope "a b"] [--json]
 
@@ -66,6 +67,10 @@ Options:
   --jwks-uri URL    where the client publishes its public keys (https; http only
                     on loopback); fetched with a 5 s timeout and a 64 KiB cap,
                     cached 5 min, refetched once per 30 s for an unknown kid
+  --introspect      let the client call /oauth/introspect (for resource servers)
+  --require-dpop    refuse this client's token requests without a DPoP proof
+                    (RFC 9449 dpop_bound_access_tokens): its tokens are always
+                    sender-constrained
   --json            print one JSON object {client_id, client_secret, name, scope};
                     with private_key_jwt {client_id, name, scope, auth, kids}, or
                     {client_id, name, scope, auth, kid} with --generate-key
@@ -89,11 +94,29 @@ ${ENVIRONMENT}
 
   revoke: `Usage: ${BIN} revoke CLIENT_ID [--json]
 
-Revokes the client: all its secrets stop working at once, for good. Access
-tokens it holds stay valid until they expire.
+Revokes the client: all its secrets and keys stop working at once, for good,
+and the access tokens it holds are refused by every issuer on the same store
+within its revocation reload interval (revocationResync, 2 s by default; at
+once on the instance that revoked and, with PostgreSQL, on every instance
+notified), and by standalone verifiers polling the revocation list within
+their poll interval.
 
 Options:
   --json      print one JSON object {client_id, status, revoked_at}
+  -h, --help  show this help
+
+${ENVIRONMENT}
+`,
+
+  'revoke-tokens': `Usage: ${BIN} revoke-tokens CLIENT_ID [--json]
+
+Revokes every access token issued to the client until now. The client stays
+active: its secrets or keys keep working and the tokens it gets from now on are
+accepted. Use it when a token may have leaked but the credentials have not.
+The old tokens are refused within the same bounds as after 'revoke'.
+
+Options:
+  --json      print one JSON object {client_id, tokens_revoked, generation}
   -h, --help  show this help
 
 ${ENVIRONMENT}

@@ -5,7 +5,7 @@
  */
 import { UsageError } from './args';
 import { clientKey } from './client-keys';
-import { create, list, revoke, rotateSecret } from './clients';
+import { create, list, revoke, revokeTokens, rotateSecret } from './clients';
 import { LazyStore, oneLine, quoted, withHelp, type CliIo, type Context, type Handler } from './context';
 import { HELP, helpPointer } from './help';
 import { keys } from './keys';
@@ -29,6 +29,7 @@ const COMMANDS: Record<string, Handler> = {
   create: withHelp('create', create),
   list: withHelp('list', list),
   revoke: withHelp('revoke', revoke),
+  'revoke-tokens': withHelp('revoke-tokens', revokeTokens),
   'rotate-secret': withHelp('rotate-secret', rotateSecret),
   keys,
   'client-key': clientKey,
