@@ -5,6 +5,7 @@ import { FailedAuthLimiter } from './core/brute-force';
 import { RedisReplayStore, type RedisSetNxClient } from './core/dpop';
 import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
+import { KeyDerivedNonces } from './core/key-derived-nonces';
 import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
 import { bearerMiddleware, type DpopMode } from './express/require-bearer';
@@ -29,8 +30,12 @@ export interface Issuer {
   readonly config: Readonly<IssuerConfig>;
   /** Router serving POST /oauth/token, GET /.well-known/jwks.json and GET /.well-known/oauth-authorization-server. */
   router(): RequestHandler;
-  /** Middleware accepting only this issuer's access tokens, with all of `scope` when given. */
-  requireBearer(options?: { scope?: string | string[]; dpop?: DpopMode }): RequestHandler;
+  /**
+   * Middleware accepting only this issuer's access tokens, with all of `scope` when given.
+   * `dpopNonce: true`: DPoP proofs at this route must carry a server nonce (401 `use_dpop_nonce` + `DPoP-Nonce`
+   * otherwise); the same nonces as the token endpoint's, valid on every instance of the issuer.
+   */
+  requireBearer(options?: { scope?: string | string[]; dpop?: DpopMode; dpopNonce?: boolean }): RequestHandler;
   /** Opens the store and loads or creates the signing key. Await it before listening. */
   ready(): Promise<void>;
   /** Closes the store. */
@@ -89,6 +94,8 @@ export function createIssuer(options: IssuerOptions): Issuer {
   );
   // one per issuer: its requireBearer() middlewares share the once-a-minute info lines
   const rejections = new RejectionLog(logger);
+  // nonces for routes with dpopNonce when the token endpoint has none of its own
+  let rsNonces: KeyDerivedNonces | undefined;
 
   // metrics: plain counts here, read by prom-client on the app's registry when it is scraped
   let metrics: (TokenMetrics & { bearerChecks: Counts<BearerCheck> }) | undefined;
@@ -116,9 +123,12 @@ export function createIssuer(options: IssuerOptions): Issuer {
     config,
     router: () => issuerRouter(server, metrics),
     requireBearer(routeOptions = {}) {
-      checkKnown('requireBearer()', routeOptions, ['scope', 'dpop']);
-      // resource servers need no nonces: the proof's single use and the short window suffice
-      const dpop = { mode: checkDpopMode(routeOptions.dpop), publicUrl: config.publicUrl, verify: { ...server.dpop, nonces: undefined } };
+      checkKnown('requireBearer()', routeOptions, ['scope', 'dpop', 'dpopNonce']);
+      const { dpopNonce = false } = routeOptions;
+      if (typeof dpopNonce !== 'boolean') throw new TypeError('option dpopNonce must be true or false');
+      // by default no nonces at resources: the proof's single use and the short window suffice (RFC 9449 §9 makes them optional)
+      const nonces = dpopNonce ? (server.dpop.nonces ?? (rsNonces ??= new KeyDerivedNonces(server.keys, server.now))) : undefined;
+      const dpop = { mode: checkDpopMode(routeOptions.dpop), publicUrl: config.publicUrl, verify: { ...server.dpop, nonces } };
       return bearerMiddleware({
         verifier: server.verifier,
         realm: config.bearerRealm,

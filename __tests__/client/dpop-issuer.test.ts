@@ -36,6 +36,8 @@ async function start(nonce: boolean): Promise<Running> {
   });
   app.use(issuer.router());
   app.get('/api/orders', issuer.requireBearer({ scope: 'orders:read', dpop: 'required' }), (req, res) => void res.json({ client_id: req.auth!.clientId }));
+  // the issuer-bound requireBearer() asking for server nonces in proofs (DR14)
+  app.get('/api/nonced', issuer.requireBearer({ scope: 'orders:read', dpop: 'required', dpopNonce: true }), (req, res) => void res.json({ client_id: req.auth!.clientId }));
   // an API that wants a nonce of its own in proofs: answers 401 use_dpop_nonce until the proof carries it
   const seen: unknown[] = [];
   app.get('/api/nonce', issuer.requireBearer({ dpop: 'required' }), (req, res) => {
@@ -106,6 +108,37 @@ describe('token client with dpop, issuer without nonces', () => {
       const second = await c.fetch(`${r.url}/api/nonce`);
       expect(await second.json()).toEqual({ seen: [null, 'api-nonce-1', 'api-nonce-1'] });
       expect(events.filter((e) => e.type === 'dpop.nonce_retry')).toEqual([{ type: 'dpop.nonce_retry', kind: 'api' }]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('DR14: requireBearer({ dpopNonce: true }) answers a proof without a nonce 401 use_dpop_nonce + DPoP-Nonce; the client retries once and succeeds', async () => {
+    const c = createTokenClient({ tokenEndpoint: `${r.url}/oauth/token`, clientId: r.client.clientId, clientSecret: r.client.clientSecret, dpop: { privateKey } });
+    try {
+      const token = await c.getToken();
+      // by hand first: a valid proof without a nonce
+      const { DpopKey } = await import('../../lib/jwt/dpop-proof');
+      const key = new DpopKey({ privateKey, alg: 'ES256' });
+      const bare = await fetch(`${r.url}/api/nonced`, {
+        headers: { authorization: `DPoP ${token.accessToken}`, dpop: key.proof({ htm: 'GET', htu: `${r.url}/api/nonced`, accessToken: token.accessToken }) },
+      });
+      expect(bare.status).toBe(401);
+      const nonce = bare.headers.get('dpop-nonce');
+      expect(nonce).toMatch(/^[A-Za-z0-9_-]{16,}$/);
+      expect(bare.headers.get('cache-control')).toBe('no-store');
+      expect(bare.headers.get('www-authenticate')).toMatch(/^DPoP algs="[^"]+", error="use_dpop_nonce", error_description="[^"]+"$/);
+      expect(await bare.json()).toMatchObject({ error: 'use_dpop_nonce' });
+      // with the nonce: accepted
+      const withNonce = await fetch(`${r.url}/api/nonced`, {
+        headers: { authorization: `DPoP ${token.accessToken}`, dpop: key.proof({ htm: 'GET', htu: `${r.url}/api/nonced`, accessToken: token.accessToken, nonce: nonce! }) },
+      });
+      expect(withNonce.status).toBe(200);
+      // the token client: one retry, then 200
+      const before = r.counts.api;
+      const res = await c.fetch(`${r.url}/api/nonced`);
+      expect(res.status).toBe(200);
+      expect(r.counts.api - before).toBe(2);
     } finally {
       await c.close();
     }

@@ -1,4 +1,4 @@
-import { InsufficientScopeError, InvalidDpopProofError, InvalidRequestError, InvalidTokenError, MissingTokenError, TOKEN_REJECTION_REASONS, type OAuthError } from '../errors';
+import { InsufficientScopeError, InvalidDpopProofError, InvalidRequestError, InvalidTokenError, MissingTokenError, TOKEN_REJECTION_REASONS, UseDpopNonceError, type OAuthError } from '../errors';
 import type { LoadedKey } from '../core/keys';
 
 /**
@@ -43,6 +43,7 @@ export const BEARER_SERIES = {
   invalid_request: { outcome: 'invalid_request', reason: 'invalid_request' },
   insufficient_scope: { outcome: 'insufficient_scope', reason: 'insufficient_scope' },
   dpop_proof: { outcome: 'invalid_dpop_proof', reason: 'dpop_proof' },
+  use_dpop_nonce: { outcome: 'use_dpop_nonce', reason: '' },
   unavailable: { outcome: 'unavailable', reason: '' },
   server_error: { outcome: 'server_error', reason: '' },
   ...(Object.fromEntries(TOKEN_REJECTION_REASONS.map((reason) => [reason, { outcome: 'invalid_token', reason }])) as Record<
@@ -58,6 +59,7 @@ export function bearerCheck(error: OAuthError): BearerCheck {
   if (error instanceof InvalidTokenError) return error.reason;
   if (error instanceof InsufficientScopeError) return 'insufficient_scope';
   if (error instanceof InvalidDpopProofError) return 'dpop_proof';
+  if (error instanceof UseDpopNonceError) return 'use_dpop_nonce';
   if (error instanceof InvalidRequestError) return 'invalid_request';
   if (error instanceof MissingTokenError) return 'missing_token';
   return error.status === 503 ? 'unavailable' : 'server_error';
