@@ -31,6 +31,9 @@ function record(keys: ClientPublicJwk[]): ClientRecord {
     authMethod: 'private_key_jwt',
     jwks: JSON.parse(JSON.stringify({ keys })),
     jwksUri: null,
+    resources: [],
+    permissions: [],
+    requireDpop: false,
   };
 }
 

@@ -62,7 +62,25 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
     });
 
     describe('clients', () => {
-      it('round-trips a created client with every field, Dates to the millisecond', async () => {
+      it('keeps resources, permissions and requireDpop; a client created without them has none', async () => {
+      await store.createClient(newClient('plain'));
+      await store.createClient(
+        newClient('rich', { resources: ['https://api-a.test', 'https://api-b.test/v1'], permissions: ['introspect'], requireDpop: true }),
+      );
+      const plain = await store.findClient('plain');
+      expect({ resources: plain!.resources, permissions: plain!.permissions, requireDpop: plain!.requireDpop }).toEqual({ resources: [], permissions: [], requireDpop: false });
+      const rich = await store.findClient('rich');
+      expect({ resources: rich!.resources, permissions: rich!.permissions, requireDpop: rich!.requireDpop }).toEqual({
+        resources: ['https://api-a.test', 'https://api-b.test/v1'],
+        permissions: ['introspect'],
+        requireDpop: true,
+      });
+      const listed = (await store.listClients()).find((c) => c.clientId === 'rich');
+      expect(listed!.resources).toEqual(['https://api-a.test', 'https://api-b.test/v1']);
+      expect(listed!.requireDpop).toBe(true);
+    });
+
+    it('round-trips a created client with every field, Dates to the millisecond', async () => {
         const expires = t('2030-01-01T00:00:00.999Z');
         const input = newClient('alpha', {
           name: 'Alpha ünïcödé "quoted", {braced}',
@@ -86,6 +104,9 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
           authMethod: 'client_secret',
           jwks: null,
           jwksUri: null,
+          resources: [],
+          permissions: [],
+          requireDpop: false,
         });
         expect(found!.createdAt).toBeInstanceOf(Date);
         expect(found!.createdAt.getTime()).toBe(T1.getTime());

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
+import { revocationStoreContract } from '../core/revocation-store-contract';
 import { describeStoreContract } from './contract';
 
 // One temp dir for the suite; each test opens a fresh store in a new sub-directory.
@@ -23,6 +24,41 @@ describeStoreContract('embedded', async () => {
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+});
+
+revocationStoreContract('embedded', async () => {
+  const dataDir = path.join(root, `revocations-${++counter}`);
+  fs.mkdirSync(dataDir);
+  const store = await openEmbeddedStore({ dataDir });
+  return {
+    store,
+    async revokeClient(clientId, at) {
+      // listRevocations reads revoked clients from the clients table: the client must exist
+      await store.createClient({ clientId, name: clientId, scopes: [], grantTypes: ['client_credentials'], createdAt: new Date(at.getTime() - 1000), secret: null });
+      await store.revokeClient(clientId, at);
+    },
+    close: () => store.close(),
+  };
+});
+
+describe('embedded store: revocations survive a restart', () => {
+  it('reopening the file gives the same denylist and generations', async () => {
+    const dataDir = path.join(root, 'revocations-restart');
+    fs.mkdirSync(dataDir);
+    const exp = new Date(Date.now() + 600_000);
+    const first = await openEmbeddedStore({ dataDir });
+    await first.revokeToken({ jti: 'j1', clientId: 'c1', exp });
+    expect(await first.bumpTokenGeneration('c2', new Date())).toBe(1);
+    await first.close();
+    const second = await openEmbeddedStore({ dataDir });
+    try {
+      const snapshot = await second.listRevocations(new Date(), new Date(Date.now() - 3_600_000));
+      expect(snapshot).toEqual({ tokens: [{ jti: 'j1', client_id: 'c1', exp: Math.floor(exp.getTime() / 1000) }], clients: [{ client_id: 'c2', generation: 1, revoked_at: null }] });
+      expect(await second.bumpTokenGeneration('c2', new Date())).toBe(2);
+    } finally {
+      await second.close();
+    }
+  });
 });
 
 describe('embedded store shared by two connections (server and CLI)', () => {

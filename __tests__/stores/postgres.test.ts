@@ -2,6 +2,7 @@ import { Pool } from 'pg';
 import { StoreUnavailableError } from '../../lib/errors';
 import { createPostgresStore, isPostgresUnavailable, type PostgresStore } from '../../lib/stores/postgres';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
+import { revocationStoreContract } from '../core/revocation-store-contract';
 import { describeStoreContract } from './contract';
 
 describeIfPostgres('PostgreSQL store', () => {
@@ -34,6 +35,107 @@ describeIfPostgres('PostgreSQL store', () => {
         await dropSchema(admin, schema);
       },
     };
+  });
+
+  revocationStoreContract('postgres', async () => {
+    const schema = freshSchema();
+    const store = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 8 });
+    return {
+      store,
+      async revokeClient(clientId, at) {
+        // listRevocations reads revoked clients from the clients table: the client must exist
+        await store.createClient({ clientId, name: clientId, scopes: [], grantTypes: ['client_credentials'], createdAt: new Date(at.getTime() - 1000), secret: null });
+        await store.revokeClient(clientId, at);
+      },
+      close: async () => {
+        await store.close();
+        await dropSchema(admin, schema);
+      },
+    };
+  });
+
+  describe('revocations: persisted, shared, pushed', () => {
+    it('two stores on one schema: the second sees the first one’s revocations, also after reopening', async () => {
+      const schema = freshSchema();
+      const a = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      const exp = new Date(Date.now() + 600_000);
+      await a.revokeToken({ jti: 'j1', clientId: 'c1', exp });
+      expect(await a.bumpTokenGeneration('c2', new Date())).toBe(1);
+      await a.close();
+      const b = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      try {
+        expect(await b.listRevocations(new Date(), new Date(Date.now() - 3_600_000))).toEqual({
+          tokens: [{ jti: 'j1', client_id: 'c1', exp: Math.floor(exp.getTime() / 1000) }],
+          clients: [{ client_id: 'c2', generation: 1, revoked_at: null }],
+        });
+        expect(await b.bumpTokenGeneration('c2', new Date())).toBe(2);
+      } finally {
+        await b.close();
+      }
+    });
+
+    it('listenRevocations on one store hears notifyRevocations of another within 1 s; a stopped listener hears nothing', async () => {
+      const schema = freshSchema();
+      const a = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      const b = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      const other = await createPostgresStore({ connectionString: postgresUrl(), schema: freshSchema(), max: 2 });
+      try {
+        let heard = 0;
+        let heardOther = 0;
+        const stop = await b.listenRevocations!(() => heard++);
+        const stopOther = await other.listenRevocations!(() => heardOther++);
+        const started = Date.now();
+        await a.notifyRevocations!();
+        while (heard === 0 && Date.now() - started < 2000) await new Promise((r) => setTimeout(r, 5));
+        expect(heard).toBe(1);
+        expect(Date.now() - started).toBeLessThan(1000);
+        expect(heardOther).toBe(0); // another schema: another channel
+        await stop();
+        await a.notifyRevocations!();
+        await new Promise((r) => setTimeout(r, 200));
+        expect(heard).toBe(1);
+        await stopOther();
+      } finally {
+        await Promise.all([a.close(), b.close(), other.close()]);
+      }
+    });
+
+    it('a listener whose connection is killed reconnects and calls back once to catch up', async () => {
+      const schema = freshSchema();
+      const a = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      try {
+        let heard = 0;
+        await a.listenRevocations!(() => heard++);
+        await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1`, [`LISTEN "ecc_rev_${schema}"`]);
+        const started = Date.now();
+        while (heard === 0 && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 20));
+        expect(heard).toBe(1); // the catch-up call after it listens again
+        await a.notifyRevocations!();
+        while (heard === 1 && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 20));
+        expect(heard).toBe(2);
+      } finally {
+        await a.close();
+      }
+    });
+
+    it('migrates a version-3 schema: existing clients get no resources, no permissions, DPoP not required', async () => {
+      const schema = freshSchema();
+      const v3 = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      await v3.createClient({ clientId: 'old', name: 'old', scopes: ['a'], grantTypes: ['client_credentials'], createdAt: new Date(), secret: null });
+      await v3.close();
+      // back to version 3: drop what version 4 added
+      await admin.query(`ALTER TABLE "${schema}".clients DROP COLUMN resources, DROP COLUMN permissions, DROP COLUMN require_dpop`);
+      await admin.query(`DROP TABLE "${schema}".revoked_tokens, "${schema}".token_generations`);
+      await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version = 4`);
+      const v4 = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      try {
+        const old = await v4.findClient('old');
+        expect({ resources: old!.resources, permissions: old!.permissions, requireDpop: old!.requireDpop }).toEqual({ resources: [], permissions: [], requireDpop: false });
+        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4]);
+      } finally {
+        await v4.close();
+      }
+    });
   });
 
   async function appliedVersions(schema: string): Promise<number[]> {
@@ -82,28 +184,30 @@ describeIfPostgres('PostgreSQL store', () => {
         'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
         [schema],
       );
-      expect(rows.map((r) => r.table_name)).toEqual(['client_assertion_jtis', 'client_secrets', 'clients', 'schema_migrations', 'signing_keys']);
+      expect(rows.map((r) => r.table_name)).toEqual(['client_assertion_jtis', 'client_secrets', 'clients', 'revoked_tokens', 'schema_migrations', 'signing_keys', 'token_generations']);
     });
 
-    it('migrates a version-1 schema (versions 2 and 3): existing clients become client_secret clients without keys', async () => {
+    it('migrates a version-1 schema (versions 2 to 4): existing clients become client_secret clients without keys', async () => {
       const schema = freshSchema();
       const first = await createPostgresStore({ pool: admin, schema });
       await first.close();
       // back to what version 1 left, with one client in it
-      await admin.query(`DROP TABLE "${schema}".client_assertion_jtis`);
-      await admin.query(`ALTER TABLE "${schema}".clients DROP COLUMN auth_method, DROP COLUMN jwks, DROP COLUMN jwks_uri`);
+      await admin.query(`DROP TABLE "${schema}".client_assertion_jtis, "${schema}".revoked_tokens, "${schema}".token_generations`);
+      await admin.query(
+        `ALTER TABLE "${schema}".clients DROP COLUMN auth_method, DROP COLUMN jwks, DROP COLUMN jwks_uri, DROP COLUMN resources, DROP COLUMN permissions, DROP COLUMN require_dpop`,
+      );
       await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version > 1`);
       await admin.query(
         `INSERT INTO "${schema}".clients (client_id, name, scopes, grant_types, created_at) VALUES ('old', 'Old', '{}', '{client_credentials}', now())`,
       );
       const store = await createPostgresStore({ pool: admin, schema });
       try {
-        expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', jwks: null, jwksUri: null });
+        expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', jwks: null, jwksUri: null, resources: [], requireDpop: false });
         expect(await store.consumeJti('old', 'h', new Date(Date.now() + 60_000))).toBe(true);
       } finally {
         await store.close();
       }
-      expect(await appliedVersions(schema)).toEqual([1, 2, 3]);
+      expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4]);
     });
 
     it.each(['Upper', 'with-dash', 'x"; DROP TABLE y; --', '1starts_with_digit', '', 'a'.repeat(64)])(

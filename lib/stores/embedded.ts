@@ -3,7 +3,8 @@ import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError } from '../errors';
-import type { AddClientKeyResult, ClientJwks, ClientPublicJwk, ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
+import type { RevocationSnapshot } from '../core/revocation';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 /**
  * The default store: one SQLite database (`store.sqlite`) under `dataDir`,
@@ -53,6 +54,21 @@ const MIGRATIONS: string[] = [
    CREATE INDEX client_assertion_jtis_expiry ON client_assertion_jtis(expires_at);`,
   // private_key_jwt clients that publish their keys at a URL
   `ALTER TABLE clients ADD COLUMN jwks_uri TEXT;`,
+  // resources (RFC 8707), permissions, DPoP-only clients; revocations: denylisted tokens until exp, per-client token generations
+  `ALTER TABLE clients ADD COLUMN resources TEXT NOT NULL DEFAULT '';
+   ALTER TABLE clients ADD COLUMN permissions TEXT NOT NULL DEFAULT '';
+   ALTER TABLE clients ADD COLUMN require_dpop INTEGER NOT NULL DEFAULT 0;
+   CREATE TABLE revoked_tokens (
+     jti       TEXT PRIMARY KEY,
+     client_id TEXT NOT NULL,
+     exp       INTEGER NOT NULL
+   ) WITHOUT ROWID;
+   CREATE INDEX revoked_tokens_exp ON revoked_tokens(exp);
+   CREATE TABLE token_generations (
+     client_id  TEXT PRIMARY KEY,
+     generation INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL
+   ) WITHOUT ROWID;`,
 ];
 
 interface ClientRow {
@@ -65,6 +81,9 @@ interface ClientRow {
   auth_method: string;
   jwks: string | null;
   jwks_uri: string | null;
+  resources: string;
+  permissions: string;
+  require_dpop: number;
 }
 interface SecretRow {
   client_id: string;
@@ -101,6 +120,9 @@ function toClient(row: ClientRow, secrets: SecretRow[]): ClientRecord {
     authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
     jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
     jwksUri: row.jwks_uri,
+    resources: words(row.resources),
+    permissions: words(row.permissions).filter((p): p is ClientPermission => p === 'introspect'),
+    requireDpop: row.require_dpop === 1,
   };
 }
 
@@ -173,7 +195,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     allClients: db.prepare<[], ClientRow>('SELECT * FROM clients ORDER BY created_at, rowid'),
     allSecrets: db.prepare<[], SecretRow>('SELECT * FROM client_secrets ORDER BY created_at DESC, id DESC'),
     insertClient: db.prepare(
-      'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)',
+      'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri, resources, permissions, require_dpop) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)',
     ),
     setJwks: db.prepare('UPDATE clients SET jwks = ? WHERE client_id = ?'),
     consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (client_id, jti_hash, expires_at) VALUES (?, ?, ?)'),
@@ -192,6 +214,15 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ),
     retireCurrent: db.prepare('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL'),
     prune: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?'),
+    revokeToken: db.prepare('INSERT INTO revoked_tokens (jti, client_id, exp) VALUES (?, ?, ?) ON CONFLICT (jti) DO UPDATE SET exp = max(exp, excluded.exp)'),
+    bumpGeneration: db.prepare<[string, number], { generation: number }>(
+      'INSERT INTO token_generations (client_id, generation, updated_at) VALUES (?, 1, ?) ' +
+        'ON CONFLICT (client_id) DO UPDATE SET generation = generation + 1, updated_at = excluded.updated_at RETURNING generation',
+    ),
+    liveRevokedTokens: db.prepare<[number], { jti: string; client_id: string; exp: number }>('SELECT jti, client_id, exp FROM revoked_tokens WHERE exp > ?'),
+    generations: db.prepare<[], { client_id: string; generation: number }>('SELECT client_id, generation FROM token_generations WHERE generation > 0'),
+    revokedClients: db.prepare<[number], { client_id: string; revoked_at: number }>('SELECT client_id, revoked_at FROM clients WHERE revoked_at IS NOT NULL AND revoked_at >= ?'),
+    purgeRevokedTokens: db.prepare('DELETE FROM revoked_tokens WHERE exp <= ?'),
   };
 
   const addKey = (key: StoredKey): void => {
@@ -233,7 +264,19 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
   };
   const createClient = db.transaction((c: NewClient) => {
     const jwks = c.jwks ? JSON.stringify(c.jwks) : null;
-    q.insertClient.run(c.clientId, c.name, c.scopes.join(' '), c.grantTypes.join(' '), c.createdAt.getTime(), c.authMethod ?? 'client_secret', jwks, c.jwksUri ?? null);
+    q.insertClient.run(
+      c.clientId,
+      c.name,
+      c.scopes.join(' '),
+      c.grantTypes.join(' '),
+      c.createdAt.getTime(),
+      c.authMethod ?? 'client_secret',
+      jwks,
+      c.jwksUri ?? null,
+      (c.resources ?? []).join(' '),
+      (c.permissions ?? []).join(' '),
+      c.requireDpop ? 1 : 0,
+    );
     if (c.secret) q.insertSecret.run(c.clientId, c.secret.hash, c.secret.createdAt.getTime(), c.secret.expiresAt?.getTime() ?? null);
   });
   /** The live key-based client's key set, read inside the caller's transaction; null otherwise. */
@@ -279,6 +322,19 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     q.retireCurrent.run(key.activatesAt.getTime());
     addKey(key);
     return true;
+  });
+
+  // one read transaction: the three lists as of one moment
+  const listRevocations = db.transaction((nowMs: number, revokedSinceMs: number): RevocationSnapshot => {
+    const tokens = q.liveRevokedTokens.all(nowMs).map((r) => ({ jti: r.jti, client_id: r.client_id, exp: Math.floor(r.exp / 1000) }));
+    const clients = new Map<string, { client_id: string; generation: number; revoked_at: number | null }>();
+    for (const g of q.generations.all()) clients.set(g.client_id, { client_id: g.client_id, generation: g.generation, revoked_at: null });
+    for (const r of q.revokedClients.all(revokedSinceMs)) {
+      const c = clients.get(r.client_id);
+      if (c) c.revoked_at = r.revoked_at;
+      else clients.set(r.client_id, { client_id: r.client_id, generation: 0, revoked_at: r.revoked_at });
+    }
+    return { tokens, clients: [...clients.values()] };
   });
 
   let open = true;
@@ -354,6 +410,12 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ping: io((): void => {
       ping.get();
     }),
+    revokeToken: io(({ jti, clientId, exp }: { jti: string; clientId: string; exp: Date }) => {
+      q.revokeToken.run(jti, clientId, exp.getTime());
+    }),
+    bumpTokenGeneration: io((clientId: string, at: Date) => q.bumpGeneration.get(clientId, at.getTime())!.generation),
+    listRevocations: io((now: Date, revokedSince: Date) => listRevocations(now.getTime(), revokedSince.getTime())),
+    purgeExpiredRevocations: io((now: Date) => q.purgeRevokedTokens.run(now.getTime()).changes),
     async close() {
       if (!open) return;
       open = false;

@@ -4,9 +4,9 @@
  * the schema name is the only identifier put into SQL text, and only after
  * it has been validated against a strict pattern and double-quoted.
  */
-import { Pool, type PoolClient } from 'pg';
+import { Client, Pool, type ClientConfig, type PoolClient } from 'pg';
 import { StoreUnavailableError } from '../errors';
-import type { AddClientKeyResult, ClientJwks, ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 export interface PostgresStoreOptions {
   /** Used to create a pool when `pool` is not given (otherwise the usual PG* environment variables apply). */
@@ -89,6 +89,26 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
     version: 3,
     statements: (S) => [`ALTER TABLE ${S}.clients ADD COLUMN IF NOT EXISTS jwks_uri text NULL`],
   },
+  {
+    // resources (RFC 8707), permissions, DPoP-only clients; revocations: denylisted tokens until exp, per-client token generations
+    version: 4,
+    statements: (S) => [
+      `ALTER TABLE ${S}.clients ADD COLUMN resources text[] NOT NULL DEFAULT '{}'`,
+      `ALTER TABLE ${S}.clients ADD COLUMN permissions text[] NOT NULL DEFAULT '{}'`,
+      `ALTER TABLE ${S}.clients ADD COLUMN require_dpop boolean NOT NULL DEFAULT false`,
+      `CREATE TABLE ${S}.revoked_tokens (
+         jti       text PRIMARY KEY,
+         client_id text NOT NULL,
+         exp       timestamptz NOT NULL
+       )`,
+      `CREATE INDEX revoked_tokens_exp_idx ON ${S}.revoked_tokens (exp)`,
+      `CREATE TABLE ${S}.token_generations (
+         client_id  text PRIMARY KEY,
+         generation bigint NOT NULL,
+         updated_at timestamptz NOT NULL
+       )`,
+    ],
+  },
 ];
 
 /** One row of the clients ⟕ client_secrets join (secret columns null for a client without secrets). */
@@ -102,6 +122,9 @@ interface ClientSecretRow {
   auth_method: string;
   jwks: string | null;
   jwks_uri: string | null;
+  resources: string[];
+  permissions: string[];
+  require_dpop: boolean;
   hash: string | null;
   secret_created_at: Date | null;
   expires_at: Date | null;
@@ -196,6 +219,9 @@ function toClientRecords(rows: ClientSecretRow[]): ClientRecord[] {
         authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
         jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
         jwksUri: row.jwks_uri,
+        resources: [...row.resources],
+        permissions: row.permissions.filter((p): p is ClientPermission => p === 'introspect'),
+        requireDpop: row.require_dpop,
       };
       records.push(current);
     }
@@ -295,6 +321,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
   // One statement (hence one snapshot) for a client and its secrets.
   const selectClients = `
     SELECT c.client_id, c.name, c.scopes, c.grant_types, c.created_at, c.revoked_at, c.auth_method, c.jwks, c.jwks_uri,
+           c.resources, c.permissions, c.require_dpop,
            s.hash, s.created_at AS secret_created_at, s.expires_at
       FROM ${S}.clients c
       LEFT JOIN ${S}.client_secrets s ON s.client_id = c.client_id`;
@@ -330,6 +357,9 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
   }
 
   let closed = false;
+  const channel = `ecc_rev_${schema}`.slice(0, 63);
+  const listeners = new Set<() => Promise<void>>();
+  const clientConfig: ClientConfig = options.pool ? { ...(options.pool as unknown as { options: ClientConfig }).options } : { connectionString: options.connectionString };
 
   return guarded<PostgresStore>({
     kind: 'postgres',
@@ -350,9 +380,21 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       await inTransaction(pool, async (tx) => {
         try {
           await tx.query(
-            `INSERT INTO ${S}.clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri)
-             VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8)`,
-            [client.clientId, client.name, client.scopes, client.grantTypes, client.createdAt, client.authMethod ?? 'client_secret', client.jwks ? JSON.stringify(client.jwks) : null, client.jwksUri ?? null],
+            `INSERT INTO ${S}.clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri, resources, permissions, require_dpop)
+             VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, $8, $9, $10, $11)`,
+            [
+              client.clientId,
+              client.name,
+              client.scopes,
+              client.grantTypes,
+              client.createdAt,
+              client.authMethod ?? 'client_secret',
+              client.jwks ? JSON.stringify(client.jwks) : null,
+              client.jwksUri ?? null,
+              client.resources ?? [],
+              client.permissions ?? [],
+              client.requireDpop ?? false,
+            ],
           );
         } catch (err) {
           if (isUniqueViolation(err)) {
@@ -476,9 +518,122 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       return result.rowCount ?? 0;
     },
 
+    async revokeToken({ jti, clientId, exp }) {
+      await pool.query(
+        `INSERT INTO ${S}.revoked_tokens (jti, client_id, exp) VALUES ($1, $2, $3)
+         ON CONFLICT (jti) DO UPDATE SET exp = GREATEST(${S}.revoked_tokens.exp, EXCLUDED.exp)`,
+        [jti, clientId, exp],
+      );
+    },
+
+    async bumpTokenGeneration(clientId, at) {
+      const { rows } = await pool.query<{ generation: string }>(
+        `INSERT INTO ${S}.token_generations (client_id, generation, updated_at) VALUES ($1, 1, $2)
+         ON CONFLICT (client_id) DO UPDATE SET generation = ${S}.token_generations.generation + 1, updated_at = EXCLUDED.updated_at
+         RETURNING generation`,
+        [clientId, at],
+      );
+      return Number(rows[0].generation);
+    },
+
+    async listRevocations(now, revokedSince) {
+      // one statement per list, in one read-only transaction: a consistent snapshot
+      return inTransaction(pool, async (tx) => {
+        await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+        const tokens = await tx.query<{ jti: string; client_id: string; exp: Date | string }>(
+          `SELECT jti, client_id, exp FROM ${S}.revoked_tokens WHERE exp > $1`,
+          [now],
+        );
+        const clients = await tx.query<{ client_id: string; generation: string | null; revoked_at: Date | string | null }>(
+          `SELECT COALESCE(g.client_id, c.client_id) AS client_id, g.generation, c.revoked_at
+             FROM (SELECT client_id, generation FROM ${S}.token_generations WHERE generation > 0) g
+             FULL JOIN (SELECT client_id, revoked_at FROM ${S}.clients WHERE revoked_at IS NOT NULL AND revoked_at >= $1) c
+               ON c.client_id = g.client_id`,
+          [revokedSince],
+        );
+        return {
+          tokens: tokens.rows.map((r) => ({ jti: r.jti, client_id: r.client_id, exp: Math.floor(toDate(r.exp).getTime() / 1000) })),
+          clients: clients.rows.map((r) => ({
+            client_id: r.client_id,
+            generation: r.generation === null ? 0 : Number(r.generation),
+            revoked_at: r.revoked_at === null ? null : toDate(r.revoked_at).getTime(),
+          })),
+        };
+      });
+    },
+
+    async purgeExpiredRevocations(now) {
+      const result = await pool.query(`DELETE FROM ${S}.revoked_tokens WHERE exp <= $1`, [now]);
+      return result.rowCount ?? 0;
+    },
+
+    async notifyRevocations() {
+      await pool.query('SELECT pg_notify($1, $2)', [channel, '']);
+    },
+
+    /**
+     * LISTEN on a connection of its own (not from the pool). When it is
+     * lost, it is replaced after a second, and `onNotify` runs once the new
+     * one listens, since notifications sent meanwhile are gone. Resolves
+     * once listening or after the first failed attempt: the caller reloads
+     * on a timer as well, so a database that is down now delays nothing.
+     */
+    async listenRevocations(onNotify) {
+      let stopped = false;
+      let current: Client | undefined;
+      let retry: NodeJS.Timeout | undefined;
+      let everListened = false;
+      const listen = async (): Promise<void> => {
+        if (stopped) return;
+        const c = new Client({ ...clientConfig, keepAlive: true });
+        let lost = false;
+        const onLost = (): void => {
+          if (lost) return;
+          lost = true;
+          if (current === c) current = undefined;
+          c.end().catch(() => undefined);
+          if (!stopped) {
+            retry = setTimeout(() => void listen(), 1000);
+            retry.unref();
+          }
+        };
+        c.on('error', onLost);
+        c.on('end', onLost);
+        c.on('notification', (msg) => {
+          if (msg.channel === channel) onNotify();
+        });
+        try {
+          await c.connect();
+          await c.query(`LISTEN "${channel}"`);
+        } catch {
+          onLost();
+          return;
+        }
+        if (stopped) {
+          await c.end().catch(() => undefined);
+          return;
+        }
+        current = c;
+        if (everListened) onNotify(); // catch up on what was sent while no connection listened
+        everListened = true;
+      };
+      await listen();
+      const stop = async (): Promise<void> => {
+        stopped = true;
+        clearTimeout(retry);
+        listeners.delete(stop);
+        const c = current;
+        current = undefined;
+        await c?.end().catch(() => undefined);
+      };
+      listeners.add(stop);
+      return stop;
+    },
+
     async close() {
       if (closed) return;
       closed = true;
+      await Promise.all([...listeners].map((stop) => stop()));
       if (ownsPool) await pool.end();
     },
   });
