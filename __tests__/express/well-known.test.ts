@@ -71,6 +71,12 @@ describe('ES256 issuer (default)', () => {
         token_endpoint_auth_signing_alg_values_supported: ['ES256', 'ES384', 'PS256', 'RS256'],
         response_types_supported: [],
         dpop_signing_alg_values_supported: ['ES256', 'ES384', 'PS256', 'RS256'],
+        revocation_endpoint: `${ISSUER}/oauth/revoke`,
+        revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+        revocation_endpoint_auth_signing_alg_values_supported: ['ES256', 'ES384', 'PS256', 'RS256'],
+        introspection_endpoint: `${ISSUER}/oauth/introspect`,
+        introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+        introspection_endpoint_auth_signing_alg_values_supported: ['ES256', 'ES384', 'PS256', 'RS256'],
       });
       expect(res.body).not.toHaveProperty('scopes_supported');
     });
@@ -81,6 +87,10 @@ describe('ES256 issuer (default)', () => {
       expect(jwks.status).toBe(200);
       const token = await request(t.app).post(new URL(body.token_endpoint).pathname).type('form').send({ grant_type: 'client_credentials' });
       expect(token.status).not.toBe(404);
+      for (const endpoint of [body.revocation_endpoint, body.introspection_endpoint]) {
+        const res = await request(t.app).post(new URL(endpoint).pathname).type('form').send({ token: 'x' });
+        expect(res.status).toBe(401); // served: no client authentication
+      }
     });
 
     it.each(['post', 'put', 'delete'] as const)('answers %s with 405, Allow: GET, HEAD and a JSON error', async (method) => {
