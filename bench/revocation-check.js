@@ -5,16 +5,22 @@
  * for the common case (a live token: a miss in both maps) and the revoked
  * cases. Run after `npm run build`:
  *
- *   node bench/revocation-check.js [iterations]
+ *   node bench/revocation-check.js [iterations] [--json]
  *
  * Prints ns per check (median of 7 rounds). The budget is 2 µs per request.
+ * With --json, the last line is the figures as one JSON object (bench/run.js
+ * runs it so and shows them in its report).
  */
 'use strict';
 const path = require('node:path');
 const { randomUUID } = require('node:crypto');
 const { RevocationState, revocationClaims } = require(path.resolve(__dirname, '../dist/lib/core/revocation'));
 
-const iterations = Number(process.argv[2] ?? 2_000_000);
+const args = process.argv.slice(2);
+const json = args.includes('--json');
+const iterations = Number(args.find((a) => a !== '--json') ?? 2_000_000);
+if (!Number.isInteger(iterations) || iterations < 256) throw new Error(`iterations must be an integer >= 256, got ${args[0]}`);
+const figures = {};
 const state = new RevocationState({ maxTokenTtl: 3600 });
 const exp = Math.floor(Date.now() / 1000) + 3600;
 const events = [];
@@ -44,11 +50,14 @@ function measure(kind, expected) {
     rounds.push(Number(process.hrtime.bigint() - t0) / iterations);
   }
   rounds.sort((a, b) => a - b);
+  figures[kind] = { nsPerCheck: round1(rounds[3]), min: round1(rounds[0]), max: round1(rounds[6]) };
   console.log(`${kind.padEnd(8)} → ${String(expected).padEnd(21)} ${rounds[3].toFixed(1)} ns/check (min ${rounds[0].toFixed(1)}, max ${rounds[6].toFixed(1)})${sink < 0 ? '' : ''}`);
 }
 
 async function main() {
   console.log(`state: ${JSON.stringify(state.size())}, ${iterations} checks per round, node ${process.version}`);
+  figures.state = state.size();
+  figures.iterations = iterations;
   measure('live', false);
   measure('token', 'token_revoked');
   measure('before', 'tokens_revoked_before');
@@ -76,10 +85,18 @@ async function main() {
     rounds.push(Number(process.hrtime.bigint() - t0) / iterations);
   }
   rounds.sort((a, b) => a - b);
+  figures.standalone = { nsPerCheck: round1(rounds[3]), min: round1(rounds[0]), max: round1(rounds[6]), listBytes: body.length };
   console.log(`standalone (poller) live → false   ${rounds[3].toFixed(1)} ns/check (min ${rounds[0].toFixed(1)}, max ${rounds[6].toFixed(1)}), list ${body.length} bytes`);
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+const round1 = (x) => Math.round(x * 10) / 10;
+
+main().then(
+  () => {
+    if (json) console.log(JSON.stringify(figures));
+  },
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -20,6 +20,7 @@
 //   BENCH_SERVER_CPU=0, BENCH_LOAD_CPU=1   cores for servers / load generator
 //   BENCH_VERBOSE=1       echo the servers' stderr
 //   BENCH_SKIP_CLIENT=1   skip the token client measurement (bench/client.js) at the end
+//   BENCH_REVOCATION_ITERATIONS=200000   isRevoked() calls per round of bench/revocation-check.js
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -159,6 +160,11 @@ function defineTargets(keys, work, peerClient) {
     'express-const': { script: 'express-const.js', cfg: {} },
     'node-http-const': { script: 'node-http-const.js', cfg: {} },
     example: example('example'),
+    // the same server with a store full of revocations: 10 000 denylisted jtis
+    // (1 000 client ids) and 1 000 client generations, written before it starts.
+    // ISSUER is fixed: it restarts once (see startRevokedExample), and the
+    // default issuer names the port, which changes.
+    'example-revoked': { ...example('example-revoked', { ISSUER: 'http://localhost:30999' }), revocations: { tokens: 10_000, clients: 1_000 } },
     'example-warn': example('example-warn', { LOG_LEVEL: 'warn' }),
     'example-rs256': example('example-rs256', { SIGNING_ALG: 'RS256' }),
     'floor-sign-es256': { script: 'floor.js', cfg: { mode: 'sign', alg: 'ES256', ...peerKeys(keys.ES256) } },
@@ -208,6 +214,7 @@ function defineTargets(keys, work, peerClient) {
 
     { id: 'ours-whoami', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami (requireBearer, ES256)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
     { id: 'ours-dpop', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', server: 'example', kind: 'protected', token: (s) => dpop.token(s), request: () => dpop.request(), fresh: () => dpop.request(), bodies: (n, file) => dpop.writeProofs(n, file), lineHeader: 'dpop' },
+    { id: 'ours-whoami-revocation', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami, 10,000 revoked tokens and 1,000 client cut-offs loaded (a live token: both lookups miss)', server: 'example-revoked', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t), check: (s, entry) => checkRevokedToken(s, entry) },
     { id: 'ours-orders', group: 'protected', ours: true, label: 'OURS example server GET /api/orders (requireBearer twice, scope)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'ours-health', group: 'protected', label: 'same process, unauthenticated GET /health (same header sent)', server: 'example', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
     { id: 'floor-verify-es256', group: 'protected', label: 'verify floor: Express + jwt.verify (ES256)', server: 'floor-verify-es256', kind: 'protected', token: mintPeer('ES256'), request: (s, t) => bearerRequest('/api/orders', t) },
@@ -223,7 +230,8 @@ function defineTargets(keys, work, peerClient) {
   if (settings.only) {
     const keep = new Set(['express-const', 'node-http-const', ...settings.only]);
     selected = targets.filter((t) => keep.has(t.id));
-    // the unauthenticated route is the protected route's baseline
+    // ours-whoami is the baseline of DPoP and of the revocation check; the unauthenticated route is the protected route's
+    if (selected.some((t) => t.id === 'ours-whoami-revocation') && !selected.some((t) => t.id === 'ours-whoami')) selected.push(targets.find((t) => t.id === 'ours-whoami'));
     if (selected.some((t) => t.id === 'ours-dpop') && !selected.some((t) => t.id === 'ours-whoami')) selected.push(targets.find((t) => t.id === 'ours-whoami'));
     if (selected.some((t) => t.id === 'ours-whoami') && !selected.some((t) => t.id === 'ours-health')) selected.push(targets.find((t) => t.id === 'ours-health'));
   }
@@ -342,6 +350,65 @@ async function startExample(name, def, cpu) {
   return s;
 }
 
+/**
+ * The example server on a store that holds revocations before it starts.
+ * A first start creates the signing key and the demo client; a token of the
+ * demo client is minted and accepted (200), and the process stops. The harness
+ * then opens the embedded store on the same DATA_DIR (dist/lib/stores/embedded.js),
+ * denylists `tokens` random jtis (exp one hour ahead, spread over `clients`
+ * client ids that are not the demo client), bumps the token generation of
+ * `clients` such ids, denylists the minted token's jti, and closes it. The
+ * server then starts again: it must load all that from the store, which the
+ * target's sanity check confirms (the minted token → 401).
+ */
+async function startRevokedExample(name, def, cpu) {
+  const first = await startExample(name, def, cpu);
+  const token = (await fetchToken(first, tokenRequest('/oauth/token', first.info.clientId, first.info.clientSecret))).access_token;
+  const before = await request(first.port, bearerRequest('/api/whoami', token));
+  if (before.status !== 200) throw new Error(`${name}: a fresh token of the demo client got HTTP ${before.status} on /api/whoami: ${before.text.slice(0, 300)}`);
+  await stopProcess(first);
+
+  const { openEmbeddedStore } = require(path.join(path.resolve(path.dirname(settings.exampleScript), '..'), 'lib', 'stores', 'embedded.js'));
+  const { tokens, clients } = def.revocations;
+  const claims = decodeJwt(token).payload;
+  const t0 = process.hrtime.bigint();
+  const store = await openEmbeddedStore({ dataDir: def.env.DATA_DIR });
+  try {
+    const now = new Date();
+    const exp = new Date(now.getTime() + 3600_000);
+    for (let i = 0; i < clients; i++) await store.bumpTokenGeneration(`bench-revoked-${i}`, now);
+    for (let i = 0; i < tokens; i++) await store.revokeToken({ jti: crypto.randomUUID(), clientId: `bench-revoked-${i % clients}`, exp });
+    await store.revokeToken({ jti: claims.jti, clientId: claims.client_id, exp: new Date(claims.exp * 1000) });
+  } finally {
+    await store.close();
+  }
+  const filledS = Number(process.hrtime.bigint() - t0) / 1e9;
+  log(`${name}: ${tokens.toLocaleString('en-US')} revoked tokens and ${clients.toLocaleString('en-US')} client generations written to its store in ${filledS.toFixed(1)} s`);
+
+  const s = await startProcess(name, def.script, { env: def.env, stdoutFile: def.stdoutFile, cpu });
+  s.info = first.info;
+  s.example = true;
+  s.revoked = { token, tokens, clients, fillSeconds: round(filledS, 2) };
+  return s;
+}
+
+/**
+ * Sanity check of the revocation target: the token denylisted in the store
+ * before the server started is refused (401 invalid_token), so the server
+ * did load the store's revocations; otherwise the target is not measured.
+ */
+async function checkRevokedToken(server, entry) {
+  const res = await request(server.port, bearerRequest('/api/whoami', server.revoked.token));
+  entry.revokedToken = res.status;
+  entry.revocationsInStore = { tokens: server.revoked.tokens + 1, clientGenerations: server.revoked.clients, writeSeconds: server.revoked.fillSeconds };
+  if (res.status !== 401 || !/invalid_token/.test(res.headers['www-authenticate'] || '')) {
+    throw new Error(
+      `ours-whoami-revocation: the token revoked in the store before the server started got HTTP ${res.status} ` +
+        `(www-authenticate: ${res.headers['www-authenticate'] || 'none'}), expected 401 invalid_token: the server did not load the store's revocations`,
+    );
+  }
+}
+
 // ---------------------------------------------------------- sanity checks
 async function prepareTarget(t, server, sanity) {
   const entry = { id: t.id, ok: true, notes: [] };
@@ -350,6 +417,7 @@ async function prepareTarget(t, server, sanity) {
   if (t.setup) await t.setup(server);
   if (t.token) token = await t.token(server);
   t.req = t.request(server, token);
+  if (t.check) await t.check(server, entry);
   const res = await request(server.port, t.req);
   entry.status = res.status;
   if (res.status !== 200) throw new Error(`${t.id}: expected 200, got ${res.status}: ${res.text.slice(0, 300)}`);
@@ -626,7 +694,7 @@ async function main() {
     const startup = await startupTest(work, cpu);
 
     for (const [name, def] of Object.entries(serverDefs)) {
-      servers[name] = def.example ? await startExample(name, def, cpu) : await startServer(name, def.script, def.cfg, { cpu });
+      servers[name] = def.revocations ? await startRevokedExample(name, def, cpu) : def.example ? await startExample(name, def, cpu) : await startServer(name, def.script, def.cfg, { cpu });
     }
     log(`started ${Object.keys(servers).length} server processes`);
 
@@ -749,13 +817,29 @@ async function main() {
 
     // the calling side (token client), standalone: see bench/client.js; its figures feed the targets
     let micro = null;
+    // the revocation check alone (RevocationState.isRevoked(), 10 000 denylisted jtis): bench/revocation-check.js, short rounds
+    if (targets.some((t) => t.id === 'ours-whoami-revocation')) {
+      log('');
+      const iterations = String(Math.round(envNum('BENCH_REVOCATION_ITERATIONS', 200_000)));
+      const r = require('node:child_process').spawnSync(process.execPath, [path.join(BENCH_DIR, 'revocation-check.js'), iterations, '--json'], { encoding: 'utf8' });
+      const lines = (r.stdout || '').trim().split('\n');
+      let figures = null;
+      try {
+        figures = r.status === 0 ? JSON.parse(lines.pop()) : null;
+      } catch {
+        figures = null;
+      }
+      for (const l of lines) log(l);
+      if (figures) micro = { ...micro, revocationCheck: figures };
+      else warnings.push(`bench/revocation-check.js failed (exit ${r.status}): ${(r.stderr || '').trim().split('\n').slice(-3).join(' / ')}`);
+    }
     if (process.env.BENCH_SKIP_CLIENT !== '1') {
       log('');
       const clientRun = require('node:child_process').spawnSync(process.execPath, ['--expose-gc', path.join(BENCH_DIR, 'client.js')], { stdio: 'inherit' });
       const clientFile = path.join(RESULTS_DIR, 'client.json');
       if (clientRun.status === 0 && fs.existsSync(clientFile)) {
         const client = JSON.parse(fs.readFileSync(clientFile, 'utf8'));
-        micro = { tokenClientOverheadUs: client.differenceUs, tokenClient: client };
+        micro = { ...micro, tokenClientOverheadUs: client.differenceUs, tokenClient: client };
       } else {
         warnings.push('bench/client.js failed: the token client target is not measured');
       }
@@ -828,6 +912,9 @@ function notes(targets) {
   }
   if (ids.has('ours-token-pkjwt')) {
     out.push('private_key_jwt issuance: a client registered with `client-credentials create --auth private_key_jwt --generate-key` on the example\'s DATA_DIR; every request carries its own ES256 assertion (aud = the issuer the example announces, lifetime 290 s), signed in the harness right before each measurement and sent once by wrk (each jti is accepted once).');
+  }
+  if (ids.has('ours-whoami-revocation')) {
+    out.push('Revocation check: `ours-whoami-revocation` is GET /api/whoami on a second example process whose embedded store held 10,000 denylisted jtis (1,000 client ids) and 1,000 client token generations before it started (fixed ISSUER, as it starts twice); the demo client\'s live token misses both lookups. Its figure is the extra server CPU per request over `ours-whoami`, which also includes the issuer reloading those entries from the store every 2 s (revocationResync).');
   }
   out.push('Floors do no client authentication and no store lookup: they are the cost of parsing the form and signing (or verifying) with jsonwebtoken, nothing else.');
   return out;

@@ -139,6 +139,7 @@ function text(r) {
     out.push(title);
     for (const c of cs) {
       out.push(`  ${pad(verdict(c), 20)} ${pad(c.label + (c.pending ? ` (${c.pending}: not in this build)` : ''), 92)} ${pad(checkValue(c), 14, true)}  ${c.byCpu != null ? `[by CPU ${ratio(c.byCpu)}] ` : ''}${c.threshold != null ? `(required ${checkRequired(c)}${c.stretch != null ? `, stretch ${checkStretch(c)}` : ''})` : ''}`);
+      if (c.detail) out.push(`  ${pad('', 20)}   ${c.detail}`);
     }
   }
   if (r.notes && r.notes.length) {
@@ -199,6 +200,11 @@ function markdown(r) {
       out.push('| Target | Measured | Required | Stretch | Result | By server CPU time |');
       out.push('| :-- | --: | --: | --: | :-: | --: |');
       for (const c of cs) out.push(`| ${md(c.label)} | ${checkValue(c)} | ${checkRequired(c)} | ${checkStretch(c)} | ${verdictMd(c)} | ${c.byCpu == null ? '' : ratio(c.byCpu)} |`);
+      const details = cs.filter((c) => c.detail);
+      if (details.length) {
+        out.push('');
+        for (const c of details) out.push(`- ${md(c.short)}: ${md(c.detail)}`);
+      }
     }
     if (kind === 'target') {
       out.push('');
