@@ -470,3 +470,36 @@ describe('verifyDpopProof: what an error tells', () => {
     }
   });
 });
+
+describe('checked proof headers are remembered per key cache, with the same answers as the full path', () => {
+  it('a second proof with the same header is accepted without the header being checked again; its own claims, signature and replay still are', async () => {
+    const cache = new DpopKeyCache();
+    const first = key.proof({ htm: 'POST', htu: TOKEN_URL, iat: IAT });
+    expect((verify(first, atToken, { keyCache: cache }) as VerifiedDpopProof).jkt).toBe(key.jkt);
+    // same header text, another payload: only the header is shared
+    const second = key.proof({ htm: 'POST', htu: TOKEN_URL, iat: IAT });
+    expect(second.split('.')[0]).toBe(first.split('.')[0]);
+    expect((verify(second, atToken, { keyCache: cache }) as VerifiedDpopProof).jkt).toBe(key.jkt);
+    expect(await reasonOf(() => verify(second, atToken, { keyCache: cache }))).toBe('replayed');
+    const [h, p] = key.proof({ htm: 'POST', htu: TOKEN_URL, iat: IAT }).split('.');
+    const forged = `${h}.${p}.${otherKey.proof({ htm: 'POST', htu: TOKEN_URL, iat: IAT }).split('.')[2]}`;
+    expect(await reasonOf(() => verify(forged, atToken, { keyCache: cache }))).toBe('signature');
+    expect(await reasonOf(() => verify(key.proof({ htm: 'GET', htu: TOKEN_URL, iat: IAT }), atToken, { keyCache: cache }))).toBe('htm');
+    // a verifier allowing other algorithms refuses the remembered header as the full path would
+    expect(await reasonOf(() => verify(key.proof({ htm: 'POST', htu: TOKEN_URL, iat: IAT }), atToken, { keyCache: cache, algorithms: ['PS256'] }))).toBe('alg');
+  });
+
+  it('a refused header is never remembered: the same refusal every time', async () => {
+    const cache = new DpopKeyCache();
+    const withPrivate = raw({ header: { jwk: { ...key.publicJwk, d: privateJwkOf(key).d } } });
+    expect(await reasonOf(() => verify(withPrivate, atToken, { keyCache: cache }))).toBe('jwk');
+    expect(await reasonOf(() => verify(withPrivate, atToken, { keyCache: cache }))).toBe('jwk');
+  });
+
+  it('a key bound token checks the remembered key against cnf.jkt', async () => {
+    const cache = new DpopKeyCache();
+    const at = { htm: 'GET', htu: 'https://api.test/orders', accessToken: AT };
+    expect(() => verify(key.proof({ ...at, iat: IAT }), { ...at, jkt: key.jkt }, { keyCache: cache })).not.toThrow();
+    expect(() => verify(key.proof({ ...at, iat: IAT }), { ...at, jkt: otherKey.jkt }, { keyCache: cache })).toThrow(InvalidTokenError);
+  });
+});

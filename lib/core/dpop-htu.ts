@@ -18,6 +18,22 @@ export function normalizeHtu(value: string): string | undefined {
   return `${url.protocol}//${url.host}${path}`;
 }
 
+/** Normalised forms of recent `htu`s: clients call the same few URLs, and parsing one costs a URL object. */
+const normalized = new Map<string, string | undefined>();
+const NORMALIZED_MAX = 1000;
+
+/** normalizeHtu(), remembered for the last 1,000 distinct values (emptied when full). */
+export function normalizeHtuCached(value: string): string | undefined {
+  const known = normalized.get(value);
+  if (known !== undefined || normalized.has(value)) return known;
+  const result = normalizeHtu(value);
+  if (value.length <= 2048) {
+    if (normalized.size >= NORMALIZED_MAX) normalized.clear();
+    normalized.set(value, result);
+  }
+  return result;
+}
+
 const PERCENT_ENCODED = /%[0-9A-Fa-f]{2}/g;
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
 

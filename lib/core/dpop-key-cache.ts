@@ -12,6 +12,12 @@ export interface ImportedDpopKey {
   jwk: JsonWebKey;
 }
 
+/** A proof header that passed the checks of verifyDpopProof: its `alg` and the imported key. */
+export interface CheckedProofHeader {
+  alg: DpopAlgorithm;
+  imported: ImportedDpopKey;
+}
+
 /**
  * Checks a proof header's `jwk` for `alg` and gives its public members, or a
  * short reason it is refused: not an object, private or symmetric material,
@@ -46,9 +52,27 @@ export function publicDpopJwk(jwk: unknown, alg: DpopAlgorithm): JsonWebKey | st
  */
 export class DpopKeyCache {
   private readonly keys: LRUCache<string, KeyObject>;
+  /**
+   * Proof headers already checked and their key imported, by the header's
+   * exact base64url text: a client signs every proof with one header, so
+   * the next proof skips decoding it, the checks, the thumbprint and the
+   * lookup. The same text always decodes to the same header, so the answer
+   * is the one the full path would give. Only headers that passed are kept.
+   */
+  private readonly headers: LRUCache<string, CheckedProofHeader>;
 
   constructor(max = 1000) {
     this.keys = new LRUCache({ max: Math.max(1, max) });
+    this.headers = new LRUCache({ max: Math.max(1, max) });
+  }
+
+  /** A header (its base64url text) that passed every check before, with its key. */
+  checkedHeader(segment: string): CheckedProofHeader | undefined {
+    return this.headers.get(segment);
+  }
+
+  rememberHeader(segment: string, checked: CheckedProofHeader): void {
+    this.headers.set(segment, checked);
   }
 
   get size(): number {

@@ -1,9 +1,10 @@
+import * as crypto from 'node:crypto';
 import { createHash, type JsonWebKey } from 'node:crypto';
 import { InvalidDpopProofError, InvalidTokenError, OAuthError, TemporarilyUnavailableError, UseDpopNonceError, type DpopProofFailure } from '../errors';
 import { DPOP_ALGORITHMS, isDpopAlgorithm, verifyJws, type DpopAlgorithm } from '../jwt/algorithms';
 import { accessTokenHash } from '../jwt/dpop-proof';
-import { normalizeHtu } from './dpop-htu';
-import { DpopKeyCache, publicDpopJwk } from './dpop-key-cache';
+import { normalizeHtuCached } from './dpop-htu';
+import { DpopKeyCache, publicDpopJwk, type CheckedProofHeader } from './dpop-key-cache';
 import type { DpopNonces } from './dpop-nonces';
 import type { ReplayStore } from './dpop-replay';
 
@@ -26,6 +27,8 @@ export interface DpopExpected {
   htu: string;
   /** At a protected resource: the access token, whose hash `ath` must be. */
   accessToken?: string;
+  /** Its hash, when the caller has it already (saves hashing the token per request). */
+  accessTokenHash?: string;
   /** At a protected resource: the token's `cnf.jkt`, the thumbprint the proof key must have. */
   jkt?: string;
 }
@@ -86,9 +89,14 @@ function shown(value: unknown): string {
   return String(value).slice(0, 32);
 }
 
+/** node:crypto's one-shot hash (Node 20.12+), cheaper than a Hash object; createHash before. */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'buffer') => Buffer }).hash;
+
 /** The replay key of a proof: its jti scoped to its key, hashed to a fixed size. */
 function replayKey(jkt: string, jti: string): string {
-  return createHash('sha256').update(`${jkt}\n${jti}`).digest().subarray(0, 16).toString('base64url');
+  const input = `${jkt}\n${jti}`;
+  const digest = oneShot ? oneShot('sha256', input, 'buffer') : createHash('sha256').update(input).digest();
+  return digest.subarray(0, 16).toString('base64url');
 }
 
 /**
@@ -127,13 +135,26 @@ export function verifyDpopProof(
 
   const firstDot = proof.indexOf('.');
   const secondDot = proof.indexOf('.', firstDot + 1);
-  const header = decodeObject(proof.slice(0, firstDot)) ?? fail('malformed', 'the JOSE header is not a JSON object');
-  if (header.typ !== 'dpop+jwt') fail('typ', `typ ${shown(header.typ)}`);
-  const alg = header.alg;
-  if (!isDpopAlgorithm(alg) || !(options.algorithms ?? DPOP_ALGORITHMS).includes(alg)) return fail('alg', `alg ${shown(alg)}`);
-  if (header.crit !== undefined) fail('malformed', 'crit is not supported');
-  const jwk = publicDpopJwk(header.jwk, alg);
-  if (typeof jwk === 'string') return fail('jwk', jwk);
+  const keyCache = options.keyCache ?? defaultKeyCache;
+  const headerSegment = proof.slice(0, firstDot);
+  // a header seen before passed every check below and has its key imported
+  const known: CheckedProofHeader | undefined = keyCache.checkedHeader(headerSegment);
+  let alg: DpopAlgorithm;
+  let jwk: JsonWebKey | undefined;
+  if (known) {
+    alg = known.alg;
+    if (!(options.algorithms ?? DPOP_ALGORITHMS).includes(alg)) return fail('alg', `alg ${alg}`);
+  } else {
+    const header = decodeObject(headerSegment) ?? fail('malformed', 'the JOSE header is not a JSON object');
+    if (header.typ !== 'dpop+jwt') fail('typ', `typ ${shown(header.typ)}`);
+    const headerAlg = header.alg;
+    if (!isDpopAlgorithm(headerAlg) || !(options.algorithms ?? DPOP_ALGORITHMS).includes(headerAlg)) return fail('alg', `alg ${shown(headerAlg)}`);
+    alg = headerAlg;
+    if (header.crit !== undefined) fail('malformed', 'crit is not supported');
+    const checked = publicDpopJwk(header.jwk, alg);
+    if (typeof checked === 'string') return fail('jwk', checked);
+    jwk = checked;
+  }
 
   const claims = decodeObject(proof.slice(firstDot + 1, secondDot)) ?? fail('malformed', 'the payload is not a JSON object');
   const { jti, htm, htu, iat } = claims;
@@ -142,8 +163,8 @@ export function verifyDpopProof(
   if (typeof iat !== 'number' || !Number.isFinite(iat)) fail('claims', 'iat missing');
 
   if (htm !== expected.htm) fail('htm', `htm ${shown(htm)} for a ${expected.htm} request`);
-  const proofHtu = normalizeHtu(htu as string);
-  const requestHtu = normalizeHtu(expected.htu);
+  const proofHtu = normalizeHtuCached(htu as string);
+  const requestHtu = normalizeHtuCached(expected.htu);
   if (proofHtu === undefined || proofHtu !== requestHtu) fail('htu', `htu ${proofHtu?.slice(0, 256) ?? '(not an http(s) URL)'} for ${requestHtu ?? '(no request URI)'}`);
 
   const now = (options.now ?? Date.now)();
@@ -153,12 +174,17 @@ export function verifyDpopProof(
   if (age > maxAge) fail('iat_too_old', `${Math.round(age)} s old`);
   if (-age > clockTolerance) fail('iat_in_future', `${Math.round(-age)} s ahead`);
 
-  if (expected.accessToken !== undefined && claims.ath !== accessTokenHash(expected.accessToken)) {
+  if (expected.accessToken !== undefined && claims.ath !== (expected.accessTokenHash ?? accessTokenHash(expected.accessToken))) {
     fail('ath', claims.ath === undefined ? 'ath missing' : 'ath is the hash of another token');
   }
 
-  const imported = (options.keyCache ?? defaultKeyCache).import(jwk);
-  if (typeof imported === 'string') return fail('jwk', imported);
+  let imported = known?.imported;
+  if (!imported) {
+    const result = keyCache.import(jwk!);
+    if (typeof result === 'string') return fail('jwk', result);
+    imported = result;
+    keyCache.rememberHeader(headerSegment, { alg, imported });
+  }
   if (expected.jkt !== undefined && imported.jkt !== expected.jkt) {
     throw new InvalidTokenError('the access token is bound to another DPoP key', { detail: 'dpop proof key thumbprint is not cnf.jkt' });
   }

@@ -2,6 +2,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type passport from 'passport';
 import { Strategy as BearerStrategy } from 'passport-http-bearer';
 import { DPOP_ALGORITHMS, requestHtu, verifyDpopProof, type DpopVerifyOptions } from '../core/dpop';
+import { accessTokenHash } from '../jwt/dpop-proof';
 import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
 import {
@@ -195,6 +196,14 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     next();
   };
 
+  /** `ath` of a verified token, computed once per token: the verifier's cache hands back the same auth object. */
+  const athByAuth = new WeakMap<AccessTokenAuth, string>();
+  const athOf = (auth: AccessTokenAuth): string => {
+    let ath = athByAuth.get(auth);
+    if (ath === undefined) athByAuth.set(auth, (ath = accessTokenHash(auth.token)));
+    return ath;
+  };
+
   /** `Authorization: DPoP <token>`: the token as for Bearer (cached), then this request's proof (never cached). */
   const dpopRequest = (req: Request, res: Response, next: NextFunction, header: string): void => {
     const token = header.slice(header.lastIndexOf(' ') + 1);
@@ -203,7 +212,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       if (typeof jkt !== 'string') return fail(res, binding('the access token is not DPoP-bound; send it as Bearer', 'DPoP scheme with a token without cnf.jkt', auth), 'dpop');
       let verified;
       try {
-        verified = verifyDpopProof(req.headers.dpop, { htm: req.method, htu: requestHtu(publicUrl, req.originalUrl), accessToken: token, jkt }, dpop!);
+        verified = verifyDpopProof(req.headers.dpop, { htm: req.method, htu: requestHtu(publicUrl, req.originalUrl), accessToken: token, accessTokenHash: athOf(auth), jkt }, dpop!);
       } catch (err) {
         return fail(res, err instanceof InvalidTokenError ? binding(err.description, err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop');
       }
