@@ -114,6 +114,23 @@ export interface BearerOptions {
   publicUrl?: string;
   /** DPoP proof replay: `redis` (an ioredis client shared by every instance; default in memory), `keyPrefix`, `maxAge` (s, default 300), `replayMax`. */
   dpopProofs?: Omit<DpopOptions, 'nonce'>;
+  /**
+   * Learn of revocations from the issuer's signed revocation list (its `revocation_list_uri`, e.g.
+   * `https://auth.example.com/oauth/revocation-list`): the URL, or `{ uri, interval, maxStale, failOpen }`.
+   * Polled every `interval` s (default 10) with ETag; trusted `maxStale` s (default 300) after the last
+   * successful poll, then 503 (or every token passes with `failOpen: true`). Default: off.
+   */
+  revocationList?: string | RevocationListOptions;
+}
+
+export interface RevocationListOptions {
+  uri: string;
+  /** Seconds between polls. Default 10. */
+  interval?: number;
+  /** Seconds the last list is trusted while the issuer cannot be reached. Default 300. */
+  maxStale?: number;
+  /** Past maxStale: `false` (default) answers 503; `true` lets tokens through unchecked. */
+  failOpen?: boolean;
 }
 
 export function checkUrl(name: string, value: unknown): string {
@@ -192,6 +209,8 @@ export interface IssuerConfig {
   revocationResync: number;
   revocationEndpoint: string;
   introspectionEndpoint: string;
+  /** Where the signed revocation list for standalone verifiers is served (a package extension). */
+  revocationListUri: string;
   bruteForce: BruteForceSettings | false;
   clientAssertionAudience: 'issuer' | 'issuer-or-token-endpoint';
   dpop: DpopSettings;
@@ -294,6 +313,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     revocationResync: checkNumber('revocationResync', options.revocationResync, 2, 0.05, 60),
     revocationEndpoint: `${base}/oauth/revoke`,
     introspectionEndpoint: `${base}/oauth/introspect`,
+    revocationListUri: `${base}/oauth/revocation-list`,
     bruteForce: parseBruteForce(options.bruteForce),
     clientAssertionAudience: parseAssertionAudience(options.clientAssertionAudience),
     dpop: parseDpop(options.dpop),

@@ -16,17 +16,104 @@ import { MemoryReplayStore, RedisReplayStore, type RedisSetNxClient } from './co
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
 import type { KeyResolver } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
+import { RevocationState } from './core/revocation';
+import { RevocationListPoller } from './core/revocation-list';
 import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
 import { bearerMiddleware, type BearerDpopOptions } from './express/require-bearer';
-import { resolveLogger } from './logger';
+import { resolveLogger, type Logger } from './logger';
 import { BEARER_CHECKS, zeroCounts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 
 const KNOWN = [
   'issuer', 'audience', 'jwksUri', 'keys', 'scope', 'realm', 'clockTolerance', 'tokenCacheMax',
-  'jwksCooldown', 'jwksMaxAge', 'jwksTimeout', 'logger', 'metrics', 'dpop', 'publicUrl', 'dpopProofs',
+  'jwksCooldown', 'jwksMaxAge', 'jwksTimeout', 'logger', 'metrics', 'dpop', 'publicUrl', 'dpopProofs', 'revocationList',
 ] as const;
+
+interface ListSettings {
+  uri: string;
+  intervalMs: number;
+  maxStaleMs: number;
+  failOpen: boolean;
+}
+
+/** Checks the revocationList option: a URL, or `{ uri, interval, maxStale, failOpen }`. */
+function listSettings(value: BearerOptions['revocationList']): ListSettings | undefined {
+  if (value === undefined) return undefined;
+  const o = typeof value === 'string' ? { uri: value } : value;
+  checkObject('revocationList', o);
+  checkKnown('revocationList', o, ['uri', 'interval', 'maxStale', 'failOpen']);
+  const interval = checkNumber('revocationList.interval', o.interval, 10, 0.05, 3600);
+  const maxStale = checkNumber('revocationList.maxStale', o.maxStale, 300, 0.1, 7 * 86400);
+  if (maxStale < interval) throw new TypeError('option revocationList.maxStale must be at least revocationList.interval');
+  if (o.failOpen !== undefined && typeof o.failOpen !== 'boolean') throw new TypeError('option revocationList.failOpen must be true or false');
+  return { uri: checkUrl('revocationList.uri', o.uri), intervalMs: interval * 1000, maxStaleMs: maxStale * 1000, failOpen: o.failOpen ?? false };
+}
+
+/** A poller and when requests must wait for it. */
+interface ListSource {
+  poller: RevocationListPoller;
+  /** `null` when the list is fresh (or was just tried), else the poll to wait for. */
+  pending(): Promise<unknown> | null;
+}
+
+/** One poller per issuer, list URL and settings, shared by every requireBearer() with that source. */
+const listSources = new Map<string, ListSource>();
+
+/**
+ * The revocation list of a standalone verifier. The first request starts
+ * polling and waits for the first answer; while the list is not fresh (the
+ * issuer unreachable for longer than maxStale), a request waits for a new
+ * poll at most once a second, so the verifier recovers as soon as the issuer
+ * answers instead of at the next timer tick. Polls never reject: a failed
+ * one leaves the last list in force until maxStale.
+ */
+function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, clockTolerance: number, logger: Logger): ListSource {
+  const key = JSON.stringify([issuer, settings]);
+  const known = listSources.get(key);
+  if (known) return known;
+  let lastError = '';
+  let downSince: number | undefined;
+  const poller = new RevocationListPoller({
+    url: settings.uri,
+    issuer,
+    keys,
+    state: new RevocationState({ maxTokenTtl: 86400, clockTolerance }),
+    intervalMs: settings.intervalMs,
+    maxStaleMs: settings.maxStaleMs,
+    failOpen: settings.failOpen,
+    clockTolerance,
+    onError: (err) => {
+      lastError = err instanceof Error ? err.message : String(err);
+    },
+    onResult: (result) => {
+      if (result === 'failed' && downSince === undefined) {
+        downSince = Date.now();
+        logger.warn(
+          { event: 'revocation_list.unavailable', uri: settings.uri, reason: lastError, max_stale_s: settings.maxStaleMs / 1000, fail_open: settings.failOpen },
+          'the revocation list cannot be fetched; the last one is trusted until max_stale_s, then requests are refused with 503 (or let through with failOpen)',
+        );
+      } else if (result !== 'failed' && downSince !== undefined) {
+        logger.info({ event: 'revocation_list.recovered', uri: settings.uri, down_ms: Date.now() - downSince }, 'the revocation list is fetched again');
+        downSince = undefined;
+      }
+    },
+  });
+  let started: Promise<unknown> | undefined;
+  const source: ListSource = {
+    poller,
+    pending() {
+      if (!started) return (started = poller.start());
+      if (poller.fresh()) return null;
+      const running = poller.inFlight();
+      if (running) return running;
+      if (poller.lastAttempt === undefined || Date.now() - poller.lastAttempt >= 1000) return poller.poll();
+      return null;
+    },
+  };
+  listSources.set(key, source);
+  return source;
+}
 
 /** One in-memory replay store per process for the standalone requireBearer()s that use no Redis. */
 let sharedReplay: MemoryReplayStore | undefined;
@@ -59,6 +146,8 @@ function dpopOptions(options: BearerOptions, audience: string, clockTolerance: n
 
 /** Verifiers shared by every requireBearer() of one issuer/audience/key source, so they share one JWKS and one cache. */
 const verifiers = new Map<string, AccessTokenVerifier>();
+/** The revocation list a verifier checks, if any. */
+const verifierSources = new WeakMap<AccessTokenVerifier, ListSource>();
 
 /**
  * `requireBearer()` for a process that only verifies: keys come from the
@@ -97,15 +186,20 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     if (loaded.size === 0) throw new TypeError('option keys holds no usable ES256 or RS256 public key with a kid');
     keys = new StaticKeys(loaded);
   }
-  const memoKey = jwksUri ? JSON.stringify([issuer, audience, jwksUri, settings]) : undefined;
-  let verifier = memoKey ? verifiers.get(memoKey) : undefined;
-  if (!verifier) {
-    verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now });
-    if (memoKey) verifiers.set(memoKey, verifier);
-  }
   const realm = options.realm === undefined ? 'api' : checkString('realm', options.realm);
   const scope = scopeOption('scope', options.scope);
   const logger = resolveLogger(options.logger);
+  const list = listSettings(options.revocationList);
+  const memoKey = jwksUri ? JSON.stringify([issuer, audience, jwksUri, settings, list ?? null]) : undefined;
+  let verifier = memoKey ? verifiers.get(memoKey) : undefined;
+  let source: ListSource | undefined;
+  if (verifier) source = verifierSources.get(verifier);
+  else {
+    source = list && listSource(list, issuer, keys, settings.clockTolerance, logger);
+    verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now, revocation: source?.poller });
+    if (source) verifierSources.set(verifier, source);
+    if (memoKey) verifiers.set(memoKey, verifier);
+  }
   const counts = registry && zeroCounts(BEARER_CHECKS);
   if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats });
   return bearerMiddleware({
@@ -117,5 +211,6 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     rejections: new RejectionLog(logger),
     counts,
     dpop,
+    pending: source ? () => source.pending() : undefined,
   });
 }

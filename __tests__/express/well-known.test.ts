@@ -77,6 +77,7 @@ describe('ES256 issuer (default)', () => {
         introspection_endpoint: `${ISSUER}/oauth/introspect`,
         introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
         introspection_endpoint_auth_signing_alg_values_supported: ['ES256', 'ES384', 'PS256', 'RS256'],
+        revocation_list_uri: `${ISSUER}/oauth/revocation-list`,
       });
       expect(res.body).not.toHaveProperty('scopes_supported');
     });

@@ -14,6 +14,7 @@ import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
 import { introspect, revocationFor, type IntrospectionResponse } from './introspection';
 import { RevocationState } from './revocation';
+import { PublishedRevocationList } from './revocation-list';
 import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
@@ -68,6 +69,8 @@ export class AuthorizationServer {
   private stopListening: (() => Promise<void>) | undefined;
   /** Persists, then applies and announces revocations (CLI, /oauth/revoke, issuer.clients). */
   private revoker: Revoker | undefined;
+  /** The signed list standalone verifiers poll: re-signed when the state or the signing key changes, or half its 5 min lifetime passed. */
+  readonly revocationList: PublishedRevocationList;
 
   constructor(
     readonly config: IssuerConfig,
@@ -79,6 +82,7 @@ export class AuthorizationServer {
   ) {
     this.storeHealth = new StoreHealth(logger, now);
     this.revocation = new RevocationState({ maxTokenTtl: config.accessTokenTtl, clockTolerance: config.clockTolerance, now });
+    this.revocationList = new PublishedRevocationList({ state: this.revocation, issuer: config.issuer, signingKey: () => this.keys.current(), now });
     this.clients = new ClientService(() => this.ready().then(() => this.watched!), logger, now, {
       client: (clientId, at) => this.revoker!.client(clientId, at),
       clientTokens: (clientId, at) => this.revoker!.clientTokens(clientId, at),

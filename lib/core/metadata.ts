@@ -18,6 +18,8 @@ export function authorizationServerMetadata(config: IssuerConfig): Record<string
     introspection_endpoint: config.introspectionEndpoint,
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
     introspection_endpoint_auth_signing_alg_values_supported: [...DPOP_ALGORITHMS],
+    // not registered with IANA: this package's signed list of revocations for verifiers that check tokens locally
+    revocation_list_uri: config.revocationListUri,
   };
   if (config.scopesSupported.length > 0) metadata.scopes_supported = config.scopesSupported;
   return metadata;

@@ -172,6 +172,8 @@ export interface RevocationListPollerOptions {
   now?: () => number;
   /** Told why a poll failed (for logs); never throws into the timer. */
   onError?: (err: unknown) => void;
+  /** Told every poll's result, timer polls included (for outage and recovery logs). */
+  onResult?: (result: PollResult) => void;
 }
 
 export type PollResult = 'updated' | 'unchanged' | 'failed';
@@ -181,6 +183,8 @@ export class RevocationListPoller {
   private etag: string | undefined;
   private heldIat = Number.NEGATIVE_INFINITY;
   private lastSuccess: number | undefined;
+  /** When the last poll finished, successful or not. */
+  lastAttempt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<PollResult> | undefined;
   private readonly now: () => number;
@@ -210,9 +214,19 @@ export class RevocationListPoller {
 
   /** One conditional fetch; never throws. Concurrent calls share one fetch. */
   poll(): Promise<PollResult> {
-    this.running ??= this.fetchOnce().finally(() => {
-      this.running = undefined;
-    });
+    this.running ??= this.fetchOnce()
+      .then((result) => {
+        this.lastAttempt = this.now();
+        try {
+          this.options.onResult?.(result);
+        } catch {
+          // a logging hook never breaks polling
+        }
+        return result;
+      })
+      .finally(() => {
+        this.running = undefined;
+      });
     return this.running;
   }
 
@@ -241,6 +255,11 @@ export class RevocationListPoller {
       o.onError?.(err);
       return 'failed';
     }
+  }
+
+  /** The poll in flight, if any. */
+  inFlight(): Promise<PollResult> | undefined {
+    return this.running;
   }
 
   /** Whether the list is trusted now: verified once, and last confirmed within maxStaleMs. */

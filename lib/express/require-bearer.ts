@@ -124,7 +124,7 @@ export interface BearerMiddlewareOptions {
   /** Checks by outcome, when metrics are on. */
   counts?: Counts<BearerCheck>;
   /** `null` when the keys are loaded, else a promise to wait for first. */
-  pending?: () => Promise<void> | null;
+  pending?: () => Promise<unknown> | null;
   /** DPoP; default: allowed, when the caller knows its public URL. */
   dpop?: BearerDpopOptions;
 }

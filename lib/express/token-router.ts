@@ -1,6 +1,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { AuthorizationServer } from '../core/authorization-server';
 import { readClientCredentials } from '../core/client-auth';
+import { REVOCATION_LIST_MEDIA_TYPE } from '../core/revocation-list';
 import { parseTokenManagementRequest } from '../core/token-management';
 import { grantScope, parseTokenRequest } from '../core/token-request';
 import type { ClientRecord } from '../stores/types';
@@ -100,6 +101,14 @@ function tokenManagement(server: AuthorizationServer, answer: (client: ClientRec
   };
 }
 
+/** RFC 9110 §13.1.2 If-None-Match: `*` or a list holding `etag` (weak comparison). */
+function ifNoneMatch(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  if (header.trim() === '*') return true;
+  const strong = etag.replace(/^W\//, '');
+  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === strong);
+}
+
 /** A request path as Express routes match it by default: case-insensitive, one trailing slash optional. */
 function routeKey(path: string): string {
   const lower = path.toLowerCase();
@@ -123,7 +132,7 @@ function onlyOwnPaths(router: Router): RequestHandler {
   };
 }
 
-/** Serves POST /oauth/token, /oauth/revoke, /oauth/introspect, the JWKS and the RFC 8414 metadata; ends in its own error handler. */
+/** Serves POST /oauth/token, /oauth/revoke, /oauth/introspect, the revocation list, the JWKS and the RFC 8414 metadata; ends in its own error handler. */
 export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics): RequestHandler {
   const router = express.Router();
   const realm = server.config.tokenRealm;
@@ -151,6 +160,27 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     onlyMethods('POST'),
     tokenManagement(server, async (client, token, res) => sendJson(res, 200, await server.introspect(client, token))),
   );
+
+  // revocations for verifiers that check tokens locally (standalone requireBearer({ revocationList }))
+  router.all('/oauth/revocation-list', onlyMethods('GET', 'HEAD'), async (req, res, next) => {
+    try {
+      await server.ready();
+      const { body, etag } = server.revocationList.current();
+      res.setHeader('Cache-Control', 'no-cache');
+      res.setHeader('ETag', etag);
+      if (ifNoneMatch(req.headers['if-none-match'], etag)) {
+        res.statusCode = 304;
+        res.end();
+        return;
+      }
+      res.statusCode = 200;
+      res.setHeader('Content-Type', REVOCATION_LIST_MEDIA_TYPE);
+      res.setHeader('Content-Length', Buffer.byteLength(body));
+      res.end(req.method === 'HEAD' ? undefined : body);
+    } catch (err) {
+      next(err);
+    }
+  });
 
   router.all('/.well-known/jwks.json', onlyMethods('GET', 'HEAD'), async (_req, res, next) => {
     try {

@@ -1,0 +1,274 @@
+/**
+ * Revocation at standalone verifiers: the issuer serves a signed revocation
+ * list (GET /oauth/revocation-list, ETag), requireBearer({ jwksUri,
+ * revocationList }) polls it. Real HTTP servers on 127.0.0.1: the issuer, a
+ * resource server, and where needed a switchable proxy in front of the list.
+ */
+import express from 'express';
+import jwt from 'jsonwebtoken';
+import request from 'supertest';
+import { createIssuer, requireBearer, type Issuer } from '../../lib';
+import { signRevocationList } from '../../lib/core/revocation-list';
+import { loopbackServer, tempDir, type LoopbackServer } from '../helpers/app';
+import { freshKey } from '../helpers/tokens';
+
+type Client = { clientId: string; clientSecret: string };
+type Line = { level: string; event?: string; [k: string]: unknown };
+
+function recordingLogger(lines: Line[]) {
+  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, ...obj });
+  return { info: at('info'), warn: at('warn'), error: at('error'), debug: at('debug') };
+}
+
+interface Running {
+  issuer: Issuer;
+  url: string;
+  http: LoopbackServer;
+  client: Client;
+  close(): Promise<void>;
+}
+
+async function startIssuer(): Promise<Running> {
+  const http = await loopbackServer();
+  const issuer = createIssuer({ issuer: http.url, audience: `${http.url}/api`, dataDir: tempDir(), logger: false });
+  await issuer.ready();
+  const app = express();
+  app.use(issuer.router());
+  http.serve(app);
+  const client = await issuer.clients.create({ name: 'caller', scopes: 'orders:read' });
+  return {
+    issuer,
+    url: http.url,
+    http,
+    client,
+    async close() {
+      await issuer.close();
+      await http.close();
+    },
+  };
+}
+
+async function token(r: Running, client: Client = r.client): Promise<string> {
+  const res = await fetch(`${r.url}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.clientId}:${client.clientSecret}`).toString('base64')}` },
+    body: 'grant_type=client_credentials',
+  });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+async function revoke(r: Running, at: string, client: Client = r.client): Promise<void> {
+  const res = await fetch(`${r.url}/oauth/revoke`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.clientId}:${client.clientSecret}`).toString('base64')}` },
+    body: `token=${at}`,
+  });
+  expect(res.status).toBe(200);
+}
+
+/** A resource server verifying `r`'s tokens with the given revocationList option. */
+function resourceServer(r: Running, revocationList: unknown, logger: unknown = false): express.Express {
+  const app = express();
+  const verify = requireBearer({
+    issuer: r.url,
+    audience: `${r.url}/api`,
+    jwksUri: `${r.url}/.well-known/jwks.json`,
+    revocationList: revocationList as never,
+    logger: logger as never,
+  });
+  app.get('/api/orders', verify, (req, res) => void res.json({ client: req.auth!.clientId }));
+  return app;
+}
+
+const call = (app: express.Express, at: string) => request(app).get('/api/orders').set('Authorization', `Bearer ${at}`);
+
+/** ms until `app` answers `status` for `at`, polling every 20 ms up to `limitMs`; -1 if never. */
+async function until(app: express.Express, at: string, status: number, limitMs: number): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < limitMs) {
+    if ((await call(app, at)).status === status) return Date.now() - started;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return -1;
+}
+
+describe('the issuer publishes a signed revocation list', () => {
+  let r: Running;
+  beforeAll(async () => {
+    r = await startIssuer();
+  });
+  afterAll(() => r.close());
+
+  it('GET: a revocation-list+jwt signed with the signing key, iss the issuer, no-cache, an ETag; 304 for that ETag; a new list after a revocation', async () => {
+    const first = await fetch(`${r.url}/oauth/revocation-list`);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('content-type')).toBe('application/revocation-list+jwt');
+    expect(first.headers.get('cache-control')).toBe('no-cache');
+    const etag = first.headers.get('etag')!;
+    expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+    const body = await first.text();
+    const decoded = jwt.decode(body, { complete: true })!;
+    expect(decoded.header).toMatchObject({ typ: 'revocation-list+jwt', alg: 'ES256' });
+    const jwks = (await (await fetch(`${r.url}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] };
+    expect(jwks.keys.map((k) => k.kid)).toContain(decoded.header.kid);
+    expect(decoded.payload).toMatchObject({ iss: r.url, tokens: [], clients: [] });
+
+    const again = await fetch(`${r.url}/oauth/revocation-list`, { headers: { 'if-none-match': etag } });
+    expect(again.status).toBe(304);
+    expect(await again.text()).toBe('');
+
+    const at = await token(r);
+    await revoke(r, at);
+    const after = await fetch(`${r.url}/oauth/revocation-list`, { headers: { 'if-none-match': etag } });
+    expect(after.status).toBe(200);
+    expect(after.headers.get('etag')).not.toBe(etag);
+    const listed = jwt.decode(await after.text()) as { tokens: { jti: string; client_id: string }[] };
+    expect(listed.tokens).toEqual([expect.objectContaining({ jti: (jwt.decode(at) as { jti: string }).jti, client_id: r.client.clientId })]);
+  });
+
+  it('HEAD answers the headers without a body; other methods 405; the metadata names the list', async () => {
+    const head = await request(r.url).head('/oauth/revocation-list');
+    expect(head.status).toBe(200);
+    expect(head.headers.etag).toBeDefined();
+    const post = await request(r.url).post('/oauth/revocation-list');
+    expect(post.status).toBe(405);
+    expect(post.headers.allow).toBe('GET, HEAD');
+    const metadata = await (await fetch(`${r.url}/.well-known/oauth-authorization-server`)).json();
+    expect(metadata).toMatchObject({ revocation_list_uri: `${r.url}/oauth/revocation-list` });
+  });
+});
+
+describe('requireBearer({ jwksUri, revocationList }) at a standalone resource server', () => {
+  let r: Running;
+  beforeAll(async () => {
+    r = await startIssuer();
+  });
+  afterAll(() => r.close());
+
+  it('a revoked token (already in the verified-token cache) is refused within the poll interval: 0.3 s → under 1 s', async () => {
+    const api = resourceServer(r, { uri: `${r.url}/oauth/revocation-list`, interval: 0.3 });
+    const at = await token(r);
+    expect((await call(api, at)).status).toBe(200);
+    expect((await call(api, at)).status).toBe(200); // a cache hit now
+    const started = Date.now();
+    await revoke(r, at);
+    const ms = await until(api, at, 401, 3000);
+    expect(ms).toBeGreaterThanOrEqual(0);
+    expect(Date.now() - started).toBeLessThan(1000);
+    const res = await call(api, at);
+    expect(res.body).toEqual({ error: 'invalid_token', error_description: 'the access token was revoked' });
+    // another token of the same client is untouched
+    expect((await call(api, await token(r))).status).toBe(200);
+  });
+
+  it('a revoked client and revoke-tokens reach it too', async () => {
+    const api = resourceServer(r, { uri: `${r.url}/oauth/revocation-list`, interval: 0.2 });
+    const other = await r.issuer.clients.create({ name: 'other', scopes: 'orders:read' });
+    const a = await token(r);
+    const b = await token(r, other);
+    expect([(await call(api, a)).status, (await call(api, b)).status]).toEqual([200, 200]);
+    await r.issuer.clients.revokeTokens(r.client.clientId);
+    await r.issuer.clients.revoke(other.clientId);
+    expect(await until(api, a, 401, 2000)).toBeGreaterThanOrEqual(0);
+    expect(await until(api, b, 401, 2000)).toBeGreaterThanOrEqual(0);
+    expect((await call(api, await token(r))).status).toBe(200); // the client stays active after revoke-tokens
+  });
+
+  it('the default interval (10 s) bounds it: a revocation is refused within 10.5 s', async () => {
+    const api = resourceServer(r, `${r.url}/oauth/revocation-list`);
+    const at = await token(r);
+    expect((await call(api, at)).status).toBe(200);
+    const started = Date.now();
+    await revoke(r, at);
+    const ms = await until(api, at, 401, 11_000);
+    expect(ms).toBeGreaterThanOrEqual(0);
+    expect(Date.now() - started).toBeLessThanOrEqual(10_500);
+  }, 15_000);
+
+  it('refuses options that make no sense, at start-up', () => {
+    const base = { issuer: r.url, audience: 'a', jwksUri: `${r.url}/.well-known/jwks.json` };
+    expect(() => requireBearer({ ...base, revocationList: 'not a url' })).toThrow(TypeError);
+    expect(() => requireBearer({ ...base, revocationList: { uri: `${r.url}/x`, interval: 0 } })).toThrow(/interval/);
+    expect(() => requireBearer({ ...base, revocationList: { uri: `${r.url}/x`, interval: 60, maxStale: 30 } })).toThrow(/maxStale/);
+    expect(() => requireBearer({ ...base, revocationList: { uri: `${r.url}/x`, failOpen: 'yes' as never } })).toThrow(/failOpen/);
+    expect(() => requireBearer({ ...base, revocationList: { uri: `${r.url}/x`, every: 3 } as never })).toThrow(TypeError);
+  });
+});
+
+describe('when the list cannot be had', () => {
+  let r: Running;
+  let proxy: LoopbackServer;
+  let mode: 'pass' | 'down' | 'forged' = 'pass';
+  const forger = freshKey();
+  beforeAll(async () => {
+    r = await startIssuer();
+    proxy = await loopbackServer();
+    const app = express();
+    app.get('/list', async (req, res) => {
+      if (mode === 'down') return void res.status(503).end();
+      if (mode === 'forged') {
+        // well-formed, signed by a key the issuer never published
+        const body = signRevocationList({ tokens: [], clients: [] }, { kid: forger.kid, alg: 'ES256', privateKey: forger.privateKey, publicKey: forger.publicKey } as never, { issuer: r.url, now: Date.now() });
+        return void res.type('application/revocation-list+jwt').send(body);
+      }
+      const upstream = await fetch(`${r.url}/oauth/revocation-list`, { headers: req.headers['if-none-match'] ? { 'if-none-match': String(req.headers['if-none-match']) } : {} });
+      res.status(upstream.status);
+      const etag = upstream.headers.get('etag');
+      if (etag) res.setHeader('ETag', etag);
+      res.type('application/revocation-list+jwt').send(upstream.status === 304 ? undefined : await upstream.text());
+    });
+    proxy.serve(app);
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await r.close();
+  });
+
+  it('the last list is trusted for maxStale, then 503 temporarily_unavailable with Retry-After; it recovers as soon as the list answers; one warn line per outage', async () => {
+    mode = 'pass';
+    const lines: Line[] = [];
+    const api = resourceServer(r, { uri: `${proxy.url}/list`, interval: 0.2, maxStale: 1 }, recordingLogger(lines));
+    const at = await token(r);
+    expect((await call(api, at)).status).toBe(200);
+    mode = 'down';
+    const downAt = Date.now();
+    expect((await call(api, at)).status).toBe(200); // within maxStale: the last list
+    const ms = await until(api, at, 503, 3000);
+    expect(ms).toBeGreaterThanOrEqual(0);
+    expect(Date.now() - downAt).toBeGreaterThanOrEqual(800);
+    const refused = await call(api, at);
+    expect(refused.status).toBe(503);
+    expect(refused.body.error).toBe('temporarily_unavailable');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    mode = 'pass';
+    // back within the next poll (0.2 s here; a request polls by itself at most once a second)
+    const back = await until(api, at, 200, 2000);
+    expect(back).toBeGreaterThanOrEqual(0);
+    expect(back).toBeLessThan(1000);
+    expect(lines.filter((l) => l.event === 'revocation_list.unavailable')).toHaveLength(1);
+    expect(lines.filter((l) => l.event === 'revocation_list.recovered')).toHaveLength(1);
+  });
+
+  it('failOpen: past maxStale tokens pass unchecked', async () => {
+    mode = 'pass';
+    const api = resourceServer(r, { uri: `${proxy.url}/list`, interval: 0.2, maxStale: 0.5, failOpen: true });
+    const at = await token(r);
+    expect((await call(api, at)).status).toBe(200);
+    mode = 'down';
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    expect((await call(api, at)).status).toBe(200);
+    mode = 'pass';
+  });
+
+  it('a list signed by a key the issuer never published is not trusted: never verified → 503 (fail closed)', async () => {
+    mode = 'forged';
+    const lines: Line[] = [];
+    const api = resourceServer(r, { uri: `${proxy.url}/list`, interval: 5, maxStale: 10 }, recordingLogger(lines));
+    const res = await call(api, await token(r));
+    expect(res.status).toBe(503);
+    expect(res.body.error).toBe('temporarily_unavailable');
+    expect(lines.find((l) => l.event === 'revocation_list.unavailable')?.reason).toMatch(/unknown kid/);
+    mode = 'pass';
+  });
+});
