@@ -6,7 +6,9 @@
  *   ISSUER=http://localhost:3000 PORT=4000 npx ts-node --transpile-only examples/resource-server.ts
  *
  * Environment: PORT (4000), HOST (all interfaces), ISSUER (http://localhost:3000),
- * AUDIENCE (ISSUER + /api), JWKS_URI (ISSUER + /.well-known/jwks.json), LOG_LEVEL (info).
+ * AUDIENCE (ISSUER + /api), JWKS_URI (ISSUER + /.well-known/jwks.json), LOG_LEVEL (info),
+ * REVOCATION_LIST (ISSUER + /oauth/revocation-list; `off` to accept tokens until they
+ * expire), REVOCATION_LIST_INTERVAL (seconds between polls, 10).
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -23,10 +25,13 @@ export interface RunningResourceServer {
 export async function startResourceServer(env: NodeJS.ProcessEnv = process.env): Promise<RunningResourceServer> {
   const issuer = (env.ISSUER || 'http://localhost:3000').replace(/\/+$/, '');
   const logger = pino({ name: 'reports-api', level: env.LOG_LEVEL || 'info' });
+  const list = env.REVOCATION_LIST || `${issuer}/oauth/revocation-list`;
   const verify = {
     issuer,
     audience: env.AUDIENCE || `${issuer}/api`,
     jwksUri: env.JWKS_URI || `${issuer}/.well-known/jwks.json`,
+    // revoked tokens are refused within one poll of the issuer's signed list
+    revocationList: list === 'off' ? undefined : { uri: list, interval: Number(env.REVOCATION_LIST_INTERVAL || 10) },
     logger,
   };
 
