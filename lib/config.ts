@@ -21,6 +21,12 @@ export interface IssuerOptions {
   accessTokenTtl?: number;
   /** Scopes advertised as `scopes_supported` in the metadata. Default: none advertised. */
   scopesSupported?: string | string[];
+  /**
+   * RFC 8707: every API (absolute URI) this issuer issues tokens for, besides `audience`, which is the
+   * default resource (tokens requested without `resource`). A client asks for one with `resource=…` and
+   * gets a token whose `aud` is that resource, if the resource is on the client's list. Default: none.
+   */
+  resources?: string[];
   /** Realm of `WWW-Authenticate` challenges. Default `"api"` for bearer, the issuer URL for the token endpoint. */
   realm?: string;
   /** Seconds of clock skew allowed when verifying. Default 5. */
@@ -198,6 +204,8 @@ export interface IssuerConfig {
   algorithm: SigningAlgorithm;
   accessTokenTtl: number;
   scopesSupported: string[];
+  /** The resources besides `audience` (RFC 8707), as configured. */
+  resources: string[];
   bearerRealm: string;
   tokenRealm: string;
   clockTolerance: number;
@@ -219,10 +227,16 @@ export interface IssuerConfig {
 }
 
 const ISSUER_OPTIONS = [
-  'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'realm',
+  'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'resources', 'realm',
   'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'bruteForce', 'logger',
   'metrics', 'clientAssertionAudience', 'dpop', 'publicUrl',
 ] as const;
+
+function checkResources(value: unknown): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || !value.every((v) => typeof v === 'string' && v !== '')) throw new TypeError('option resources must be an array of absolute URIs');
+  return [...value];
+}
 
 /** Checks the `dpop` option of createIssuer(); `redis` is used as given. */
 export function parseDpop(value: DpopOptions | undefined): DpopSettings {
@@ -303,6 +317,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     algorithm,
     accessTokenTtl: checkInteger('accessTokenTtl', options.accessTokenTtl, 3600, 1, 86400),
     scopesSupported: scopeOption('scopesSupported', options.scopesSupported),
+    resources: checkResources(options.resources),
     bearerRealm: realm ?? 'api',
     tokenRealm: realm ?? issuer,
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),

@@ -34,8 +34,9 @@ export interface Issuer {
    * Middleware accepting only this issuer's access tokens, with all of `scope` when given.
    * `dpopNonce: true`: DPoP proofs at this route must carry a server nonce (401 `use_dpop_nonce` + `DPoP-Nonce`
    * otherwise); the same nonces as the token endpoint's, valid on every instance of the issuer.
+   * `audience`: one of the issuer's `resources` (RFC 8707); the route accepts only tokens for it. Default `audience`.
    */
-  requireBearer(options?: { scope?: string | string[]; dpop?: DpopMode; dpopNonce?: boolean }): RequestHandler;
+  requireBearer(options?: { scope?: string | string[]; dpop?: DpopMode; dpopNonce?: boolean; audience?: string }): RequestHandler;
   /** Opens the store and loads or creates the signing key. Await it before listening. */
   ready(): Promise<void>;
   /** Closes the store. */
@@ -123,14 +124,16 @@ export function createIssuer(options: IssuerOptions): Issuer {
     config,
     router: () => issuerRouter(server, metrics),
     requireBearer(routeOptions = {}) {
-      checkKnown('requireBearer()', routeOptions, ['scope', 'dpop', 'dpopNonce']);
+      checkKnown('requireBearer()', routeOptions, ['scope', 'dpop', 'dpopNonce', 'audience']);
+      // RFC 8707: a route of another API this issuer serves accepts only tokens for that API
+      const verifier = server.verifierFor(routeOptions.audience);
       const { dpopNonce = false } = routeOptions;
       if (typeof dpopNonce !== 'boolean') throw new TypeError('option dpopNonce must be true or false');
       // by default no nonces at resources: the proof's single use and the short window suffice (RFC 9449 §9 makes them optional)
       const nonces = dpopNonce ? (server.dpop.nonces ?? (rsNonces ??= new KeyDerivedNonces(server.keys, server.now))) : undefined;
       const dpop = { mode: checkDpopMode(routeOptions.dpop), publicUrl: config.publicUrl, verify: { ...server.dpop, nonces } };
       return bearerMiddleware({
-        verifier: server.verifier,
+        verifier,
         realm: config.bearerRealm,
         scope: scopeOption('scope', routeOptions.scope),
         logger,

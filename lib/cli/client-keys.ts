@@ -61,6 +61,7 @@ interface KeyClientFlags {
   out?: string;
   introspect?: boolean;
   'require-dpop'?: boolean;
+  resource?: string[];
 }
 
 export async function createKeyClient(ctx: Context, name: string, scope: string | undefined, values: KeyClientFlags): Promise<number> {

@@ -19,6 +19,7 @@ export const create: Handler = async (args, ctx) => {
     out: { type: 'string' },
     introspect: { type: 'boolean' },
     'require-dpop': { type: 'boolean' },
+    resource: { type: 'string', multiple: true },
   });
   if (values.name === undefined) throw new UsageError('missing required option --name', 'create');
   const scope = values.scope?.filter((s) => s !== '').join(' ');
@@ -34,7 +35,13 @@ export const create: Handler = async (args, ctx) => {
     if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --auth private_key_jwt`, 'create');
   }
   const policy = clientPolicy(values);
-  const created = await services(ctx).create({ name: values.name, scopes: scope, ...policy });
+  let created;
+  try {
+    created = await services(ctx).create({ name: values.name, scopes: scope, ...policy });
+  } catch (err) {
+    if (err instanceof TypeError) throw new UsageError(err.message, 'create');
+    throw err;
+  }
   const scopeText = created.scopes.join(' ');
   if (values.json) {
     ctx.out(JSON.stringify({ client_id: created.clientId, client_secret: created.clientSecret, name: created.name, scope: scopeText, ...policyJson(policy) }));
@@ -65,6 +72,9 @@ export const list: Handler = async (args, ctx) => {
           revoked_at: c.revokedAt ? c.revokedAt.toISOString() : null,
           active_secrets: c.activeSecrets,
           auth: c.authMethod,
+          ...(c.resources.length > 0 && { resources: c.resources }),
+          ...(c.permissions.length > 0 && { permissions: c.permissions }),
+          ...(c.requireDpop && { dpop_bound_access_tokens: true }),
         })),
       ),
     );

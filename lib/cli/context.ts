@@ -93,22 +93,31 @@ export function services(ctx: Context): ClientService {
   return new ClientService(ctx.stores.get, auditLogger(ctx.io.env));
 }
 
-/** What `create --introspect` and `--require-dpop` ask for, for any kind of client. */
-export function clientPolicy(values: { introspect?: boolean; 'require-dpop'?: boolean }): { permissions: 'introspect'[]; requireDpop: boolean } {
-  return { permissions: values.introspect ? ['introspect'] : [], requireDpop: values['require-dpop'] === true };
+/** What `create --introspect`, `--require-dpop` and `--resource` ask for, for any kind of client. */
+export function clientPolicy(values: { introspect?: boolean; 'require-dpop'?: boolean; resource?: string[] }): {
+  permissions: 'introspect'[];
+  requireDpop: boolean;
+  resources: string[];
+} {
+  return { permissions: values.introspect ? ['introspect'] : [], requireDpop: values['require-dpop'] === true, resources: values.resource ?? [] };
 }
 
 /** What `create` prints about them, labels padded to `width` (nothing for a plain client). */
-export function policyLines(c: { permissions: readonly string[]; requireDpop: boolean }, width: number): string[] {
+export function policyLines(c: { permissions: readonly string[]; requireDpop: boolean; resources: readonly string[] }, width: number): string[] {
   const lines: string[] = [];
+  if (c.resources.length > 0) lines.push(`  ${'resources:'.padEnd(width)}${c.resources.map(printable).join(' ')}`);
   if (c.permissions.length > 0) lines.push(`  ${'permissions:'.padEnd(width)}${c.permissions.join(' ')}`);
   if (c.requireDpop) lines.push(`  ${'dpop:'.padEnd(width)}required (every token request must carry a DPoP proof)`);
   return lines;
 }
 
-/** The same in `create --json`: `permissions`, `dpop_bound_access_tokens`, only when set. */
-export function policyJson(c: { permissions: readonly string[]; requireDpop: boolean }): Record<string, unknown> {
-  return { ...(c.permissions.length > 0 && { permissions: c.permissions }), ...(c.requireDpop && { dpop_bound_access_tokens: true }) };
+/** The same in `create --json`: `resources`, `permissions`, `dpop_bound_access_tokens`, only when set. */
+export function policyJson(c: { permissions: readonly string[]; requireDpop: boolean; resources: readonly string[] }): Record<string, unknown> {
+  return {
+    ...(c.resources.length > 0 && { resources: c.resources }),
+    ...(c.permissions.length > 0 && { permissions: c.permissions }),
+    ...(c.requireDpop && { dpop_bound_access_tokens: true }),
+  };
 }
 
 /** The client, or a CommandError when it is unknown or revoked. */

@@ -42,7 +42,7 @@ Run '${BIN} <command> --help' for the details of a command.
 ${KEY_ENVIRONMENT}
 `,
 
-  create: `Usage: ${BIN} create --name NAME [--scope "a b"] [--introspect] [--require-dpop] [--json]
+  create: `Usage: ${BIN} create --name NAME [--scope "a b"] [--resource URL]... [--introspect] [--require-dpop] [--json]
        ${BIN} create --name NAME --auth private_key_jwt (--jwks FILE | --jwks-uri URL) [--scope "a b"] [--json]
        ${BIN} create --name NAME --auth private_key_jwt --generate-key --out FILE [--scope "a b"] [--json]
 
@@ -67,6 +67,10 @@ Options:
   --jwks-uri URL    where the client publishes its public keys (https; http only
                     on loopback); fetched with a 5 s timeout and a 64 KiB cap,
                     cached 5 min, refetched once per 30 s for an unknown kid
+  --resource URL    an API (RFC 8707 resource) the client may ask tokens for, with
+                    resource=URL; repeatable. Without it, tokens carry the issuer's
+                    default audience only. An absolute URI, no query or fragment;
+                    the server refuses it if it is not in its resources option
   --introspect      let the client call /oauth/introspect (for resource servers)
   --require-dpop    refuse this client's token requests without a DPoP proof
                     (RFC 9449 dpop_bound_access_tokens): its tokens are always

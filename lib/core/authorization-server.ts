@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
-import { InvalidClientError, OAuthError, StoreUnavailableError, TooManyRequestsError } from '../errors';
+import { InvalidClientError, InvalidTargetError, OAuthError, StoreUnavailableError, TooManyRequestsError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
@@ -15,6 +15,7 @@ import { authorizationServerMetadata } from './metadata';
 import { introspect, revocationFor, type IntrospectionResponse } from './introspection';
 import { RevocationState } from './revocation';
 import { PublishedRevocationList } from './revocation-list';
+import { parseResourceIndicator, ResourcePolicy } from './resources';
 import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
@@ -69,6 +70,10 @@ export class AuthorizationServer {
   private stopListening: (() => Promise<void>) | undefined;
   /** Persists, then applies and announces revocations (CLI, /oauth/revoke, issuer.clients). */
   private revoker: Revoker | undefined;
+  /** RFC 8707: the resources this issuer serves (`audience` the default); undefined when `audience` is not a URI and no resources are set. */
+  private readonly resources: ResourcePolicy | undefined;
+  /** Verifiers of the issuer-bound requireBearer({ audience }) for resources other than the default, one per audience. */
+  private readonly audienceVerifiers = new Map<string, AccessTokenVerifier>();
   /** The signed list standalone verifiers poll: re-signed when the state or the signing key changes, or half its 5 min lifetime passed. */
   readonly revocationList: PublishedRevocationList;
 
@@ -83,10 +88,16 @@ export class AuthorizationServer {
     this.storeHealth = new StoreHealth(logger, now);
     this.revocation = new RevocationState({ maxTokenTtl: config.accessTokenTtl, clockTolerance: config.clockTolerance, now });
     this.revocationList = new PublishedRevocationList({ state: this.revocation, issuer: config.issuer, signingKey: () => this.keys.current(), now });
-    this.clients = new ClientService(() => this.ready().then(() => this.watched!), logger, now, {
-      client: (clientId, at) => this.revoker!.client(clientId, at),
-      clientTokens: (clientId, at) => this.revoker!.clientTokens(clientId, at),
-    });
+    this.clients = new ClientService(
+      () => this.ready().then(() => this.watched!),
+      logger,
+      now,
+      {
+        client: (clientId, at) => this.revoker!.client(clientId, at),
+        clientTokens: (clientId, at) => this.revoker!.clientTokens(clientId, at),
+      },
+      (values) => this.clientResources(values),
+    );
     this.keys = new KeyRing(
       deferredKeyStore(() => this.watched!),
       {
@@ -109,6 +120,7 @@ export class AuthorizationServer {
       revocation: this.revocation,
     });
     this.metadata = authorizationServerMetadata(config);
+    this.resources = resourcePolicy(config);
     this.assertions = new ClientAssertionVerifier({
       issuer: config.issuer,
       tokenEndpoint: config.tokenEndpoint,
@@ -223,7 +235,48 @@ export class AuthorizationServer {
 
   /** Every audience this issuer's tokens carry. */
   get audiences(): string[] {
-    return [this.config.audience];
+    return this.resources ? [this.config.audience, ...this.resources.list().filter((r) => r !== this.config.audience)] : [this.config.audience];
+  }
+
+  /**
+   * RFC 8707: the `aud` of a token for this client and its request's
+   * `resource` (undefined when absent, a list when repeated): the default
+   * audience without one, else the one resource asked for, if the issuer
+   * serves it and the client may use it. InvalidTargetError otherwise.
+   */
+  audienceFor(client: ClientRecord, requested: string | string[] | undefined): string {
+    if (this.resources) return this.resources.audienceFor(requested, client.resources);
+    if (requested === undefined) return this.config.audience;
+    if (Array.isArray(requested) && requested.length > 1) throw new InvalidTargetError('only one resource per token request');
+    parseResourceIndicator(Array.isArray(requested) ? requested[0] : requested);
+    throw new InvalidTargetError('the requested resource is not served by this issuer');
+  }
+
+  /** The resources a client may be registered for, as the issuer spells them; TypeError naming the first it does not serve. */
+  clientResources(values: readonly string[]): string[] {
+    if (values.length === 0) return [];
+    if (!this.resources) throw new TypeError('this issuer serves no resources (RFC 8707): set the resources option, with an audience that is an absolute URI');
+    return this.resources.clientResources(values);
+  }
+
+  /** The verifier for tokens of `audience`: the default one, or one per other resource (same keys, cache size and revocations). */
+  verifierFor(audience: string | undefined): AccessTokenVerifier {
+    if (audience === undefined || audience === this.config.audience) return this.verifier;
+    if (!this.audiences.includes(audience)) throw new TypeError(`audience ${JSON.stringify(audience)} is not one of this issuer's resources: ${this.audiences.join(', ')}`);
+    let verifier = this.audienceVerifiers.get(audience);
+    if (!verifier) {
+      verifier = new AccessTokenVerifier({
+        issuer: this.config.issuer,
+        audience,
+        keys: this.keys,
+        clockTolerance: this.config.clockTolerance,
+        cacheMax: this.config.tokenCacheMax,
+        now: this.now,
+        revocation: this.revocation,
+      });
+      this.audienceVerifiers.set(audience, verifier);
+    }
+    return verifier;
   }
 
   /**
@@ -325,11 +378,11 @@ export class AuthorizationServer {
     );
   }
 
-  /** Signs a token; bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */
-  issue(client: ClientRecord, scopes: string[], jkt?: string): IssuedToken {
+  /** Signs a token for `audience` (default: the default audience); bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */
+  issue(client: ClientRecord, scopes: string[], jkt?: string, audience: string = this.config.audience): IssuedToken {
     const issued = signAccessToken(this.keys.current(), {
       issuer: this.config.issuer,
-      audience: this.config.audience,
+      audience,
       clientId: client.clientId,
       scopes,
       ttl: this.config.accessTokenTtl,
@@ -338,7 +391,15 @@ export class AuthorizationServer {
       generation: this.revocation.generation(client.clientId),
     });
     this.logger.info(
-      { event: 'token.issued', client_id: client.clientId, scope: issued.claims.scope, jti: issued.claims.jti, exp: issued.claims.exp, ...(jkt && { token_type: 'DPoP' }) },
+      {
+        event: 'token.issued',
+        client_id: client.clientId,
+        scope: issued.claims.scope,
+        jti: issued.claims.jti,
+        exp: issued.claims.exp,
+        ...(jkt && { token_type: 'DPoP' }),
+        ...(audience !== this.config.audience && { aud: audience }),
+      },
       'access token issued',
     );
     return issued;
@@ -386,6 +447,25 @@ export class AuthorizationServer {
     await this.revocationFeed?.close();
     await this.stopListening?.().catch(() => undefined);
     await this.store?.close();
+  }
+}
+
+/** The resource policy of a configuration: none when the audience is not a URI and no resources are set. */
+function resourcePolicy(config: IssuerConfig): ResourcePolicy | undefined {
+  let audienceIsUri = true;
+  try {
+    parseResourceIndicator(config.audience);
+  } catch {
+    audienceIsUri = false;
+  }
+  if (!audienceIsUri) {
+    if (config.resources.length > 0) throw new TypeError('option resources needs an audience that is an absolute URI without query or fragment: the audience is the default resource');
+    return undefined;
+  }
+  try {
+    return new ResourcePolicy({ resources: config.resources, defaultResource: config.audience });
+  } catch (err) {
+    throw new TypeError(`option resources: ${(err as Error).message}`);
   }
 }
 

@@ -4,6 +4,7 @@ import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
 import { checkJwksUri } from './client-jwks-uri';
 import type { ClientAuthKind, ClientPermission, ClientPublicJwk, ClientRecord, ClientStore, RevocationNotifier } from '../stores/types';
 import type { RevocationStore } from './revocation';
+import { parseResourceIndicator } from './resources';
 import { scopeOption } from './scope';
 import { generateClientId, generateSecret, hashSecret } from './secrets';
 import { GRANT_TYPE } from './token-request';
@@ -28,6 +29,8 @@ export interface ClientInfo {
   permissions: ClientPermission[];
   /** Token requests without a DPoP proof are refused. */
   requireDpop: boolean;
+  /** RFC 8707 resources it may ask tokens for; empty: the default audience only. */
+  resources: string[];
 }
 
 /** A key-based client as registered: no secret exists. */
@@ -89,11 +92,31 @@ export interface CreateClientInput {
   permissions?: ClientPermission[];
   /** RFC 9449 `dpop_bound_access_tokens`: every token request must carry a DPoP proof. Default false. */
   requireDpop?: boolean;
+  /** RFC 8707 resources (absolute URIs) the client may ask tokens for. Default none: the default audience only. */
+  resources?: string[];
 }
 
 const NAME = /^[^\x00-\x1f\x7f]{1,200}$/;
 
 const PERMISSIONS: readonly ClientPermission[] = ['introspect'];
+
+function resourceList(value: unknown): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) throw new TypeError('resources must be an array of absolute URIs');
+  return value as string[];
+}
+
+/** Resources checked for their form only (absolute URI, no fragment or query), kept as given, without repeats. */
+function resourceForms(values: readonly string[]): string[] {
+  for (const v of values) {
+    try {
+      parseResourceIndicator(v);
+    } catch (err) {
+      throw new TypeError(`resource ${JSON.stringify(v)}: ${(err as Error).message}`);
+    }
+  }
+  return [...new Set(values)];
+}
 
 function checkPermissions(value: unknown): ClientPermission[] {
   if (value === undefined) return [];
@@ -122,6 +145,8 @@ export class ClientService {
     private readonly logger: Logger,
     private readonly now: () => number = Date.now,
     private readonly revocations?: ClientRevocations,
+    /** Checks a client's resources against the issuer's (TypeError for one it does not serve); without it, their form only. */
+    private readonly checkResources: (values: readonly string[]) => string[] = resourceForms,
   ) {}
 
   create(input: CreateKeyClientInput): Promise<RegisteredKeyClient>;
@@ -145,13 +170,14 @@ export class ClientService {
       throw new TypeError('grantTypes must be an array of grant type names');
     }
     const permissions = checkPermissions(input.permissions);
+    const resources = this.checkResources(resourceList(input.resources));
     const requireDpop = input.requireDpop ?? false;
     if (typeof requireDpop !== 'boolean') throw new TypeError('requireDpop must be true or false');
     const store = await this.store();
     const createdAt = new Date(this.now());
     const clientId = generateClientId();
     const name = input.name.trim();
-    const common = { clientId, name, scopes, grantTypes, createdAt, permissions, requireDpop };
+    const common = { clientId, name, scopes, grantTypes, createdAt, permissions, requireDpop, resources };
     if (jwksUri !== undefined) {
       await store.createClient({ ...common, secret: null, authMethod: 'private_key_jwt', jwks: null, jwksUri });
       this.logger.info({ event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', jwks_uri: jwksUri }, 'client created');
@@ -290,6 +316,7 @@ export class ClientService {
       jwksUri: client.jwksUri,
       permissions: client.permissions,
       requireDpop: client.requireDpop,
+      resources: client.resources,
     };
   }
 }

@@ -5,13 +5,19 @@ import { parseScope } from './scope';
 export const GRANT_TYPE = 'client_credentials';
 
 /** Parameters of the token request that are read; any other parameter is ignored. */
-const KNOWN = new Set(['grant_type', 'client_id', 'client_secret', 'client_assertion', 'client_assertion_type', 'scope']);
+const KNOWN = new Set(['grant_type', 'client_id', 'client_secret', 'client_assertion', 'client_assertion_type', 'scope', 'resource']);
 
 export interface TokenRequest {
   /** Known parameters, each present at most once, empty values dropped (RFC 6749 §3.2). */
   params: Record<string, string>;
   /** Requested scopes, `undefined` when `scope` was omitted. */
   scope: string[] | undefined;
+  /**
+   * RFC 8707 `resource`: `undefined` when absent, a list when repeated (the
+   * resource policy answers invalid_target for that, not the generic
+   * repeated-parameter error). Checked after client authentication.
+   */
+  resource: string | string[] | undefined;
 }
 
 /**
@@ -21,8 +27,13 @@ export interface TokenRequest {
 export function parseTokenRequest(entries: Iterable<[string, string]>): TokenRequest {
   const params: Record<string, string> = Object.create(null);
   const seen = new Set<string>();
+  let resource: string | string[] | undefined;
   for (const [name, value] of entries) {
     if (!KNOWN.has(name)) continue;
+    if (name === 'resource') {
+      resource = resource === undefined ? value : [...(Array.isArray(resource) ? resource : [resource]), value];
+      continue;
+    }
     if (seen.has(name)) throw new InvalidRequestError(`parameter ${name} is repeated`);
     seen.add(name);
     if (value !== '') params[name] = value;
@@ -36,7 +47,7 @@ export function parseTokenRequest(entries: Iterable<[string, string]>): TokenReq
     if (!parsed) throw new InvalidScopeError('scope is malformed: use scope tokens separated by single spaces');
     scope = parsed;
   }
-  return { params, scope };
+  return { params, scope, resource };
 }
 
 /**

@@ -6,7 +6,7 @@ import type { ClientRecord } from '../stores/types';
 /** What the token route hands to oauth2orize: the client is `req.user`, the granted scopes `req.authInfo`. */
 export interface GrantedRequest {
   user?: ClientRecord;
-  authInfo?: { scopes: string[]; startedAt?: number; jkt?: string };
+  authInfo?: { scopes: string[]; startedAt?: number; jkt?: string; audience?: string };
 }
 
 /**
@@ -22,12 +22,12 @@ export function clientCredentialsExchange(server: AuthorizationServer, onIssued?
     client: ClientRecord,
     _requested: string[] | undefined,
     _body: unknown,
-    authInfo: { scopes: string[]; startedAt?: number; jkt?: string },
+    authInfo: { scopes: string[]; startedAt?: number; jkt?: string; audience?: string },
     done: (err: Error | null, accessToken?: string, params?: Record<string, unknown>) => void,
   ): void {
     let issued;
     try {
-      issued = server.issue(client, authInfo.scopes, authInfo.jkt);
+      issued = server.issue(client, authInfo.scopes, authInfo.jkt, authInfo.audience);
     } catch (err) {
       done(err as Error);
       return;

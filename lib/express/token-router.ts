@@ -57,11 +57,13 @@ function prepareTokenRequest(server: AuthorizationServer) {
       if (query.has('client_secret') || query.has('client_id')) {
         throw new InvalidRequestError('client credentials must be sent in the request body or the Authorization header, never in the URL');
       }
-      const { params, scope } = parseTokenRequest(await readForm(req));
+      const { params, scope, resource } = parseTokenRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
       if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
       const client = await server.authenticate(credentials, { ip: req.ip });
       const scopes = grantScope(client, scope);
+      // RFC 8707: which API the token is for, checked once the client is known
+      const audience = server.audienceFor(client, resource);
       // DPoP (RFC 9449 §5): checked only once the client is authenticated
       const proof = req.headers.dpop;
       const jkt = proof === undefined ? undefined : (await server.checkDpopProof(proof)).jkt;
@@ -70,7 +72,7 @@ function prepareTokenRequest(server: AuthorizationServer) {
       const granted = req as Request & GrantedRequest;
       granted.body = params;
       granted.user = client;
-      granted.authInfo = { scopes, startedAt: (req as Timed)[STARTED], jkt };
+      granted.authInfo = { scopes, startedAt: (req as Timed)[STARTED], jkt, audience };
       next();
     } catch (err) {
       next(err);
