@@ -35,13 +35,7 @@ export const create: Handler = async (args, ctx) => {
     if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --auth private_key_jwt`, 'create');
   }
   const policy = clientPolicy(values);
-  let created;
-  try {
-    created = await services(ctx).create({ name: values.name, scopes: scope, ...policy });
-  } catch (err) {
-    if (err instanceof TypeError) throw new UsageError(err.message, 'create');
-    throw err;
-  }
+  const created = await services(ctx).create({ name: values.name, scopes: scope, ...policy });
   const scopeText = created.scopes.join(' ');
   if (values.json) {
     ctx.out(JSON.stringify({ client_id: created.clientId, client_secret: created.clientSecret, name: created.name, scope: scopeText, ...policyJson(policy) }));

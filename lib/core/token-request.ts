@@ -31,7 +31,8 @@ export function parseTokenRequest(entries: Iterable<[string, string]>): TokenReq
   for (const [name, value] of entries) {
     if (!KNOWN.has(name)) continue;
     if (name === 'resource') {
-      resource = resource === undefined ? value : [...(Array.isArray(resource) ? resource : [resource]), value];
+      // an empty value is an omitted one (RFC 6749 §3.2), here too
+      if (value !== '') resource = resource === undefined ? value : [...(Array.isArray(resource) ? resource : [resource]), value];
       continue;
     }
     if (seen.has(name)) throw new InvalidRequestError(`parameter ${name} is repeated`);
