@@ -130,6 +130,16 @@ describe('9. transport and lifetime', () => {
     expect(() => createTokenClient({ tokenEndpoint: 'http://auth.example/token', clientId: 'x', clientSecret: 'y' })).toThrow(/plain HTTP/);
   });
 
+  it('a loopback origin once allowed lets through only URLs on that host: look-alikes are still refused', async () => {
+    const c = client();
+    const origin = fx.api.url; // http://127.0.0.1:<port>
+    expect((await c.fetch(`${origin}/a`)).status).toBe(200);
+    expect((await c.fetch(`${origin}/b?c=d`)).status).toBe(200);
+    await expect(c.fetch(`${origin}@api.example/orders`)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INSECURE_HTTP' });
+    await expect(c.fetch(`${origin.replace('127.0.0.1', '127.0.0.1.api.example')}/orders`)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INSECURE_HTTP' });
+    expect(fx.api.requests.map((r) => r.path)).toEqual(['/a', '/b?c=d']);
+  });
+
   it('allowInsecureHttp lets it through; loopback needs no option', async () => {
     const seen: string[] = [];
     const c = client({
