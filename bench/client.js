@@ -19,8 +19,9 @@
 // median per-pair wall-clock difference. The pairs are also split into
 // rounds, and the spread of the per-round medians is reported.
 // Then the wrapper alone (a fetch that answers at once, no network), and the
-// heap after a full GC before and after 1,000,000 cached getToken() calls and
-// BENCH_CLIENT_FETCHES (100,000) cached client.fetch() calls.
+// heap after a full GC before and after 1,000,000 cached getToken() calls,
+// BENCH_CLIENT_FETCHES (100,000) plain fetch calls (the control: undici's own
+// growth) and as many cached client.fetch() calls.
 //
 // Environment: BENCH_CLIENT_PAIRS=60000, BENCH_CLIENT_ROUNDS=6 (pairs split
 // into rounds), BENCH_CLIENT_WARMUP=20000 pairs, BENCH_CLIENT_HITS=1000000,
@@ -207,6 +208,12 @@ async function main() {
     const heapBefore = heapMiB();
     for (let i = 0; i < HITS; i++) await client.getToken();
     const heapAfterHits = heapMiB();
+    // control: as many plain fetch calls first, so that undici's own growth is not read as the client's
+    for (let i = 0; i < FETCHES; i++) {
+      const res = await plain();
+      await res.arrayBuffer();
+    }
+    const heapAfterPlain = heapMiB();
     for (let i = 0; i < FETCHES; i++) {
       const res = await client.fetch(api);
       await res.arrayBuffer();
@@ -233,6 +240,7 @@ async function main() {
         beforeMiB: round(heapBefore),
         afterGetTokenHitsMiB: round(heapAfterHits),
         getTokenHits: HITS,
+        afterPlainFetchesMiB: round(heapAfterPlain),
         afterFetchHitsMiB: round(heapAfterFetches),
         fetchHits: FETCHES,
       },
@@ -243,7 +251,7 @@ async function main() {
     console.log(`  CPU   plain ${cpu.medianA}  client ${cpu.medianB}  per-pair difference: interquartile mean ${cpu.iqMean}, median ${cpu.median}, IQR ${range(cpu.iqr)}, 95 % CI ${range(cpu.ci95)}, per-round medians ${cpuRounds.join(' ')}`);
     console.log(`  verdict (upper 95 % bound of the median per-pair wall-clock difference): ${result.differenceUs} µs   target ≤ 5   ${result.differenceUs <= 5 ? 'met' : 'NOT met'}`);
     console.log(`  wrapper alone (stub fetch, no network): median ${stubWall.median} µs, IQR ${range(stubWall.iqr)}, 95 % CI ${range(stubWall.ci95)}`);
-    console.log(`heap after full GC: ${result.heap.beforeMiB} MiB before, ${result.heap.afterGetTokenHitsMiB} MiB after ${HITS.toLocaleString('en')} getToken() hits, ${result.heap.afterFetchHitsMiB} MiB after ${FETCHES.toLocaleString('en')} client.fetch() hits`);
+    console.log(`heap after full GC: ${result.heap.beforeMiB} MiB before, ${result.heap.afterGetTokenHitsMiB} MiB after ${HITS.toLocaleString('en')} getToken() hits, ${result.heap.afterPlainFetchesMiB} MiB after ${FETCHES.toLocaleString('en')} plain fetch calls (control), ${result.heap.afterFetchHitsMiB} MiB after ${FETCHES.toLocaleString('en')} client.fetch() hits`);
     console.log(`token requests seen by the server: ${tokens}`);
     const out = path.join(__dirname, 'results', 'client.json');
     fs.mkdirSync(path.dirname(out), { recursive: true });
