@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createTokenClient, type TokenClient, type TokenClientEvent, type TokenClientOptions } from '../../lib/client';
 
 export interface Reply {
   status?: number;
@@ -123,3 +124,47 @@ export async function until(check: () => boolean, what = 'condition'): Promise<v
 }
 
 export const bearerOf = (req: SeenRequest): string | undefined => req.headers.authorization?.replace(/^Bearer /, '');
+
+export interface ClientFixture {
+  /** A fresh counting token endpoint for each test. */
+  endpoint: FakeServer & { tokenUrl: string };
+  /** A fresh fake API for each test. */
+  api: FakeServer;
+  time: Clock;
+  /** Every event of every client made with `client()` in this test. */
+  events: TokenClientEvent[];
+  /** A client of `endpoint` on the fake clock, recording its events; closed after the test. */
+  client(options?: Partial<TokenClientOptions>): TokenClient;
+  count(type: TokenClientEvent['type']): number;
+  tokenRequests(): number;
+}
+
+/**
+ * Registers the per-test setup of the token client tests (a fresh token
+ * endpoint, API, clock and event list; clients closed afterwards) and returns
+ * the fixture, whose fields are replaced before each test.
+ */
+export function useClientFixture(credentials: { clientId: string; clientSecret: string }): ClientFixture {
+  const clients: TokenClient[] = [];
+  const fx = {
+    client(options: Partial<TokenClientOptions> = {}) {
+      const c = createTokenClient({ tokenEndpoint: fx.endpoint.tokenUrl, ...credentials, now: fx.time.now, onEvent: (e) => fx.events.push(e), ...options });
+      clients.push(c);
+      return c;
+    },
+    count: (type: TokenClientEvent['type']) => fx.events.filter((e) => e.type === type).length,
+    tokenRequests: () => fx.endpoint.requests.length,
+  } as ClientFixture;
+  beforeEach(async () => {
+    fx.endpoint = await fakeTokenEndpoint();
+    fx.api = await fakeApi();
+    fx.time = clock();
+    fx.events = [];
+  });
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((c) => c.close()));
+    await fx.endpoint.close();
+    await fx.api.close();
+  });
+  return fx;
+}

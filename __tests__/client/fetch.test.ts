@@ -1,79 +1,55 @@
 /** Behaviours 6 and 9 (transport, close) of client.fetch() against a fake API and a counting fake token endpoint. */
 import { Readable } from 'node:stream';
-import { createTokenClient, type TokenClientEvent, type TokenClientOptions } from '../../lib/client';
+import { createTokenClient } from '../../lib/client';
 import { challengeError } from '../../lib/client/challenge';
-import { bearerOf, clock, fakeApi, fakeTokenEndpoint, gate, until, type Clock, type FakeServer } from './fakes';
+import { bearerOf, gate, until, useClientFixture } from './fakes';
 
-let endpoint: FakeServer & { tokenUrl: string };
-let api: FakeServer;
-let time: Clock;
-let events: TokenClientEvent[];
-const clients: Array<{ close(): Promise<void> }> = [];
-
-function client(options: Partial<TokenClientOptions> = {}) {
-  const c = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'svc', clientSecret: 's3cret-value', now: time.now, onEvent: (e) => events.push(e), ...options });
-  clients.push(c);
-  return c;
-}
-
-const count = (type: TokenClientEvent['type']): number => events.filter((e) => e.type === type).length;
-const tokenRequests = (): number => endpoint.requests.length;
 const refuse = (error?: string) => ({ status: 401, headers: { 'www-authenticate': error ? `Bearer realm="api", error="${error}", error_description="no"` : 'Bearer realm="api"' } });
-
-beforeEach(async () => {
-  endpoint = await fakeTokenEndpoint();
-  api = await fakeApi();
-  time = clock();
-  events = [];
-});
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  await endpoint.close();
-  await api.close();
-});
+const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
+const { client, count, tokenRequests } = fx;
 
 describe('6. a 401 from the API', () => {
   it.each([['invalid_token'], [undefined]])('error=%s: one new token, the request retried once, 200', async (error) => {
-    api.reply = (req, n) => (n === 1 ? refuse(error) : { body: { token: bearerOf(req) } });
+    fx.api.reply = (req, n) => (n === 1 ? refuse(error) : { body: { token: bearerOf(req) } });
     const c = client();
-    const res = await c.fetch(`${api.url}/orders`, { method: 'POST', body: JSON.stringify({ item: 'pears' }), headers: { 'content-type': 'application/json' } });
+    const res = await c.fetch(`${fx.api.url}/orders`, { method: 'POST', body: JSON.stringify({ item: 'pears' }), headers: { 'content-type': 'application/json' } });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ token: 'tok-2' });
     expect(tokenRequests()).toBe(2);
-    expect(api.requests).toHaveLength(2);
-    expect(api.requests.map((r) => [r.headers.authorization, r.body, r.headers['content-type']])).toEqual([
+    expect(fx.api.requests).toHaveLength(2);
+    expect(fx.api.requests.map((r) => [r.headers.authorization, r.body, r.headers['content-type']])).toEqual([
       ['Bearer tok-1', '{"item":"pears"}', 'application/json'],
       ['Bearer tok-2', '{"item":"pears"}', 'application/json'],
     ]);
     expect(count('api.retry_401')).toBe(1);
-    expect(events.find((e) => e.type === 'token.requested' && e.reason === 'renew_401')).toBeDefined();
+    expect(fx.events.find((e) => e.type === 'token.requested' && e.reason === 'renew_401')).toBeDefined();
   });
 
   it('a second 401 goes back to the caller: no third attempt, no second renewal', async () => {
-    api.reply = () => refuse('invalid_token');
+    fx.api.reply = () => refuse('invalid_token');
     const c = client();
-    const res = await c.fetch(`${api.url}/orders`);
+    const res = await c.fetch(`${fx.api.url}/orders`);
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toContain('invalid_token');
-    expect(api.requests).toHaveLength(2);
+    expect(fx.api.requests).toHaveLength(2);
     expect(tokenRequests()).toBe(2);
   });
 
   it('50 calls refused with the same token share one renewal; all 50 retries carry the new token', async () => {
-    api.reply = (req) => (bearerOf(req) === 'tok-1' ? refuse('invalid_token') : { body: {} });
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-1' ? refuse('invalid_token') : { body: {} });
     const c = client();
     await c.getToken();
-    const responses = await Promise.all(Array.from({ length: 50 }, () => c.fetch(`${api.url}/x`)));
+    const responses = await Promise.all(Array.from({ length: 50 }, () => c.fetch(`${fx.api.url}/x`)));
     expect(responses.map((r) => r.status)).toEqual(Array(50).fill(200));
     expect(tokenRequests()).toBe(2);
-    const retries = api.requests.filter((r) => bearerOf(r) !== 'tok-1');
+    const retries = fx.api.requests.filter((r) => bearerOf(r) !== 'tok-1');
     expect(retries).toHaveLength(50);
     expect(new Set(retries.map(bearerOf))).toEqual(new Set(['tok-2']));
   });
 
   it('a 401 for the old token that arrives after the new one is cached does not drop the new one', async () => {
     const late = gate();
-    api.reply = async (req, n) => {
+    fx.api.reply = async (req, n) => {
       if (n === 1) {
         await late.promise; // answered last
         return refuse('invalid_token');
@@ -82,9 +58,9 @@ describe('6. a 401 from the API', () => {
     };
     const c = client();
     await c.getToken();
-    const slow = c.fetch(`${api.url}/slow`);
-    await until(() => api.requests.length === 1);
-    expect((await c.fetch(`${api.url}/fast`)).status).toBe(200); // renews to tok-2
+    const slow = c.fetch(`${fx.api.url}/slow`);
+    await until(() => fx.api.requests.length === 1);
+    expect((await c.fetch(`${fx.api.url}/fast`)).status).toBe(200); // renews to tok-2
     late.open();
     expect((await slow).status).toBe(200); // retried with tok-2
     expect(tokenRequests()).toBe(2);
@@ -92,57 +68,57 @@ describe('6. a 401 from the API', () => {
   });
 
   it('403 insufficient_scope goes back as is: no token request, no retry', async () => {
-    api.reply = () => ({ status: 403, headers: { 'www-authenticate': 'Bearer error="insufficient_scope", scope="orders:write"' }, body: { e: 1 } });
+    fx.api.reply = () => ({ status: 403, headers: { 'www-authenticate': 'Bearer error="insufficient_scope", scope="orders:write"' }, body: { e: 1 } });
     const c = client();
-    const res = await c.fetch(`${api.url}/x`);
+    const res = await c.fetch(`${fx.api.url}/x`);
     expect(res.status).toBe(403);
     expect(await res.json()).toEqual({ e: 1 });
     expect(tokenRequests()).toBe(1);
-    expect(api.requests).toHaveLength(1);
+    expect(fx.api.requests).toHaveLength(1);
   });
 
   it('a 401 with another error (invalid_request) or another scheme goes back as is', async () => {
     let answer = refuse('invalid_request');
-    api.reply = () => answer;
+    fx.api.reply = () => answer;
     const c = client();
-    expect((await c.fetch(`${api.url}/x`)).status).toBe(401);
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(401);
     answer = { status: 401, headers: { 'www-authenticate': 'Basic realm="x"' } };
-    expect((await c.fetch(`${api.url}/x`)).status).toBe(401);
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(401);
     expect(tokenRequests()).toBe(1);
-    expect(api.requests).toHaveLength(2);
+    expect(fx.api.requests).toHaveLength(2);
   });
 
   it('a body that cannot be sent again (a stream) gets its 401 back without a retry, and the next call uses a fresh token', async () => {
-    api.reply = (req) => (bearerOf(req) === 'tok-1' ? refuse('invalid_token') : { body: {} });
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-1' ? refuse('invalid_token') : { body: {} });
     const c = client();
-    const res = await c.fetch(`${api.url}/upload`, { method: 'POST', body: Readable.toWeb(Readable.from(['a', 'b'])) as ReadableStream, duplex: 'half' } as RequestInit);
+    const res = await c.fetch(`${fx.api.url}/upload`, { method: 'POST', body: Readable.toWeb(Readable.from(['a', 'b'])) as ReadableStream, duplex: 'half' } as RequestInit);
     expect(res.status).toBe(401);
-    expect(api.requests).toHaveLength(1);
+    expect(fx.api.requests).toHaveLength(1);
     expect(count('api.retry_401')).toBe(0);
-    const next = await c.fetch(`${api.url}/x`);
+    const next = await c.fetch(`${fx.api.url}/x`);
     expect(next.status).toBe(200);
-    expect(bearerOf(api.requests[1])).toBe('tok-2');
+    expect(bearerOf(fx.api.requests[1])).toBe('tok-2');
     expect(tokenRequests()).toBe(2);
   });
 
   it('a Request object without a body is retried; its headers are kept', async () => {
-    api.reply = (req, n) => (n === 1 ? refuse('invalid_token') : { body: { h: req.headers['x-trace'] } });
+    fx.api.reply = (req, n) => (n === 1 ? refuse('invalid_token') : { body: { h: req.headers['x-trace'] } });
     const c = client();
-    const res = await c.fetch(new Request(`${api.url}/x`, { headers: { 'x-trace': 't1' } }));
+    const res = await c.fetch(new Request(`${fx.api.url}/x`, { headers: { 'x-trace': 't1' } }));
     expect(await res.json()).toEqual({ h: 't1' });
-    expect(api.requests.map(bearerOf)).toEqual(['tok-1', 'tok-2']);
+    expect(fx.api.requests.map(bearerOf)).toEqual(['tok-1', 'tok-2']);
   });
 
   it('an API that answers 401 to everything: 100 calls in 10 s cause at most 3 token requests, never one per call', async () => {
-    api.reply = () => refuse('invalid_token');
+    fx.api.reply = () => refuse('invalid_token');
     const c = client();
     for (let i = 0; i < 100; i++) {
-      expect((await c.fetch(`${api.url}/x`)).status).toBe(401);
-      time.advance(0.1);
+      expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(401);
+      fx.time.advance(0.1);
     }
     expect(tokenRequests()).toBeLessThanOrEqual(3); // the first, then one renewal per minRenewalInterval (5 s)
     expect(tokenRequests()).toBeGreaterThanOrEqual(2);
-    expect(api.requests.length).toBe(100 + count('api.retry_401'));
+    expect(fx.api.requests.length).toBe(100 + count('api.retry_401'));
   });
 });
 
@@ -152,6 +128,16 @@ describe('9. transport and lifetime', () => {
     await expect(c.fetch('http://api.example/orders')).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INSECURE_HTTP' });
     expect(tokenRequests()).toBe(0);
     expect(() => createTokenClient({ tokenEndpoint: 'http://auth.example/token', clientId: 'x', clientSecret: 'y' })).toThrow(/plain HTTP/);
+  });
+
+  it('a loopback origin once allowed lets through only URLs on that host: look-alikes are still refused', async () => {
+    const c = client();
+    const origin = fx.api.url; // http://127.0.0.1:<port>
+    expect((await c.fetch(`${origin}/a`)).status).toBe(200);
+    expect((await c.fetch(`${origin}/b?c=d`)).status).toBe(200);
+    await expect(c.fetch(`${origin}@api.example/orders`)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INSECURE_HTTP' });
+    await expect(c.fetch(`${origin.replace('127.0.0.1', '127.0.0.1.api.example')}/orders`)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INSECURE_HTTP' });
+    expect(fx.api.requests.map((r) => r.path)).toEqual(['/a', '/b?c=d']);
   });
 
   it('allowInsecureHttp lets it through; loopback needs no option', async () => {
@@ -169,23 +155,23 @@ describe('9. transport and lifetime', () => {
     });
     expect((await c.fetch('http://api.example/orders')).status).toBe(200);
     expect(seen).toEqual(['Bearer tok-1']);
-    expect((await client().fetch(`http://localhost:${new URL(api.url).port}/x`)).status).toBe(200);
+    expect((await client().fetch(`http://localhost:${new URL(fx.api.url).port}/x`)).status).toBe(200);
   });
 
   it('close() stops background refresh: the request in flight is aborted, no token request after it, later calls reject', async () => {
     const c = client();
     await c.getToken();
-    endpoint.gate = gate().promise; // the refresh never gets an answer
-    time.advance(3361);
+    fx.endpoint.gate = gate().promise; // the refresh never gets an answer
+    fx.time.advance(3361);
     await c.getToken();
     await until(() => tokenRequests() === 2);
     await c.close();
     await expect(c.getToken()).rejects.toThrow('closed');
-    await expect(c.fetch(`${api.url}/x`)).rejects.toThrow('closed');
-    time.advance(10_000);
+    await expect(c.fetch(`${fx.api.url}/x`)).rejects.toThrow('closed');
+    fx.time.advance(10_000);
     await new Promise((r) => setTimeout(r, 50));
     expect(tokenRequests()).toBe(2);
-    expect(api.requests).toHaveLength(0);
+    expect(fx.api.requests).toHaveLength(0);
   });
 });
 

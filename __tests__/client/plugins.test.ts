@@ -6,42 +6,19 @@ import {
   type ClientAuthentication,
   type ProofOfPossession,
   type StoredToken,
-  type TokenClientEvent,
   type TokenClientOptions,
   type TokenStore,
 } from '../../lib/client';
-import { clock, fakeApi, fakeServer, fakeTokenEndpoint, type Clock, type FakeServer } from './fakes';
+import { fakeServer, useClientFixture } from './fakes';
 
-let endpoint: FakeServer & { tokenUrl: string };
-let api: FakeServer;
-let time: Clock;
-let events: TokenClientEvent[];
-const clients: Array<{ close(): Promise<void> }> = [];
 const SECRET = 'a:b+c%d e/é';
-
-function client(options: Partial<TokenClientOptions> = {}) {
-  const c = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'svc id', clientSecret: SECRET, now: time.now, onEvent: (e) => events.push(e), ...options });
-  clients.push(c);
-  return c;
-}
-const count = (type: TokenClientEvent['type']): number => events.filter((e) => e.type === type).length;
-
-beforeEach(async () => {
-  endpoint = await fakeTokenEndpoint();
-  api = await fakeApi();
-  time = clock();
-  events = [];
-});
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  await endpoint.close();
-  await api.close();
-});
+const fx = useClientFixture({ clientId: 'svc id', clientSecret: SECRET });
+const { client, count } = fx;
 
 describe('client authentication', () => {
   it('client_secret_basic (the default) form-encodes id and secret before Base64 (RFC 6749 §2.3.1)', async () => {
     await client().getToken();
-    const [req] = endpoint.requests;
+    const [req] = fx.endpoint.requests;
     const decoded = Buffer.from(req.headers.authorization!.replace(/^Basic /, ''), 'base64').toString('utf8');
     expect(decoded).toBe('svc+id:a%3Ab%2Bc%25d+e%2F%C3%A9');
     expect(req.form.get('client_secret')).toBeNull();
@@ -51,7 +28,7 @@ describe('client authentication', () => {
 
   it('client_secret_post sends id and secret as form fields, no Authorization header', async () => {
     await client({ authMethod: 'client_secret_post' }).getToken();
-    const [req] = endpoint.requests;
+    const [req] = fx.endpoint.requests;
     expect(req.headers.authorization).toBeUndefined();
     expect([req.form.get('client_id'), req.form.get('client_secret')]).toEqual(['svc id', SECRET]);
   });
@@ -68,7 +45,7 @@ describe('client authentication', () => {
         request.body.set('client_assertion', `assertion-${n}`);
       },
     };
-    endpoint.reply = (req, i) =>
+    fx.endpoint.reply = (req, i) =>
       i === 1
         ? { status: 400, headers: { 'dpop-nonce': 'n-1' }, body: { error: 'use_dpop_nonce' } }
         : { body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } };
@@ -90,23 +67,23 @@ describe('client authentication', () => {
       },
     };
     const c = client({ authMethod: assertion, clientSecret: undefined, proofOfPossession: pop });
-    const res = await c.fetch(`${api.url}/orders`);
+    const res = await c.fetch(`${fx.api.url}/orders`);
     expect(res.status).toBe(200);
-    expect(endpoint.requests.map((r) => [r.form.get('client_assertion'), r.headers.dpop])).toEqual([
+    expect(fx.endpoint.requests.map((r) => [r.form.get('client_assertion'), r.headers.dpop])).toEqual([
       ['assertion-1', 'proof-token-none'],
       ['assertion-2', 'proof-token-n-1'],
     ]);
-    expect(seen.every((s) => s.aud === endpoint.tokenUrl)).toBe(true);
-    expect(api.requests[0].headers.authorization).toBe('DPoP tok-2');
-    expect(api.requests[0].headers.dpop).toBe('proof-api-n-1');
-    expect(proofs).toEqual([`GET ${api.url}/orders tok-2`]);
+    expect(seen.every((s) => s.aud === fx.endpoint.tokenUrl)).toBe(true);
+    expect(fx.api.requests[0].headers.authorization).toBe('DPoP tok-2');
+    expect(fx.api.requests[0].headers.dpop).toBe('proof-api-n-1');
+    expect(proofs).toEqual([`GET ${fx.api.url}/orders tok-2`]);
     expect(count('dpop.nonce_retry')).toBe(1);
     expect(count('token.requested')).toBe(2);
   });
 
   it('the proof-of-possession hook can ask for one API retry on a nonce challenge', async () => {
-    endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
-    api.reply = (req, n) => (n === 1 ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } } : { body: {} });
+    fx.endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
+    fx.api.reply = (req, n) => (n === 1 ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } } : { body: {} });
     let nonce = 'none';
     const c = client({
       proofOfPossession: {
@@ -116,23 +93,23 @@ describe('client authentication', () => {
         retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
       },
     });
-    expect((await c.fetch(`${api.url}/x`)).status).toBe(200);
-    expect(api.requests.map((r) => r.headers.dpop)).toEqual(['p-none', 'p-api-n']);
-    expect(endpoint.requests).toHaveLength(1); // a nonce retry is not a token renewal
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);
+    expect(fx.api.requests.map((r) => r.headers.dpop)).toEqual(['p-none', 'p-api-n']);
+    expect(fx.endpoint.requests).toHaveLength(1); // a nonce retry is not a token renewal
     expect(count('dpop.nonce_retry')).toBe(1);
   });
 
   it('a DPoP token without a proof-of-possession plug-in is refused, never sent as Bearer', async () => {
-    endpoint.reply = () => ({ body: { access_token: 'x', token_type: 'DPoP', expires_in: 60 } });
-    await expect(client().fetch(`${api.url}/x`)).rejects.toMatchObject({ error: 'invalid_response' });
-    expect(api.requests).toHaveLength(0);
+    fx.endpoint.reply = () => ({ body: { access_token: 'x', token_type: 'DPoP', expires_in: 60 } });
+    await expect(client().fetch(`${fx.api.url}/x`)).rejects.toMatchObject({ error: 'invalid_response' });
+    expect(fx.api.requests).toHaveLength(0);
   });
 
   it('the secret methods are exported as plug-ins too', async () => {
     await client({ authMethod: clientSecretPost('p1'), clientSecret: undefined }).getToken({ scope: 'x' });
     await client({ authMethod: clientSecretBasic('p2'), clientSecret: undefined }).getToken({ scope: 'y' });
-    expect(endpoint.requests[0].form.get('client_secret')).toBe('p1');
-    expect(endpoint.requests[1].headers.authorization).toBe(`Basic ${Buffer.from('svc+id:p2').toString('base64')}`);
+    expect(fx.endpoint.requests[0].form.get('client_secret')).toBe('p1');
+    expect(fx.endpoint.requests[1].headers.authorization).toBe(`Basic ${Buffer.from('svc+id:p2').toString('base64')}`);
   });
 });
 
@@ -159,8 +136,8 @@ describe('8. shared store', () => {
     expect(entry.ttl).toBeGreaterThan(3590_000);
     const second = client({ store });
     for (let i = 0; i < 100; i++) expect((await second.getToken()).accessToken).toBe('tok-1');
-    expect(endpoint.requests).toHaveLength(1);
-    expect(events.filter((e) => e.type === 'token.cache_hit' && e.source === 'store')).toHaveLength(1);
+    expect(fx.endpoint.requests).toHaveLength(1);
+    expect(fx.events.filter((e) => e.type === 'token.cache_hit' && e.source === 'store')).toHaveLength(1);
   });
 
   it('keys differ by scope, resource, client and endpoint', async () => {
@@ -169,7 +146,7 @@ describe('8. shared store', () => {
     await client({ store }).getToken({ scope: 'b' });
     await client({ store, clientId: 'other' }).getToken({ scope: 'a' });
     await client({ store }).getToken({ scope: 'a', resource: 'https://r.example/' });
-    expect(endpoint.requests).toHaveLength(4);
+    expect(fx.endpoint.requests).toHaveLength(4);
     expect(store.data.size).toBe(4);
   });
 
@@ -181,17 +158,17 @@ describe('8. shared store', () => {
     };
     const c = client({ store: broken });
     expect((await c.getToken()).accessToken).toBe('tok-1');
-    expect((await c.fetch(`${api.url}/x`)).status).toBe(200);
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);
     await new Promise((r) => setTimeout(r, 10));
-    expect(events.filter((e) => e.type === 'store.error').map((e) => (e as { operation: string }).operation).sort()).toEqual(['get', 'set']);
+    expect(fx.events.filter((e) => e.type === 'store.error').map((e) => (e as { operation: string }).operation).sort()).toEqual(['get', 'set']);
   });
 
   it('a token the API refused is not read back from the store', async () => {
     const store = new MemoryStore();
-    api.reply = (req) => (req.headers.authorization === 'Bearer tok-1' ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: {} });
+    fx.api.reply = (req) => (req.headers.authorization === 'Bearer tok-1' ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: {} });
     const c = client({ store });
-    expect((await c.fetch(`${api.url}/x`)).status).toBe(200);
-    expect(endpoint.requests).toHaveLength(2);
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);
+    expect(fx.endpoint.requests).toHaveLength(2);
     await new Promise((r) => setTimeout(r, 10));
     expect([...store.data.values()][0].token.accessToken).toBe('tok-2');
   });
@@ -199,7 +176,7 @@ describe('8. shared store', () => {
   it('a stored token within its skew is not used', async () => {
     const store = new MemoryStore();
     await client({ store, refreshWindow: 0 }).getToken();
-    time.advance(3541);
+    fx.time.advance(3541);
     expect((await client({ store, refreshWindow: 0 }).getToken()).accessToken).toBe('tok-2');
   });
 });
@@ -207,20 +184,20 @@ describe('8. shared store', () => {
 describe('9. hygiene', () => {
   it('no event carries a token or the secret', async () => {
     const token = 'eyJ.secret-token.sig';
-    endpoint.reply = (req, n) =>
+    fx.endpoint.reply = (req, n) =>
       n === 3 ? { status: 503, body: { error: 'temporarily_unavailable' } } : { body: { access_token: `${token}${n}`, token_type: 'Bearer', expires_in: 3600 } };
-    api.reply = (req, n) => (n === 1 ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: {} });
+    fx.api.reply = (req, n) => (n === 1 ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: {} });
     const broken: TokenStore = { get: async () => Promise.reject(new Error('down')), set: async () => undefined, delete: async () => undefined };
     const c = client({ store: broken });
     await c.getToken();
-    await c.fetch(`${api.url}/x?access_token=leak`).catch(() => undefined);
-    await c.fetch(`${api.url}/x`);
-    time.advance(3400);
+    await c.fetch(`${fx.api.url}/x?access_token=leak`).catch(() => undefined);
+    await c.fetch(`${fx.api.url}/x`);
+    fx.time.advance(3400);
     await c.getToken();
     await new Promise((r) => setTimeout(r, 20));
-    const kinds = new Set(events.map((e) => e.type));
+    const kinds = new Set(fx.events.map((e) => e.type));
     for (const k of ['token.requested', 'token.cache_hit', 'token.refresh_failed', 'api.retry_401', 'store.error']) expect(kinds).toContain(k);
-    const text = JSON.stringify(events);
+    const text = JSON.stringify(fx.events);
     expect(text).not.toContain(token);
     expect(text).not.toContain('secret-token');
     expect(text).not.toContain('leak');
@@ -254,14 +231,14 @@ describe('issuer discovery', () => {
   it("reads the token endpoint from RFC 8414 metadata once, and refuses metadata naming another issuer", async () => {
     const meta = await fakeServer((req) =>
       req.path === '/.well-known/oauth-authorization-server'
-        ? { body: { issuer: meta.url, token_endpoint: endpoint.tokenUrl, token_endpoint_auth_methods_supported: ['client_secret_post'] } }
+        ? { body: { issuer: meta.url, token_endpoint: fx.endpoint.tokenUrl, token_endpoint_auth_methods_supported: ['client_secret_post'] } }
         : { status: 404 },
     );
     try {
       const c = client({ tokenEndpoint: undefined, issuer: meta.url });
       await Promise.all([c.getToken({ scope: 'a' }), c.getToken({ scope: 'b' })]);
       expect(meta.requests).toHaveLength(1);
-      expect(endpoint.requests[0].form.get('client_secret')).toBe(SECRET); // the only method the metadata lists
+      expect(fx.endpoint.requests[0].form.get('client_secret')).toBe(SECRET); // the only method the metadata lists
       const wrong = client({ tokenEndpoint: undefined, issuer: `${meta.url}/` });
       await expect(wrong.getToken()).rejects.toMatchObject({ error: 'invalid_metadata' });
     } finally {

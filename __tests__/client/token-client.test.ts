@@ -1,49 +1,18 @@
 /** Behaviours 1-5, 7 and 10 of the token client against a counting fake token endpoint. */
-import { createTokenClient, TokenEndpointError, type TokenClientEvent, type TokenClientOptions } from '../../lib/client';
-import { bearerOf, clock, fakeApi, fakeTokenEndpoint, gate, until, type Clock, type FakeServer } from './fakes';
+import { TokenEndpointError } from '../../lib/client';
+import { bearerOf, gate, until, useClientFixture } from './fakes';
 
-let endpoint: FakeServer & { tokenUrl: string };
-let api: FakeServer;
-let time: Clock;
-let events: TokenClientEvent[];
-const clients: Array<{ close(): Promise<void> }> = [];
-
-function client(options: Partial<TokenClientOptions> = {}) {
-  const c = createTokenClient({
-    tokenEndpoint: endpoint.tokenUrl,
-    clientId: 'svc',
-    clientSecret: 's3cret-value',
-    now: time.now,
-    onEvent: (e) => events.push(e),
-    ...options,
-  });
-  clients.push(c);
-  return c;
-}
-
-const count = (type: TokenClientEvent['type']): number => events.filter((e) => e.type === type).length;
-const tokenRequests = (): number => endpoint.requests.length;
-
-beforeEach(async () => {
-  endpoint = await fakeTokenEndpoint();
-  api = await fakeApi();
-  time = clock();
-  events = [];
-});
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  await endpoint.close();
-  await api.close();
-});
+const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
+const { client, count, tokenRequests } = fx;
 
 describe('1. cold start', () => {
   it('100 concurrent calls make exactly 1 token request and all 100 API requests carry the same token', async () => {
     const c = client();
-    const responses = await Promise.all(Array.from({ length: 100 }, () => c.fetch(`${api.url}/orders`)));
+    const responses = await Promise.all(Array.from({ length: 100 }, () => c.fetch(`${fx.api.url}/orders`)));
     expect(responses.every((r) => r.status === 200)).toBe(true);
     expect(tokenRequests()).toBe(1);
-    expect(api.requests).toHaveLength(100);
-    expect(new Set(api.requests.map((r) => r.headers.authorization))).toEqual(new Set(['Bearer tok-1']));
+    expect(fx.api.requests).toHaveLength(100);
+    expect(new Set(fx.api.requests.map((r) => r.headers.authorization))).toEqual(new Set(['Bearer tok-1']));
     expect(count('token.requested')).toBe(1);
   });
 
@@ -51,7 +20,7 @@ describe('1. cold start', () => {
     const c = client();
     for (let i = 0; i < 1000; i++) {
       expect((await c.getToken()).accessToken).toBe('tok-1');
-      time.advance(3);
+      fx.time.advance(3);
     }
     expect(tokenRequests()).toBe(1);
     expect(count('token.cache_hit')).toBe(999);
@@ -67,17 +36,17 @@ describe('2. cache key', () => {
     });
     const results = await Promise.all(calls);
     expect(tokenRequests()).toBe(2);
-    expect(endpoint.requests.map((r) => r.form.get('scope')).sort()).toEqual(['a b', 'c']);
+    expect(fx.endpoint.requests.map((r) => r.form.get('scope')).sort()).toEqual(['a b', 'c']);
     for (const { asked, got } of results) expect(got.scope).toBe(asked);
-    const byScope = new Map(endpoint.requests.map((r, i) => [r.form.get('scope'), `tok-${i + 1}`]));
+    const byScope = new Map(fx.endpoint.requests.map((r, i) => [r.form.get('scope'), `tok-${i + 1}`]));
     for (const { asked, got } of results) expect(got.accessToken).toBe(byScope.get(asked));
   });
 
   it('API calls get the token of the scope they ask for', async () => {
     const c = client({ scope: 'orders:read' });
-    await Promise.all([c.fetch(`${api.url}/r`), c.fetch(`${api.url}/w`, undefined, { scope: 'orders:write' })]);
-    const scopeOf = new Map(endpoint.requests.map((r, i) => [`Bearer tok-${i + 1}`, r.form.get('scope')]));
-    for (const r of api.requests) expect(scopeOf.get(r.headers.authorization!)).toBe(r.path === '/r' ? 'orders:read' : 'orders:write');
+    await Promise.all([c.fetch(`${fx.api.url}/r`), c.fetch(`${fx.api.url}/w`, undefined, { scope: 'orders:write' })]);
+    const scopeOf = new Map(fx.endpoint.requests.map((r, i) => [`Bearer tok-${i + 1}`, r.form.get('scope')]));
+    for (const r of fx.api.requests) expect(scopeOf.get(r.headers.authorization!)).toBe(r.path === '/r' ? 'orders:read' : 'orders:write');
   });
 
   it('a different resource is a different key, sent as resource', async () => {
@@ -86,7 +55,7 @@ describe('2. cache key', () => {
     await c.getToken({ resource: ['https://a.example/'] });
     await c.getToken({ resource: 'https://b.example/' });
     expect(tokenRequests()).toBe(2);
-    expect(endpoint.requests.map((r) => r.form.getAll('resource'))).toEqual([['https://a.example/'], ['https://b.example/']]);
+    expect(fx.endpoint.requests.map((r) => r.form.getAll('resource'))).toEqual([['https://a.example/'], ['https://b.example/']]);
   });
 
   it('is bounded: 1,000 keys by default, least recently used dropped first', async () => {
@@ -116,65 +85,65 @@ describe('3. expiry', () => {
   it('a token is not used within skew (60 s) of its expiry: none at 3539 s, a new one at 3541 s', async () => {
     const c = client({ refreshWindow: 0 });
     await c.getToken();
-    time.advance(3539);
+    fx.time.advance(3539);
     expect((await c.getToken()).accessToken).toBe('tok-1');
     expect(tokenRequests()).toBe(1);
-    time.advance(2);
+    fx.time.advance(2);
     expect((await c.getToken()).accessToken).toBe('tok-2');
     expect(tokenRequests()).toBe(2);
   });
 
   it('expiry counts from when the request was sent, not when the answer came', async () => {
-    endpoint.reply = (req, n) => {
-      time.advance(5); // the answer takes 5 s
+    fx.endpoint.reply = (req, n) => {
+      fx.time.advance(5); // the answer takes 5 s
       return { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 60 } };
     };
     const c = client({ skew: 10, refreshWindow: 0 });
-    const sent = time.t;
+    const sent = fx.time.t;
     const token = await c.getToken();
     expect(token.expiresAt.getTime()).toBe(sent + 60_000);
-    time.t = sent + 49_999;
+    fx.time.t = sent + 49_999;
     await c.getToken();
     expect(tokenRequests()).toBe(1);
-    time.t = sent + 50_001;
+    fx.time.t = sent + 50_001;
     await c.getToken();
     expect(tokenRequests()).toBe(2);
   });
 
   it('the skew is clamped to half the lifetime: a 30-second token serves 100 calls in 10 s with 1 request', async () => {
-    endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 30 } });
+    fx.endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 30 } });
     const c = client();
     for (let i = 0; i < 100; i++) {
       await c.getToken();
-      time.advance(0.099);
+      fx.time.advance(0.099);
     }
     expect(tokenRequests()).toBe(1);
-    time.t += 5100; // 15.0 s after sending: half the lifetime
+    fx.time.t += 5100; // 15.0 s after sending: half the lifetime
     await c.getToken();
     expect(tokenRequests()).toBe(2);
   });
 
   it('without expires_in a token is reused for 300 s: 1 request in 299 s, a second after 300 s', async () => {
-    endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: 'Bearer' } });
+    fx.endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: 'Bearer' } });
     const c = client({ refreshWindow: 0, skew: 0 });
     for (let s = 0; s < 299; s++) {
       await c.getToken();
-      time.advance(1);
+      fx.time.advance(1);
     }
     expect(tokenRequests()).toBe(1);
-    time.advance(1.001);
+    fx.time.advance(1.001);
     await c.getToken();
     expect(tokenRequests()).toBe(2);
   });
 
   it('defaultTtl sets that lifetime; skew applies to it as to any other', async () => {
-    endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: 'Bearer' } });
+    fx.endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: 'Bearer' } });
     const c = client({ defaultTtl: 120, refreshWindow: 0 });
     await c.getToken();
-    time.advance(59);
+    fx.time.advance(59);
     await c.getToken();
     expect(tokenRequests()).toBe(1);
-    time.advance(1.001);
+    fx.time.advance(1.001);
     await c.getToken();
     expect(tokenRequests()).toBe(2);
   });
@@ -184,15 +153,15 @@ describe('4. refresh ahead', () => {
   it('inside the window calls return the current token at once while exactly one background refresh runs', async () => {
     const c = client();
     await c.getToken();
-    time.advance(3300 + 61); // past any jittered start (3300-3360 s)
+    fx.time.advance(3300 + 61); // past any jittered start (3300-3360 s)
     const held = gate();
-    endpoint.gate = held.promise;
+    fx.endpoint.gate = held.promise;
     const tokens = await Promise.all(Array.from({ length: 100 }, () => c.getToken()));
     expect(new Set(tokens.map((t) => t.accessToken))).toEqual(new Set(['tok-1']));
     await until(() => tokenRequests() === 2, 'the background request');
-    expect(events.filter((e) => e.type === 'token.requested').map((e) => (e as { reason: string }).reason)).toEqual(['initial', 'refresh']);
+    expect(fx.events.filter((e) => e.type === 'token.requested').map((e) => (e as { reason: string }).reason)).toEqual(['initial', 'refresh']);
     held.open();
-    endpoint.gate = undefined;
+    fx.endpoint.gate = undefined;
     await until(() => count('token.cache_hit') > 100 || tokenRequests() === 2);
     let next = await c.getToken();
     for (let i = 0; i < 200 && next.accessToken === 'tok-1'; i++) {
@@ -204,14 +173,14 @@ describe('4. refresh ahead', () => {
   });
 
   it('the window opens at min(5 min, half the lifetime) before expiry', async () => {
-    endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 600 } });
+    fx.endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 600 } });
     const c = client();
     await c.getToken();
-    time.advance(299); // window opens at 300 s
+    fx.time.advance(299); // window opens at 300 s
     await c.getToken();
     await new Promise((r) => setTimeout(r, 20));
     expect(tokenRequests()).toBe(1);
-    time.advance(61 + 60); // the latest jittered start: 300 + (540 - 300) / 4 = 360 s
+    fx.time.advance(61 + 60); // the latest jittered start: 300 + (540 - 300) / 4 = 360 s
     await c.getToken();
     await until(() => tokenRequests() === 2, 'the refresh');
   });
@@ -219,14 +188,14 @@ describe('4. refresh ahead', () => {
   it('jitter: 50 clients created at the same instant spread their refreshes over more than 10 % of the window', async () => {
     const refreshedAt: number[] = [];
     const fleet = Array.from({ length: 50 }, () =>
-      client({ onEvent: (e) => e.type === 'token.requested' && e.reason === 'refresh' && refreshedAt.push(time.t) }),
+      client({ onEvent: (e) => e.type === 'token.requested' && e.reason === 'refresh' && refreshedAt.push(fx.time.t) }),
     );
     await Promise.all(fleet.map((c) => c.getToken()));
-    const start = time.t;
-    time.advance(3300);
-    while (refreshedAt.length < 50 && time.t < start + 3540_000) {
+    const start = fx.time.t;
+    fx.time.advance(3300);
+    while (refreshedAt.length < 50 && fx.time.t < start + 3540_000) {
       for (const c of fleet) await c.getToken();
-      time.advance(1);
+      fx.time.advance(1);
     }
     expect(refreshedAt).toHaveLength(50);
     const spread = Math.max(...refreshedAt) - Math.min(...refreshedAt);
@@ -238,13 +207,13 @@ describe('5. outages', () => {
   it('while a valid token is held a failing endpoint fails no call, and refreshes back off', async () => {
     const c = client();
     await c.getToken();
-    endpoint.reply = () => ({ status: 503, body: { error: 'temporarily_unavailable' } });
-    const start = time.t;
-    time.advance(3300);
+    fx.endpoint.reply = () => ({ status: 503, body: { error: 'temporarily_unavailable' } });
+    const start = fx.time.t;
+    fx.time.advance(3300);
     // 1,000 calls from the window's start to just before the token stops being used (3540 s)
     for (let i = 0; i < 1000; i++) {
       expect((await c.getToken()).accessToken).toBe('tok-1');
-      time.advance(0.239);
+      fx.time.advance(0.239);
       if (i % 50 === 0) await new Promise((r) => setTimeout(r, 1)); // let background requests finish
     }
     await until(() => count('token.refresh_failed') === tokenRequests() - 1, 'the last failure');
@@ -252,31 +221,31 @@ describe('5. outages', () => {
     // backoff 1, 2, 4, 8, 16, 30, 30… s (halved at most by jitter) over 240 s
     expect(failed).toBeGreaterThanOrEqual(3);
     expect(failed).toBeLessThanOrEqual(20);
-    expect(time.t - start).toBeLessThan(3540_000);
-    expect(events.filter((e) => e.type === 'token.refresh_failed').every((e) => (e as { tokenStillValid: boolean }).tokenStillValid)).toBe(true);
+    expect(fx.time.t - start).toBeLessThan(3540_000);
+    expect(fx.events.filter((e) => e.type === 'token.refresh_failed').every((e) => (e as { tokenStillValid: boolean }).tokenStillValid)).toBe(true);
   });
 
   it('once the token has expired and the endpoint still fails, calls fail fast with a TokenEndpointError and no API request is sent', async () => {
     const c = client({ refreshWindow: 0 });
     await c.getToken();
-    endpoint.reply = () => ({ status: 500, body: 'oops' });
-    time.advance(3541);
-    const first = await c.fetch(`${api.url}/x`).catch((e: unknown) => e);
+    fx.endpoint.reply = () => ({ status: 500, body: 'oops' });
+    fx.time.advance(3541);
+    const first = await c.fetch(`${fx.api.url}/x`).catch((e: unknown) => e);
     expect(first).toBeInstanceOf(TokenEndpointError);
     expect(first).toMatchObject({ status: 500, error: 'server_error' });
     const requestsAfterFirst = tokenRequests();
-    const again = await c.fetch(`${api.url}/x`).catch((e: unknown) => e);
+    const again = await c.fetch(`${fx.api.url}/x`).catch((e: unknown) => e);
     expect(again).toBeInstanceOf(TokenEndpointError);
     expect((again as TokenEndpointError).retryAfter).toBeGreaterThanOrEqual(1);
     expect(tokenRequests()).toBe(requestsAfterFirst); // fail fast: backed off
-    expect(api.requests).toHaveLength(0);
+    expect(fx.api.requests).toHaveLength(0);
   });
 
   it.each([
     [429, 10],
     [503, 5],
   ])('Retry-After on %i holds for all callers: no token request for %i s, then the first one goes through', async (status, seconds) => {
-    endpoint.reply = (req, n) =>
+    fx.endpoint.reply = (req, n) =>
       n === 1
         ? { status, headers: { 'retry-after': String(seconds) }, body: { error: status === 429 ? 'invalid_request' : 'temporarily_unavailable' } }
         : { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } };
@@ -285,14 +254,14 @@ describe('5. outages', () => {
     expect(err).toBeInstanceOf(TokenEndpointError);
     expect(err).toMatchObject({ status, retryAfter: seconds });
     for (let i = 0; i < 100; i++) {
-      time.advance((seconds - 0.1) / 100);
-      const e = (await Promise.all([c.getToken().catch((x: unknown) => x), c.fetch(`${api.url}/x`).catch((x: unknown) => x)]))[0] as TokenEndpointError;
+      fx.time.advance((seconds - 0.1) / 100);
+      const e = (await Promise.all([c.getToken().catch((x: unknown) => x), c.fetch(`${fx.api.url}/x`).catch((x: unknown) => x)]))[0] as TokenEndpointError;
       expect(e).toBeInstanceOf(TokenEndpointError);
       expect(e.retryAfter).toBeLessThanOrEqual(seconds);
     }
     expect(tokenRequests()).toBe(1);
-    expect(api.requests).toHaveLength(0);
-    time.advance(0.11);
+    expect(fx.api.requests).toHaveLength(0);
+    fx.time.advance(0.11);
     expect((await c.getToken()).accessToken).toBe('tok-2');
     expect(tokenRequests()).toBe(2);
   });
@@ -300,33 +269,33 @@ describe('5. outages', () => {
   it('Retry-After during a refresh: the held token keeps serving and no token request is made until it ends', async () => {
     const c = client();
     await c.getToken();
-    endpoint.reply = () => ({ status: 429, headers: { 'retry-after': '120' }, body: { error: 'invalid_request' } });
-    time.advance(3361);
+    fx.endpoint.reply = () => ({ status: 429, headers: { 'retry-after': '120' }, body: { error: 'invalid_request' } });
+    fx.time.advance(3361);
     await c.getToken();
     await until(() => count('token.refresh_failed') === 1);
     for (let i = 0; i < 100; i++) {
       expect((await c.getToken()).accessToken).toBe('tok-1');
-      time.advance(1.19);
+      fx.time.advance(1.19);
     }
     expect(tokenRequests()).toBe(2);
   });
 
   it.each(['invalid_client', 'unauthorized_client', 'invalid_scope'])('%s is not retried in a loop: 100 calls in 10 s make at most 2 token requests', async (error) => {
-    endpoint.reply = () => ({ status: error === 'invalid_client' ? 401 : 400, body: { error, error_description: 'no' } });
+    fx.endpoint.reply = () => ({ status: error === 'invalid_client' ? 401 : 400, body: { error, error_description: 'no' } });
     const c = client();
     for (let i = 0; i < 100; i++) {
       const e = (await c.getToken().catch((x: unknown) => x)) as TokenEndpointError;
       expect(e).toBeInstanceOf(TokenEndpointError);
       expect(e.error).toBe(error);
       expect(e.error_description).toBe('no');
-      time.advance(0.1);
+      fx.time.advance(0.1);
     }
     expect(tokenRequests()).toBeLessThanOrEqual(2);
     expect(count('token.refresh_failed')).toBe(tokenRequests());
   });
 
   it('a token endpoint that does not answer fails the call with error "timeout" after `timeout` seconds', async () => {
-    endpoint.gate = new Promise(() => undefined);
+    fx.endpoint.gate = new Promise(() => undefined);
     const c = client({ timeout: 0.3 });
     const started = Date.now();
     const e = (await c.getToken().catch((x: unknown) => x)) as TokenEndpointError;
@@ -345,10 +314,10 @@ describe('7. abort', () => {
   it("one caller's AbortSignal never cancels the token request others wait on", async () => {
     const c = client();
     const held = gate();
-    endpoint.gate = held.promise;
+    fx.endpoint.gate = held.promise;
     const controller = new AbortController();
-    const first = c.fetch(`${api.url}/x`, { signal: controller.signal });
-    const others = Array.from({ length: 9 }, () => c.fetch(`${api.url}/x`));
+    const first = c.fetch(`${fx.api.url}/x`, { signal: controller.signal });
+    const others = Array.from({ length: 9 }, () => c.fetch(`${fx.api.url}/x`));
     await until(() => tokenRequests() === 1);
     controller.abort();
     await expect(first).rejects.toMatchObject({ name: 'AbortError' });
@@ -356,12 +325,12 @@ describe('7. abort', () => {
     const responses = await Promise.all(others);
     expect(responses.map((r) => r.status)).toEqual(Array(9).fill(200));
     expect(tokenRequests()).toBe(1);
-    expect(api.requests).toHaveLength(9);
+    expect(fx.api.requests).toHaveLength(9);
   });
 
   it('getToken() takes a signal too', async () => {
     const c = client();
-    endpoint.gate = gate().promise;
+    fx.endpoint.gate = gate().promise;
     const controller = new AbortController();
     const p = c.getToken({ signal: controller.signal });
     controller.abort(new Error('caller gave up'));
@@ -372,16 +341,16 @@ describe('7. abort', () => {
 describe('10. events match the wire', () => {
   it('token.requested, token.cache_hit, token.refresh_failed and api.retry_401 count what the endpoint and the API saw', async () => {
     let refuse = 1;
-    api.reply = (req) => (refuse-- > 0 ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: { ok: bearerOf(req) } });
+    fx.api.reply = (req) => (refuse-- > 0 ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: { ok: bearerOf(req) } });
     const c = client();
-    for (let i = 0; i < 5; i++) await c.fetch(`${api.url}/x`);
-    endpoint.reply = () => ({ status: 503, body: { error: 'temporarily_unavailable' } });
-    time.advance(3361);
+    for (let i = 0; i < 5; i++) await c.fetch(`${fx.api.url}/x`);
+    fx.endpoint.reply = () => ({ status: 503, body: { error: 'temporarily_unavailable' } });
+    fx.time.advance(3361);
     await c.getToken();
     await until(() => count('token.refresh_failed') === 1);
     expect(count('token.requested')).toBe(tokenRequests());
     expect(count('token.refresh_failed')).toBe(1);
-    expect(count('api.retry_401')).toBe(api.requests.length - 5);
+    expect(count('api.retry_401')).toBe(fx.api.requests.length - 5);
     expect(count('token.cache_hit')).toBe(4 + 1); // calls 2-5, and the one in the refresh window
   });
 });

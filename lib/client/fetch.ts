@@ -1,6 +1,6 @@
 import { challengeError } from './challenge';
-import { checkTransport } from './http';
-import type { TokenCache, CachedToken, TokenParams } from './token-client';
+import type { ProofOfPossession } from './proof-of-possession';
+import type { TokenCache, CachedToken, Entry, TokenParams } from './token-client';
 
 type Input = string | URL | Request;
 
@@ -40,19 +40,49 @@ function tokenRefused(response: Response, scheme: string): boolean {
  * `fetch` with the token attached. On a 401 that refuses the token: one
  * renewal shared by every call that sent the same token, and one retry when
  * the body can be sent again. Never sends a request without a token.
+ *
+ * Not an async function: with the token cached, the call is the fetch itself
+ * and one `then` (a look at the status), no further promise hops; anything
+ * thrown on the way is a rejection all the same.
  */
-export async function fetchWithToken(cache: TokenCache, input: Input, init: RequestInit | undefined, params: TokenParams | undefined): Promise<Response> {
+export function fetchWithToken(cache: TokenCache, input: Input, init: RequestInit | undefined, params: TokenParams | undefined): Promise<Response> {
+  try {
+    const url = urlOf(input);
+    cache.checkApiUrl(url);
+    const entry = cache.entry(params);
+    const signal = init?.signal;
+    const got = cache.token(entry, signal);
+    if (got instanceof Promise) return got.then((token) => sendChecked(cache, input, init, url, entry, signal, token));
+    return sendChecked(cache, input, init, url, entry, signal, got);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+function sendChecked(
+  cache: TokenCache,
+  input: Input,
+  init: RequestInit | undefined,
+  url: string,
+  entry: Entry,
+  signal: AbortSignal | null | undefined,
+  token: CachedToken,
+): Promise<Response> {
+  return send(cache, input, init, url, token).then((response) => (response.status === 401 ? after401(cache, input, init, url, entry, signal, token, response) : response));
+}
+
+/** A 401 from the API: the proof-of-possession retry (a nonce), then one renewal and one retry when the token was refused. */
+async function after401(
+  cache: TokenCache,
+  input: Input,
+  init: RequestInit | undefined,
+  url: string,
+  entry: Entry,
+  signal: AbortSignal | null | undefined,
+  token: CachedToken,
+  response: Response,
+): Promise<Response> {
   const config = cache.config;
-  const url = urlOf(input);
-  checkTransport(url, config.allowInsecureHttp, 'client.fetch()');
-  const entry = cache.entry(params);
-  const signal = init?.signal;
-  const got = cache.token(entry, signal);
-  let token = got instanceof Promise ? await got : got;
-
-  let response = await send(cache, input, init, url, token);
-  if (response.status !== 401) return response;
-
   const canReplay = replayable(input, init);
   const pop = config.pop;
   if (pop !== undefined && token.scheme === pop.scheme && canReplay) {
@@ -70,25 +100,31 @@ export async function fetchWithToken(cache: TokenCache, input: Input, init: Requ
   if (next === undefined) return response;
   await response.body?.cancel();
   cache.emit({ type: 'api.retry_401', method: (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase(), url: where(url) });
-  token = next;
-  return send(cache, input, init, url, token);
+  return send(cache, input, init, url, next);
 }
 
-async function send(cache: TokenCache, input: Input, init: RequestInit | undefined, url: string, token: CachedToken): Promise<Response> {
-  const authorization = `${token.scheme} ${token.value.accessToken}`;
-  const pop = cache.config.pop;
-  const prove = pop !== undefined && token.scheme === pop.scheme;
-  let headers: Headers | Record<string, string>;
-  if (!prove && init?.headers === undefined && !(input instanceof Request)) {
-    headers = { authorization }; // the common case: no Headers object to build
-  } else {
-    const h = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
-    h.set('authorization', authorization);
-    if (prove) {
-      const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
-      await pop.apiRequest({ url, method, headers: h, accessToken: token.value.accessToken });
+/** The request with the token attached (and a proof when the token is bound to a key). A rejection for anything thrown. */
+function send(cache: TokenCache, input: Input, init: RequestInit | undefined, url: string, token: CachedToken): Promise<Response> {
+  try {
+    const authorization = `${token.scheme} ${token.value.accessToken}`;
+    const pop = cache.config.pop;
+    if (pop !== undefined && token.scheme === pop.scheme) return sendWithProof(cache, pop, input, init, url, token, authorization);
+    if (init?.headers === undefined && !(input instanceof Request)) {
+      // the common case: no Headers object to build
+      return cache.fetchImpl(input, init === undefined ? { headers: { authorization } } : { ...init, headers: { authorization } });
     }
-    headers = h;
+    const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+    headers.set('authorization', authorization);
+    return cache.fetchImpl(input, init === undefined ? { headers } : { ...init, headers });
+  } catch (err) {
+    return Promise.reject(err);
   }
+}
+
+async function sendWithProof(cache: TokenCache, pop: ProofOfPossession, input: Input, init: RequestInit | undefined, url: string, token: CachedToken, authorization: string): Promise<Response> {
+  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+  headers.set('authorization', authorization);
+  const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
+  await pop.apiRequest({ url, method, headers, accessToken: token.value.accessToken });
   return cache.fetchImpl(input, init === undefined ? { headers } : { ...init, headers });
 }

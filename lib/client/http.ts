@@ -46,20 +46,37 @@ export function isLoopbackHost(hostname: string): boolean {
   return hostname === 'localhost' || hostname.endsWith('.localhost') || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
 }
 
-/** Throws a TypeError for a URL a credential must not be sent to. */
-export function checkTransport(url: string, allowInsecureHttp: boolean, what: string): void {
-  if (url.startsWith('https://')) return;
+/** Throws a TypeError for a URL a credential must not be sent to; returns the parsed URL (`undefined` for an https: string). */
+export function checkTransport(url: string, allowInsecureHttp: boolean, what: string): URL | undefined {
+  if (url.startsWith('https://')) return undefined;
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
     throw new TypeError(`${what}: not a URL`);
   }
-  if (parsed.protocol === 'https:') return;
-  if (parsed.protocol === 'http:' && (allowInsecureHttp || isLoopbackHost(parsed.hostname))) return;
+  if (parsed.protocol === 'https:') return parsed;
+  if (parsed.protocol === 'http:' && (allowInsecureHttp || isLoopbackHost(parsed.hostname))) return parsed;
   const err = new TypeError(`${what}: refusing to send a credential to ${parsed.protocol}//${parsed.host} over plain HTTP (set allowInsecureHttp to allow it)`);
   (err as TypeError & { code: string }).code = 'ERR_INSECURE_HTTP';
   throw err;
+}
+
+/**
+ * `checkTransport()` that remembers the last few origins it allowed: a URL
+ * string that begins with one of them followed by `/` (so its host can only
+ * be that one) is allowed without being parsed again.
+ */
+export function transportChecker(allowInsecureHttp: boolean, what: string, remember = 8): (url: string) => void {
+  const allowed: string[] = [];
+  return (url) => {
+    if (url.startsWith('https://')) return;
+    for (let i = 0; i < allowed.length; i++) if (url.startsWith(allowed[i])) return;
+    const parsed = checkTransport(url, allowInsecureHttp, what);
+    if (parsed === undefined || parsed.host === '') return;
+    if (allowed.length === remember) allowed.shift();
+    allowed.push(`${parsed.protocol}//${parsed.host}/`);
+  };
 }
 
 /** Reads a JSON object body; `undefined` when the body is not one. */

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { clientSecretBasic, clientSecretPost, type ClientAuthContext, type ClientAuthentication } from './auth';
 import { discover } from './discovery';
 import { TokenEndpointError } from './errors';
-import { checkTransport, type FetchLike } from './http';
+import { checkTransport, transportChecker, type FetchLike } from './http';
 import { normaliseResource, normaliseScope, type ClientConfig, type TokenClientEvent, type TokenRequestReason } from './options';
 import type { StoredToken } from './store';
 import { requestToken, type TokenRequestSettings } from './token-request';
@@ -86,9 +86,12 @@ export class TokenCache {
   private endpoint: Promise<{ url: string; auth: ClientAuthentication }> | undefined;
   private closed = false;
   readonly defaultEntryKey: string;
+  /** Refuses an API URL a token must not be sent to (see checkTransport()); remembers the origins it allowed. */
+  readonly checkApiUrl: (url: string) => void;
 
   constructor(readonly config: ClientConfig) {
     this.fetch = config.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.checkApiUrl = transportChecker(config.allowInsecureHttp, 'client.fetch()');
     this.defaultEntryKey = `${config.scope}\n${config.resource.join(' ')}`;
   }
 
