@@ -31,6 +31,23 @@ describe('RemoteJwks', () => {
     expect(r.peek('a')).toBe(a);
   });
 
+  it('a JWKS that cannot be fetched is unavailable (503), also within the cooldown: never "unknown kid" for a key it could not look for', async () => {
+    let down = true;
+    const flaky = (async () => {
+      fetches++;
+      if (down) throw new TypeError('fetch failed');
+      return new Response(JSON.stringify({ keys: set }), { status: 200 });
+    }) as unknown as typeof fetch;
+    const r = new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: flaky });
+    await expect(Promise.resolve().then(() => r.resolve('a'))).rejects.toMatchObject({ code: 'temporarily_unavailable', status: 503 });
+    expect(() => r.resolve('a')).toThrow(expect.objectContaining({ code: 'temporarily_unavailable' }));
+    expect(fetches).toBe(1); // within the cooldown: no second fetch
+    down = false;
+    clock += 30_000;
+    expect(await r.resolve('a')).toBeDefined();
+    expect(await r.resolve('made-up')).toBeUndefined(); // found nothing: an unknown kid again
+  });
+
   it('finds a new kid at once, then holds back after a fetch that found nothing', async () => {
     const r = remote();
     await r.resolve('a');

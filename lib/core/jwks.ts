@@ -84,6 +84,8 @@ export class RemoteJwks implements KeyResolver {
   private fetchedAt = 0;
   private lastAttempt = Number.NEGATIVE_INFINITY;
   private lastFruitless = Number.NEGATIVE_INFINITY;
+  /** Why the last fetch for an unknown kid failed, while no later one succeeded. */
+  private lastFailure: unknown;
   private inFlight: Promise<void> | undefined;
 
   constructor(
@@ -102,21 +104,31 @@ export class RemoteJwks implements KeyResolver {
       if (now - this.fetchedAt > this.options.maxAgeMs && this.canRefresh(now)) this.refresh().catch(() => undefined);
       return key;
     }
-    if (!this.inFlight && now - this.lastFruitless < this.options.cooldownMs) return undefined;
+    if (!this.inFlight && now - this.lastFruitless < this.options.cooldownMs) {
+      // within the cooldown: a set that did not have the kid says so; a set that could not be fetched cannot tell
+      if (this.lastFailure) throw this.unavailable(this.lastFailure);
+      return undefined;
+    }
     return this.refresh().then(
       () => {
+        this.lastFailure = undefined;
         const found = this.keys.get(kid);
         if (!found) this.lastFruitless = this.options.now();
         return found;
       },
       (err: unknown) => {
         this.lastFruitless = this.options.now();
-        throw new TemporarilyUnavailableError('the authorization server keys cannot be fetched; retry later', {
-          detail: `JWKS fetch from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`,
-          cause: err,
-        });
+        this.lastFailure = err;
+        throw this.unavailable(err);
       },
     );
+  }
+
+  private unavailable(err: unknown): TemporarilyUnavailableError {
+    return new TemporarilyUnavailableError('the authorization server keys cannot be fetched; retry later', {
+      detail: `JWKS fetch from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`,
+      cause: err,
+    });
   }
 
   /** Background refreshes: not while one is under way, and not more often than the cooldown even when they fail. */
