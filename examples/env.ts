@@ -63,6 +63,8 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       keyRefreshInterval: env.KEY_REFRESH_INTERVAL ? Number(env.KEY_REFRESH_INTERVAL) : undefined,
       scopesSupported: ['orders:read', 'orders:write'],
       bruteForce: redis ? { redis } : undefined,
+      // instances on one store hear of each other's revocations at once (PostgreSQL also notifies by itself)
+      revocationPush: redis ? { redis } : undefined,
       logger,
       metrics: metrics ? { registry: metrics } : undefined,
     });

@@ -45,6 +45,13 @@ export interface IssuerOptions {
    */
   revocationResync?: number;
   /**
+   * A Redis shared by the instances (an ioredis client): an instance that revokes publishes a short message
+   * and the others reload the revocations at once, whatever the store (PostgreSQL notifies by itself). A
+   * second connection is opened with `redis.duplicate()` for the subscription. `channel`: one per issuer
+   * sharing a Redis (default `ecc:revocation:changed`).
+   */
+  revocationPush?: { redis: unknown; channel?: string };
+  /**
    * Limits on failed client authentications, or `false` to turn them off. Default: in 15 minutes, 100 per source
    * address and 10 per (client_id, address), in memory; 20 failures of one client from all addresses raise
    * `client.auth_failures_high` but never refuse its right secret.
@@ -215,6 +222,8 @@ export interface IssuerConfig {
   clientCacheTtl: number | undefined;
   keyRefreshInterval: number;
   revocationResync: number;
+  /** The Redis doorbell for revocations, as given (checked). */
+  revocationPush: { redis: unknown; channel: string } | undefined;
   revocationEndpoint: string;
   introspectionEndpoint: string;
   /** Where the signed revocation list for standalone verifiers is served (a package extension). */
@@ -228,9 +237,21 @@ export interface IssuerConfig {
 
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'resources', 'realm',
-  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'bruteForce', 'logger',
+  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'revocationPush', 'bruteForce', 'logger',
   'metrics', 'clientAssertionAudience', 'dpop', 'publicUrl',
 ] as const;
+
+function parseRevocationPush(value: unknown): { redis: unknown; channel: string } | undefined {
+  if (value === undefined) return undefined;
+  checkObject('revocationPush', value);
+  const v = value as Record<string, unknown>;
+  checkKnown('option revocationPush', v, ['redis', 'channel']);
+  const redis = v.redis as { publish?: unknown; duplicate?: unknown } | null | undefined;
+  if (typeof redis?.publish !== 'function' || typeof redis.duplicate !== 'function') {
+    throw new TypeError('option revocationPush.redis must be an ioredis client (publish() and duplicate())');
+  }
+  return { redis, channel: checkString('revocationPush.channel', v.channel, 'ecc:revocation:changed') };
+}
 
 function checkResources(value: unknown): string[] {
   if (value === undefined) return [];
@@ -326,6 +347,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     clientCacheTtl: options.clientCacheTtl === undefined ? undefined : checkNumber('clientCacheTtl', options.clientCacheTtl, 0, 0, 60),
     keyRefreshInterval: checkNumber('keyRefreshInterval', options.keyRefreshInterval, 30, 0.1, 3600),
     revocationResync: checkNumber('revocationResync', options.revocationResync, 2, 0.05, 60),
+    revocationPush: parseRevocationPush(options.revocationPush),
     revocationEndpoint: `${base}/oauth/revoke`,
     introspectionEndpoint: `${base}/oauth/introspect`,
     revocationListUri: `${base}/oauth/revocation-list`,

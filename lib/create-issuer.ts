@@ -3,6 +3,7 @@ import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type I
 import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
 import { RedisReplayStore, type RedisSetNxClient } from './core/dpop';
+import { RedisRevocationNotifier, type RedisPublishClient } from './core/redis-revocation-notifier';
 import type { ClientService } from './core/clients';
 import type { LoadedKey, PublicJwk } from './core/keys';
 import { KeyDerivedNonces } from './core/key-derived-nonces';
@@ -66,6 +67,17 @@ export interface Issuer {
   isFirstStart(): boolean;
 }
 
+/** Calls `fn` at most once a minute. */
+function onceAMinute(fn: (err: unknown) => void): (err: unknown) => void {
+  let last = Number.NEGATIVE_INFINITY;
+  return (err) => {
+    const now = Date.now();
+    if (now - last < 60_000) return;
+    last = now;
+    fn(err);
+  };
+}
+
 const STORE_METHODS = ['findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'close', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys'] as const;
 
 function checkStore(store: unknown): Store {
@@ -92,6 +104,13 @@ export function createIssuer(options: IssuerOptions): Issuer {
     limiter,
     undefined,
     options.dpop?.redis ? new RedisReplayStore({ client: options.dpop.redis as RedisSetNxClient, prefix: config.dpop.keyPrefix }) : undefined,
+    config.revocationPush &&
+      new RedisRevocationNotifier({
+        redis: config.revocationPush.redis as RedisPublishClient,
+        channel: config.revocationPush.channel,
+        // a lost doorbell costs at most revocationResync; one line per burst is enough
+        onError: onceAMinute((err) => logger.warn({ event: 'revocation_push.unavailable', err: (err as Error)?.message }, 'revocation push (Redis) unavailable; instances reload revocations every revocationResync seconds')),
+      }),
   );
   // one per issuer: its requireBearer() middlewares share the once-a-minute info lines
   const rejections = new RejectionLog(logger);

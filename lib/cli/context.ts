@@ -1,6 +1,7 @@
 /** What every command shares: the I/O, the lazily opened store, the audit logger and output formatting. */
 import { ClientService, type ClientInfo } from '../core/clients';
 import { deferredKeyStore } from '../core/keys';
+import { RedisRevocationNotifier } from '../core/redis-revocation-notifier';
 import pino from 'pino';
 import { silentLogger, type Logger } from '../logger';
 import { openStore } from '../stores/open';
@@ -38,6 +39,7 @@ export function auditLogger(env: NodeJS.ProcessEnv): Logger {
 /** Opens the store on first use only, so a usage error never creates a data folder or a connection. */
 export class LazyStore {
   private opening: Promise<Store> | undefined;
+  private redis: { quit(): Promise<unknown>; disconnect(): void } | undefined;
 
   constructor(private readonly env: NodeJS.ProcessEnv) {}
 
@@ -46,15 +48,44 @@ export class LazyStore {
       databaseUrl: this.env.DATABASE_URL || undefined,
       schema: this.env.DATABASE_SCHEMA || undefined,
       dataDir: this.env.DATA_DIR || './data',
-    });
+    }).then((store) => this.withRedisPush(store));
     return this.opening;
   };
+
+  /**
+   * With REDIS_URL (the instances' revocationPush), a revocation made here
+   * also rings the running instances through Redis, so they reload at once
+   * instead of within their revocationResync. Best effort: the revocation is
+   * in the store either way.
+   */
+  private withRedisPush(store: Store): Store {
+    if (!this.env.REDIS_URL) return store;
+    // ioredis is loaded only when REDIS_URL is set
+    const Redis = (require('ioredis') as typeof import('ioredis')).default;
+    const redis = new Redis(this.env.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: () => null });
+    redis.on('error', () => undefined); // reported by onError below
+    this.redis = redis;
+    const push = new RedisRevocationNotifier({
+      redis,
+      channel: this.env.REVOCATION_CHANNEL || undefined,
+      onError: (err) => process.stderr.write(`warning: could not notify running instances through Redis (${(err as Error)?.message ?? err}); they pick the revocation up within their revocationResync\n`),
+    });
+    const own = store.notifyRevocations?.bind(store);
+    store.notifyRevocations = async () => {
+      await own?.();
+      await push.notifyRevocations();
+    };
+    return store;
+  }
 
   keyStore(): KeyStore {
     return deferredKeyStore(this.get);
   }
 
   async close(): Promise<void> {
+    const redis = this.redis;
+    this.redis = undefined;
+    await redis?.quit().catch(() => redis.disconnect());
     if (!this.opening) return;
     const store = await this.opening.catch(() => undefined);
     this.opening = undefined;

@@ -4,7 +4,9 @@ export const BIN = 'client-credentials';
 
 const ENVIRONMENT = `Environment:
   DATA_DIR                folder of the embedded store (default ./data)
-  DATABASE_URL            postgres:// URL; when set, PostgreSQL is used and DATA_DIR is ignored`;
+  DATABASE_URL            postgres:// URL; when set, PostgreSQL is used and DATA_DIR is ignored
+  REDIS_URL               the Redis the issuers share: revoke and revoke-tokens ring them there,
+                          so they reload revocations at once (REVOCATION_CHANNEL: its channel)`;
 
 const KEY_ENVIRONMENT = `${ENVIRONMENT}
   ACCESS_TOKEN_TTL        access token lifetime in seconds, as the server has it (default 3600)

@@ -1,8 +1,8 @@
 import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
-import { InvalidClientError, InvalidTargetError, OAuthError, StoreUnavailableError, TooManyRequestsError } from '../errors';
+import { InvalidClientError, OAuthError, StoreUnavailableError, TooManyRequestsError } from '../errors';
 import type { Logger } from '../logger';
-import type { ClientRecord, Store } from '../stores/types';
+import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
 import { authenticateClient, type ClientCredentials } from './client-auth';
@@ -12,11 +12,11 @@ import { signAccessToken, type IssuedToken } from './issuer';
 import { KeyDerivedNonces } from './key-derived-nonces';
 import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
-import { introspect, revocationFor, type IntrospectionResponse } from './introspection';
-import { RevocationState } from './revocation';
-import { PublishedRevocationList } from './revocation-list';
-import { parseResourceIndicator, ResourcePolicy } from './resources';
-import { Revoker, StoreRevocationFeed } from './revocation-feed';
+import type { IntrospectionResponse } from './introspection';
+import { IssuerAudiences } from './issuer-audiences';
+import { IssuerRevocations } from './issuer-revocations';
+import type { RevocationState } from './revocation';
+import type { PublishedRevocationList } from './revocation-list';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
 
@@ -63,19 +63,14 @@ export class AuthorizationServer {
   private purgeTimer: NodeJS.Timeout | undefined;
   /** How DPoP proofs are checked here and by the issuer-bound requireBearer(): one replay store, one nonce source. */
   readonly dpop: DpopVerifyOptions;
-  /** What is revoked, in memory: checked by the verifier on every token, loaded from and kept in step with the store. */
+  /** What is revoked (checked by every verifier of this issuer), kept in step with the store; the write side; the published list. */
+  readonly revocations: IssuerRevocations;
+  /** What is revoked, in memory (`revocations.state`). */
   readonly revocation: RevocationState;
-  /** Reloads revocations from the store every 2 s, at once on a store notification (PostgreSQL LISTEN). */
-  private revocationFeed: StoreRevocationFeed | undefined;
-  private stopListening: (() => Promise<void>) | undefined;
-  /** Persists, then applies and announces revocations (CLI, /oauth/revoke, issuer.clients). */
-  private revoker: Revoker | undefined;
-  /** RFC 8707: the resources this issuer serves (`audience` the default); undefined when `audience` is not a URI and no resources are set. */
-  private readonly resources: ResourcePolicy | undefined;
-  /** Verifiers of the issuer-bound requireBearer({ audience }) for resources other than the default, one per audience. */
-  private readonly audienceVerifiers = new Map<string, AccessTokenVerifier>();
-  /** The signed list standalone verifiers poll: re-signed when the state or the signing key changes, or half its 5 min lifetime passed. */
+  /** The signed list standalone verifiers poll (`revocations.list`). */
   readonly revocationList: PublishedRevocationList;
+  /** RFC 8707: the resources this issuer serves and a verifier per audience. */
+  readonly audiences: IssuerAudiences;
 
   constructor(
     readonly config: IssuerConfig,
@@ -84,19 +79,22 @@ export class AuthorizationServer {
     private readonly limiter: FailedAuthLimiter | undefined,
     readonly now: () => number = Date.now,
     dpopReplay?: ReplayStore,
+    /** Rings the other instances when something is revoked, besides the store's own notifications (a Redis doorbell). */
+    revocationPush?: RevocationNotifier,
   ) {
     this.storeHealth = new StoreHealth(logger, now);
-    this.revocation = new RevocationState({ maxTokenTtl: config.accessTokenTtl, clockTolerance: config.clockTolerance, now });
-    this.revocationList = new PublishedRevocationList({ state: this.revocation, issuer: config.issuer, signingKey: () => this.keys.current(), now });
+    this.revocations = new IssuerRevocations({ config, logger, now, signingKey: () => this.keys.current(), push: revocationPush });
+    this.revocation = this.revocations.state;
+    this.revocationList = this.revocations.list;
     this.clients = new ClientService(
       () => this.ready().then(() => this.watched!),
       logger,
       now,
       {
-        client: (clientId, at) => this.revoker!.client(clientId, at),
-        clientTokens: (clientId, at) => this.revoker!.clientTokens(clientId, at),
+        client: (clientId, at) => this.revocations.writer.client(clientId, at),
+        clientTokens: (clientId, at) => this.revocations.writer.clientTokens(clientId, at),
       },
-      (values) => this.clientResources(values),
+      (values) => this.audiences.clientResources(values),
     );
     this.keys = new KeyRing(
       deferredKeyStore(() => this.watched!),
@@ -120,7 +118,7 @@ export class AuthorizationServer {
       revocation: this.revocation,
     });
     this.metadata = authorizationServerMetadata(config);
-    this.resources = resourcePolicy(config);
+    this.audiences = new IssuerAudiences(config, this.keys, this.revocation, now, this.verifier);
     this.assertions = new ClientAssertionVerifier({
       issuer: config.issuer,
       tokenEndpoint: config.tokenEndpoint,
@@ -177,7 +175,7 @@ export class AuthorizationServer {
         this.startJtiPurge(store);
       }
       await this.keys.init();
-      await this.startRevocations(this.watched!);
+      await this.revocations.start(this.watched!);
       this.isReady = true;
     })().catch((err: unknown) => {
       this.readyFailedAt = this.now();
@@ -186,127 +184,24 @@ export class AuthorizationServer {
     return this.readying;
   }
 
-  /**
-   * Loads what is revoked from the store, then keeps it current: a reload
-   * every `revocationResync` seconds, and at once when another instance
-   * notifies (stores with LISTEN/NOTIFY). A failed reload keeps the last
-   * state; the next one tries again.
-   */
-  private async startRevocations(store: Store): Promise<void> {
-    if (this.revocationFeed) return;
-    const feed = new StoreRevocationFeed({
-      state: this.revocation,
-      store,
-      maxTokenTtl: this.config.accessTokenTtl + this.config.clockTolerance,
-      resyncMs: this.config.revocationResync * 1000,
-      notify: store.notifyRevocations ? () => store.notifyRevocations!() : undefined,
-      now: this.now,
-      onError: () => undefined, // an outage is reported once by storeHealth
-    });
-    await feed.start();
-    this.revocationFeed = feed;
-    this.revoker = new Revoker(store, feed);
-    this.revocation.start();
-    if (store.listenRevocations) {
-      this.stopListening = await store.listenRevocations(() => {
-        feed.resync().catch(() => undefined);
-      });
-    }
-  }
-
-  /**
-   * Verifies tokens for introspection and revocation: this issuer's tokens
-   * for any of its audiences, revocations applied (a revoked token is
-   * inactive, and revoking it again changes nothing).
-   */
-  private get anyAudience(): AccessTokenVerifier {
-    this.anyAudienceVerifier ??= new AccessTokenVerifier({
-      issuer: this.config.issuer,
-      audience: this.audiences,
-      keys: this.keys,
-      clockTolerance: this.config.clockTolerance,
-      cacheMax: 0,
-      now: this.now,
-      revocation: this.revocation,
-    });
-    return this.anyAudienceVerifier;
-  }
-  private anyAudienceVerifier: AccessTokenVerifier | undefined;
-
-  /** Every audience this issuer's tokens carry. */
-  get audiences(): string[] {
-    return this.resources ? [this.config.audience, ...this.resources.list().filter((r) => r !== this.config.audience)] : [this.config.audience];
-  }
-
-  /**
-   * RFC 8707: the `aud` of a token for this client and its request's
-   * `resource` (undefined when absent, a list when repeated): the default
-   * audience without one, else the one resource asked for, if the issuer
-   * serves it and the client may use it. InvalidTargetError otherwise.
-   */
+  /** RFC 8707: the audience of a token for this client and its request's `resource`; InvalidTargetError when not served or not allowed. */
   audienceFor(client: ClientRecord, requested: string | string[] | undefined): string {
-    if (this.resources) return this.resources.audienceFor(requested, client.resources);
-    if (requested === undefined) return this.config.audience;
-    if (Array.isArray(requested) && requested.length > 1) throw new InvalidTargetError('only one resource per token request');
-    parseResourceIndicator(Array.isArray(requested) ? requested[0] : requested);
-    throw new InvalidTargetError('the requested resource is not served by this issuer');
+    return this.audiences.audienceFor(client, requested);
   }
 
-  /** The resources a client may be registered for, as the issuer spells them; TypeError naming the first it does not serve. */
-  clientResources(values: readonly string[]): string[] {
-    if (values.length === 0) return [];
-    if (!this.resources) throw new TypeError('this issuer serves no resources (RFC 8707): set the resources option, with an audience that is an absolute URI');
-    return this.resources.clientResources(values);
-  }
-
-  /** The verifier for tokens of `audience`: the default one, or one per other resource (same keys, cache size and revocations). */
+  /** The verifier for tokens of `audience` (the default one when undefined); TypeError for an audience this issuer does not serve. */
   verifierFor(audience: string | undefined): AccessTokenVerifier {
-    if (audience === undefined || audience === this.config.audience) return this.verifier;
-    if (!this.audiences.includes(audience)) throw new TypeError(`audience ${JSON.stringify(audience)} is not one of this issuer's resources: ${this.audiences.join(', ')}`);
-    let verifier = this.audienceVerifiers.get(audience);
-    if (!verifier) {
-      verifier = new AccessTokenVerifier({
-        issuer: this.config.issuer,
-        audience,
-        keys: this.keys,
-        clockTolerance: this.config.clockTolerance,
-        cacheMax: this.config.tokenCacheMax,
-        now: this.now,
-        revocation: this.revocation,
-      });
-      this.audienceVerifiers.set(audience, verifier);
-    }
-    return verifier;
+    return this.audiences.verifierFor(audience);
   }
 
-  /**
-   * RFC 7009 for an authenticated client: revokes `token` when it is one of
-   * the client's own live access tokens; anything that is not a live token
-   * of this issuer changes nothing (the endpoint answers 200 all the same);
-   * another client's token → InvalidRequestError, and it stays valid.
-   */
-  async revoke(client: ClientRecord, token: string): Promise<void> {
-    const event = await revocationFor(token, client.clientId, (t) => this.anyAudience.verify(t));
-    if (!event || event.type !== 'token') return;
-    try {
-      await this.revoker!.token(event.jti, event.clientId, event.exp);
-    } catch (err) {
-      throw asTemporarilyUnavailable(err);
-    }
-    this.logger.info({ event: 'token.revoked', client_id: client.clientId, jti: event.jti }, 'access token revoked');
+  /** RFC 7009 for an authenticated client (see IssuerRevocations.revoke). */
+  revoke(client: ClientRecord, token: string): Promise<void> {
+    return this.revocations.revoke(client, token, (t) => this.audiences.anyAudience.verify(t));
   }
 
-  /**
-   * RFC 7662 for an authenticated client: callers holding the `introspect`
-   * permission learn a live token's claims; every other answer is exactly
-   * `{ active: false }`, including for callers without the permission.
-   */
-  async introspect(client: ClientRecord, token: string): Promise<IntrospectionResponse> {
-    if (!client.permissions.includes('introspect')) {
-      this.logger.warn({ event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission' }, 'introspection by a client without the introspect permission');
-      return { active: false };
-    }
-    return introspect(token, (t) => this.anyAudience.verify(t), this.revocation);
+  /** RFC 7662 for an authenticated client (see IssuerRevocations.introspect). */
+  introspect(client: ClientRecord, token: string): Promise<IntrospectionResponse> {
+    return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t));
   }
 
   /** `null` once ready() has finished, else the promise to wait for: cheap on the hot path. */
@@ -443,29 +338,8 @@ export class AuthorizationServer {
     clearInterval(this.purgeTimer);
     if (!this.readying) return;
     await this.readying.catch(() => undefined);
-    this.revocation.stop();
-    await this.revocationFeed?.close();
-    await this.stopListening?.().catch(() => undefined);
+    await this.revocations.close();
     await this.store?.close();
-  }
-}
-
-/** The resource policy of a configuration: none when the audience is not a URI and no resources are set. */
-function resourcePolicy(config: IssuerConfig): ResourcePolicy | undefined {
-  let audienceIsUri = true;
-  try {
-    parseResourceIndicator(config.audience);
-  } catch {
-    audienceIsUri = false;
-  }
-  if (!audienceIsUri) {
-    if (config.resources.length > 0) throw new TypeError('option resources needs an audience that is an absolute URI without query or fragment: the audience is the default resource');
-    return undefined;
-  }
-  try {
-    return new ResourcePolicy({ resources: config.resources, defaultResource: config.audience });
-  } catch (err) {
-    throw new TypeError(`option resources: ${(err as Error).message}`);
   }
 }
 

@@ -1,0 +1,117 @@
+/**
+ * Revocation for one issuer instance: what is revoked (in memory, checked on
+ * every token), kept in step with the store (reloaded every
+ * `revocationResync`, at once when another instance rings: the store's
+ * LISTEN/NOTIFY, a Redis doorbell), the write side (persist, apply, ring),
+ * the signed list standalone verifiers poll, and the RFC 7009 / RFC 7662
+ * decisions.
+ */
+import type { IssuerConfig } from '../config';
+import type { Logger } from '../logger';
+import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
+import { introspect, revocationFor, type IntrospectionResponse, type VerifyAccessToken } from './introspection';
+import type { LoadedKey } from './keys';
+import { RevocationState } from './revocation';
+import { Revoker, StoreRevocationFeed } from './revocation-feed';
+import { PublishedRevocationList } from './revocation-list';
+import { asTemporarilyUnavailable } from './store-health';
+
+export interface IssuerRevocationsOptions {
+  config: IssuerConfig;
+  logger: Logger;
+  now: () => number;
+  /** The key that signs the published list (the issuer's current signing key). */
+  signingKey: () => LoadedKey;
+  /** Rings the other instances besides the store's own notifications (e.g. RedisRevocationNotifier). */
+  push?: RevocationNotifier;
+}
+
+export class IssuerRevocations {
+  /** What is revoked, in memory: checked by the verifiers on every token. */
+  readonly state: RevocationState;
+  /** The signed list standalone verifiers poll: re-signed when the state or the signing key changes, or half its 5 min lifetime passed. */
+  readonly list: PublishedRevocationList;
+  private feed: StoreRevocationFeed | undefined;
+  private revoker: Revoker | undefined;
+  private readonly stops: (() => Promise<void>)[] = [];
+
+  constructor(private readonly options: IssuerRevocationsOptions) {
+    const { config, now } = options;
+    this.state = new RevocationState({ maxTokenTtl: config.accessTokenTtl, clockTolerance: config.clockTolerance, now });
+    this.list = new PublishedRevocationList({ state: this.state, issuer: config.issuer, signingKey: options.signingKey, now });
+  }
+
+  /**
+   * Loads what is revoked from the store, then keeps it current. A failed
+   * reload keeps the last state; the next one tries again. Once only.
+   */
+  async start(store: Store): Promise<void> {
+    if (this.feed) return;
+    const { config, now, push } = this.options;
+    const notifiers: RevocationNotifier[] = [];
+    if (store.notifyRevocations && store.listenRevocations) notifiers.push(store as RevocationNotifier);
+    if (push) notifiers.push(push);
+    const feed = new StoreRevocationFeed({
+      state: this.state,
+      store,
+      maxTokenTtl: config.accessTokenTtl + config.clockTolerance,
+      resyncMs: config.revocationResync * 1000,
+      notify: notifiers.length > 0 ? async () => void (await Promise.all(notifiers.map((n) => n.notifyRevocations()))) : undefined,
+      now,
+      onError: () => undefined, // an outage is reported once by the store's health
+    });
+    await feed.start();
+    this.feed = feed;
+    this.revoker = new Revoker(store, feed);
+    this.state.start();
+    for (const n of notifiers) {
+      this.stops.push(
+        await n.listenRevocations(() => {
+          feed.resync().catch(() => undefined);
+        }),
+      );
+    }
+  }
+
+  /** Persists, applies and announces (the CLI's and issuer.clients' revocations); after start(). */
+  get writer(): Revoker {
+    if (!this.revoker) throw new Error('revocations are not loaded yet: await issuer.ready() first');
+    return this.revoker;
+  }
+
+  /**
+   * RFC 7009 for an authenticated client: revokes `token` when it is one of
+   * the client's own live access tokens; anything that is not a live token
+   * of this issuer changes nothing (the endpoint answers 200 all the same);
+   * another client's token → InvalidRequestError, and it stays valid.
+   */
+  async revoke(client: ClientRecord, token: string, verify: VerifyAccessToken): Promise<void> {
+    const event = await revocationFor(token, client.clientId, verify);
+    if (!event || event.type !== 'token') return;
+    try {
+      await this.writer.token(event.jti, event.clientId, event.exp);
+    } catch (err) {
+      throw asTemporarilyUnavailable(err);
+    }
+    this.options.logger.info({ event: 'token.revoked', client_id: client.clientId, jti: event.jti }, 'access token revoked');
+  }
+
+  /**
+   * RFC 7662 for an authenticated client: callers holding the `introspect`
+   * permission learn a live token's claims; every other answer is exactly
+   * `{ active: false }`, including for callers without the permission.
+   */
+  async introspect(client: ClientRecord, token: string, verify: VerifyAccessToken): Promise<IntrospectionResponse> {
+    if (!client.permissions.includes('introspect')) {
+      this.options.logger.warn({ event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission' }, 'introspection by a client without the introspect permission');
+      return { active: false };
+    }
+    return introspect(token, verify, this.state);
+  }
+
+  async close(): Promise<void> {
+    this.state.stop();
+    await this.feed?.close();
+    for (const stop of this.stops.splice(0)) await stop().catch(() => undefined);
+  }
+}

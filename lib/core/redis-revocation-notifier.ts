@@ -1,0 +1,89 @@
+/**
+ * A doorbell for revocations over Redis pub/sub: an instance that revoked
+ * publishes one short message; every instance subscribed reloads the
+ * revocations from the store at once. The store stays the only copy (a lost
+ * message only delays an instance until its next periodic reload), so any
+ * store gets push delivery where a Redis is shared, as PostgreSQL has with
+ * LISTEN/NOTIFY.
+ */
+import type { RevocationNotifier } from '../stores/types';
+
+/** The commands used on the shared connection (an ioredis client fits). */
+export interface RedisPublishClient {
+  publish(channel: string, message: string): Promise<unknown>;
+  /** A new connection with the same options: subscriber mode needs a connection of its own. */
+  duplicate(): RedisDoorbellSubscriber;
+}
+
+/** The connection in subscriber mode (what ioredis's duplicate() gives). */
+export interface RedisDoorbellSubscriber {
+  subscribe(channel: string): Promise<unknown>;
+  on(event: 'message', listener: (channel: string, message: string) => void): unknown;
+  on(event: 'ready', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+}
+
+export interface RedisRevocationNotifierOptions {
+  redis: RedisPublishClient;
+  /** One channel per issuer sharing a Redis (default `ecc:revocation:changed`). */
+  channel?: string;
+  /** Told when a publish fails; the revocation itself is already stored, others reload within their resync. */
+  onError?: (err: unknown) => void;
+}
+
+export class RedisRevocationNotifier implements RevocationNotifier {
+  private readonly channel: string;
+
+  constructor(private readonly options: RedisRevocationNotifierOptions) {
+    this.channel = options.channel ?? 'ecc:revocation:changed';
+  }
+
+  /** Best effort: a failed publish is reported and never fails the revocation (it is persisted). */
+  async notifyRevocations(): Promise<void> {
+    try {
+      await this.options.redis.publish(this.channel, '1');
+    } catch (err) {
+      this.options.onError?.(err);
+    }
+  }
+
+  /**
+   * Subscribes on a connection of its own. `onNotify` runs on each message,
+   * and again whenever the connection comes back after a loss (ioredis
+   * subscribes again by itself; a subscription that failed at start is made
+   * then), to catch up on what was published meanwhile.
+   */
+  async listenRevocations(onNotify: () => void): Promise<() => Promise<void>> {
+    const subscriber = this.options.redis.duplicate();
+    let subscribed = false;
+    let subscribing: Promise<void> | undefined;
+    let readyBefore = false;
+    const subscribe = (): Promise<void> =>
+      (subscribing ??= subscriber.subscribe(this.channel).then(
+        () => {
+          subscribed = true;
+        },
+        (err: unknown) => {
+          // Redis down: the next 'ready' tries again
+          subscribing = undefined;
+          this.options.onError?.(err);
+        },
+      ));
+    subscriber.on('message', (channel) => {
+      if (channel === this.channel) onNotify();
+    });
+    subscriber.on('ready', () => {
+      if (readyBefore) onNotify(); // back after a loss: catch up on what was published meanwhile
+      readyBefore = true;
+      if (!subscribed) void subscribe();
+    });
+    // without a listener, ioredis prints every connection error; the periodic reload covers the gap
+    subscriber.on('error', (err) => this.options.onError?.(err));
+    await subscribe();
+    return async () => {
+      await subscriber.quit().catch(() => subscriber.disconnect());
+    };
+  }
+}
