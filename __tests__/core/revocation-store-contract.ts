@@ -76,6 +76,25 @@ export function revocationStoreContract(name: string, open: () => Promise<Revoca
       expect(await t.store.purgeExpiredRevocations(at(601))).toBe(n - Math.floor(n / 2));
       expect((await t.store.listRevocations(at(0), at(-600))).tokens).toEqual([]);
     });
+
+    it('revocationsVersion (when offered) moves with every revocation write and only then', async () => {
+      if (!t.store.revocationsVersion) return; // optional: without it the feed reloads every time
+      const v0 = await t.store.revocationsVersion();
+      expect(await t.store.revocationsVersion()).toBe(v0);
+      await t.store.revokeToken({ jti: 'v1', clientId: 'c1', exp: at(600) });
+      const v1 = await t.store.revocationsVersion();
+      expect(v1).not.toBe(v0);
+      await t.store.bumpTokenGeneration('c1', at(0));
+      const v2 = await t.store.revocationsVersion();
+      expect(v2).not.toBe(v1);
+      await t.revokeClient('c2', at(0));
+      const v3 = await t.store.revocationsVersion();
+      expect(v3).not.toBe(v2);
+      await t.store.purgeExpiredRevocations(at(0));
+      expect(await t.store.revocationsVersion()).not.toBe(v3);
+      await t.store.listRevocations(at(0), at(-600));
+      expect(await t.store.revocationsVersion()).toBe(await t.store.revocationsVersion());
+    });
   });
 }
 

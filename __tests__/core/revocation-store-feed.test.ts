@@ -76,4 +76,40 @@ describe('StoreRevocationFeed + Revoker (shared store, no Redis)', () => {
     expect(b.isRevoked({ jti: 'j', client_id: 'c' })).toBe('token_revoked');
     expect((await shared.store.listRevocations(new Date(clock), new Date(clock - 600_000))).tokens).toHaveLength(1);
   });
+
+  it('a store that tells its revocations version: reloads are skipped while it stays, done when it moves, and after each purge', async () => {
+    const shared = memoryRevocationStore();
+    let version = 1;
+    let lists = 0;
+    const store = {
+      ...shared.store,
+      revocationsVersion: async () => version,
+      listRevocations: (n: Date, since: Date) => {
+        lists++;
+        return shared.store.listRevocations(n, since);
+      },
+    };
+    const state = new RevocationState({ maxTokenTtl: 600, now });
+    const feed = new StoreRevocationFeed({ state, store, maxTokenTtl: 600, now, purgeEveryMs: 60_000 });
+    await feed.start();
+    expect(lists).toBe(1);
+    await feed.resync();
+    await feed.resync();
+    expect(lists).toBe(1); // nothing moved: no reload
+    // another writer: the version moves, the next resync reloads and sees it
+    await shared.store.revokeToken({ jti: 'other', clientId: 'c9', exp: new Date(clock + 60_000) });
+    version = 2;
+    await feed.resync();
+    expect(lists).toBe(2);
+    expect(state.isRevoked({ jti: 'other', client_id: 'c9' })).toBe('token_revoked');
+    // a write the version missed is still picked up by the full reload that follows each purge
+    await shared.store.revokeToken({ jti: 'missed', clientId: 'c9', exp: new Date(clock + 120_000) });
+    await feed.resync();
+    expect(state.isRevoked({ jti: 'missed', client_id: 'c9' })).toBe(false);
+    clock += 60_000;
+    await feed.resync();
+    expect(lists).toBe(3);
+    expect(state.isRevoked({ jti: 'missed', client_id: 'c9' })).toBe('token_revoked');
+    await feed.close();
+  });
 });

@@ -222,6 +222,8 @@ export class StoreRevocationFeed implements RevocationFeed {
   private timer: NodeJS.Timeout | undefined;
   private lastPurge = Number.NEGATIVE_INFINITY;
   private running: Promise<void> | undefined;
+  /** The store's revocationsVersion() at the last reload. */
+  private loadedVersion: string | number | undefined;
   private readonly now: () => number;
 
   constructor(private readonly options: StoreRevocationFeedOptions) {
@@ -244,16 +246,29 @@ export class StoreRevocationFeed implements RevocationFeed {
     }
   }
 
-  /** Reloads from the store (concurrent calls share one read); purges expired entries now and then. */
+  /**
+   * Reloads from the store (concurrent calls share one read); purges expired
+   * entries now and then. When the store tells a version of its revocations
+   * (revocationsVersion) and it has not moved since the last reload, the
+   * reload is skipped, except right after a purge (every purgeEveryMs): a
+   * full reload at least that often whatever the version says.
+   */
   resync(): Promise<void> {
     this.running ??= (async () => {
+      const { store } = this.options;
       const now = this.now();
+      let full = false;
       if (now - this.lastPurge >= (this.options.purgeEveryMs ?? 60_000)) {
-        await this.options.store.purgeExpiredRevocations(new Date(now));
+        await store.purgeExpiredRevocations(new Date(now));
         this.lastPurge = now;
+        full = true;
       }
-      const snapshot = await this.options.store.listRevocations(new Date(now), new Date(now - this.options.maxTokenTtl * 1000));
+      // read before the list: a change made while listing moves it again, and the next resync reloads
+      const version = store.revocationsVersion ? await store.revocationsVersion() : undefined;
+      if (!full && version !== undefined && version === this.loadedVersion) return;
+      const snapshot = await store.listRevocations(new Date(now), new Date(now - this.options.maxTokenTtl * 1000));
       this.options.state.load(snapshot);
+      this.loadedVersion = version;
     })().finally(() => {
       this.running = undefined;
     });

@@ -74,6 +74,13 @@ export interface RevocationStore {
   listRevocations(now: Date, revokedSince: Date): Promise<RevocationSnapshot>;
   /** Deletes denylist entries whose token expired before `now`; answers how many. */
   purgeExpiredRevocations(now: Date): Promise<number>;
+  /**
+   * Optional, cheap: a value that changes whenever the revocations may have
+   * changed (written by this store object or by anyone else on the same
+   * data). While it stays the same, a periodic reload is skipped: with
+   * thousands of entries, listRevocations() is the expensive part.
+   */
+  revocationsVersion?(): Promise<string | number>;
 }
 
 export interface RevocationStateOptions {

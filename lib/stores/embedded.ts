@@ -337,6 +337,8 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     return { tokens, clients: [...clients.values()] };
   });
 
+  /** Revocation writes through this connection (see revocationsVersion). */
+  let revocationWrites = 0;
   let open = true;
   /** A store method: refused once closed; SQLite's outage errors become StoreUnavailableError. */
   const io =
@@ -381,7 +383,10 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       }
       return q.allClients.all().map((row) => toClient(row, secrets.get(row.client_id) ?? []));
     }),
-    revokeClient: io((clientId: string, at: Date) => wrote(revokeClient.immediate)(clientId, at.getTime())),
+    revokeClient: io((clientId: string, at: Date) => {
+      revocationWrites++;
+      return wrote(revokeClient.immediate)(clientId, at.getTime());
+    }),
     rotateSecret: io((clientId: string, secret: StoredSecret, keepOldUntil: Date | null) =>
       wrote(rotateSecret.immediate)(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime()),
     ),
@@ -411,11 +416,21 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       ping.get();
     }),
     revokeToken: io(({ jti, clientId, exp }: { jti: string; clientId: string; exp: Date }) => {
+      revocationWrites++;
       q.revokeToken.run(jti, clientId, exp.getTime());
     }),
-    bumpTokenGeneration: io((clientId: string, at: Date) => q.bumpGeneration.get(clientId, at.getTime())!.generation),
+    bumpTokenGeneration: io((clientId: string, at: Date) => {
+      revocationWrites++;
+      return q.bumpGeneration.get(clientId, at.getTime())!.generation;
+    }),
     listRevocations: io((now: Date, revokedSince: Date) => listRevocations(now.getTime(), revokedSince.getTime())),
-    purgeExpiredRevocations: io((now: Date) => q.purgeRevokedTokens.run(now.getTime()).changes),
+    purgeExpiredRevocations: io((now: Date) => {
+      revocationWrites++;
+      return q.purgeRevokedTokens.run(now.getTime()).changes;
+    }),
+    // another connection's commit moves data_version (any table: a reload too many, never one too few);
+    // this connection's own revocation writes are counted here
+    revocationsVersion: io(() => `${q.dataVersion.get() as number}.${revocationWrites}`),
     async close() {
       if (!open) return;
       open = false;
