@@ -10,10 +10,9 @@ import Redis from 'ioredis';
 import request from 'supertest';
 import { createIssuer, type Issuer } from '../../lib';
 import { main } from '../../lib/cli/main';
+import { refusedWithin, status, token } from './revocation-helpers';
 import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
-
-type Client = { clientId: string; clientSecret: string };
 
 interface Instance {
   issuer: Issuer;
@@ -30,25 +29,6 @@ async function instance(dataDir: string, channel: string, name: string): Promise
   app.use(issuer.router());
   app.get('/api/orders', issuer.requireBearer(), (req, res) => res.json({ client: req.auth!.clientId }));
   return { issuer, app, redis };
-}
-
-async function token(app: express.Express, client: Client): Promise<string> {
-  const res = await request(app).post('/oauth/token').type('form').send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
-  expect(res.status).toBe(200);
-  return res.body.access_token as string;
-}
-
-const status = async (app: express.Express, at: string): Promise<number> => (await request(app).get('/api/orders').set('Authorization', `Bearer ${at}`)).status;
-
-/** Milliseconds until every app refuses `at`, polled every 10 ms for at most `limitMs`; -1 if not. */
-async function refusedWithin(apps: express.Express[], at: string, limitMs: number): Promise<number> {
-  const started = Date.now();
-  while (Date.now() - started < limitMs) {
-    const statuses = await Promise.all(apps.map((a) => status(a, at)));
-    if (statuses.every((s) => s === 401)) return Date.now() - started;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return -1;
 }
 
 describeIfRedis('revocation across instances on one SQLite file, pushed through Redis (revocationPush)', () => {
