@@ -15,8 +15,6 @@ import { authorizationServerMetadata } from './metadata';
 import type { IntrospectionResponse } from './introspection';
 import { IssuerAudiences } from './issuer-audiences';
 import { IssuerRevocations } from './issuer-revocations';
-import type { RevocationState } from './revocation';
-import type { PublishedRevocationList } from './revocation-list';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
 
@@ -65,10 +63,6 @@ export class AuthorizationServer {
   readonly dpop: DpopVerifyOptions;
   /** What is revoked (checked by every verifier of this issuer), kept in step with the store; the write side; the published list. */
   readonly revocations: IssuerRevocations;
-  /** What is revoked, in memory (`revocations.state`). */
-  readonly revocation: RevocationState;
-  /** The signed list standalone verifiers poll (`revocations.list`). */
-  readonly revocationList: PublishedRevocationList;
   /** RFC 8707: the resources this issuer serves and a verifier per audience. */
   readonly audiences: IssuerAudiences;
 
@@ -84,8 +78,6 @@ export class AuthorizationServer {
   ) {
     this.storeHealth = new StoreHealth(logger, now);
     this.revocations = new IssuerRevocations({ config, logger, now, signingKey: () => this.keys.current(), push: revocationPush });
-    this.revocation = this.revocations.state;
-    this.revocationList = this.revocations.list;
     this.clients = new ClientService(
       () => this.ready().then(() => this.watched!),
       logger,
@@ -115,10 +107,10 @@ export class AuthorizationServer {
       clockTolerance: config.clockTolerance,
       cacheMax: config.tokenCacheMax,
       now,
-      revocation: this.revocation,
+      revocation: this.revocations.state,
     });
     this.metadata = authorizationServerMetadata(config);
-    this.audiences = new IssuerAudiences(config, this.keys, this.revocation, now, this.verifier);
+    this.audiences = new IssuerAudiences(config, this.keys, this.revocations.state, now, this.verifier);
     this.assertions = new ClientAssertionVerifier({
       issuer: config.issuer,
       tokenEndpoint: config.tokenEndpoint,
@@ -283,7 +275,7 @@ export class AuthorizationServer {
       ttl: this.config.accessTokenTtl,
       now: this.now(),
       jkt,
-      generation: this.revocation.generation(client.clientId),
+      generation: this.revocations.state.generation(client.clientId),
     });
     this.logger.info(
       {

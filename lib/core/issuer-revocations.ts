@@ -56,7 +56,12 @@ export class IssuerRevocations {
       store,
       maxTokenTtl: config.accessTokenTtl + config.clockTolerance,
       resyncMs: config.revocationResync * 1000,
-      notify: notifiers.length > 0 ? async () => void (await Promise.all(notifiers.map((n) => n.notifyRevocations()))) : undefined,
+      notify:
+        notifiers.length > 0
+          ? async () => {
+              await Promise.all(notifiers.map((n) => n.notifyRevocations()));
+            }
+          : undefined,
       now,
       onError: () => undefined, // an outage is reported once by the store's health
     });

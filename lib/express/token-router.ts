@@ -167,7 +167,7 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
   router.all('/oauth/revocation-list', onlyMethods('GET', 'HEAD'), async (req, res, next) => {
     try {
       await server.ready();
-      const { body, etag } = server.revocationList.current();
+      const { body, etag } = server.revocations.list.current();
       res.setHeader('Cache-Control', 'no-cache');
       res.setHeader('ETag', etag);
       if (ifNoneMatch(req.headers['if-none-match'], etag)) {
