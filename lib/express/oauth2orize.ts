@@ -3,8 +3,9 @@ import type { RequestHandler } from 'express';
 import type { AuthorizationServer } from '../core/authorization-server';
 import type { ClientRecord } from '../stores/types';
 
-/** What the token route hands to oauth2orize: the client is `req.user`, the granted scopes `req.authInfo`. */
+/** What the token route hands to oauth2orize in place of `req`: the parameters, the client (`user`) and the granted scopes (`authInfo`). */
 export interface GrantedRequest {
+  body: Record<string, string>;
   user?: ClientRecord;
   authInfo?: { scopes: string[]; startedAt?: number; jkt?: string; audience?: string };
 }

@@ -46,12 +46,17 @@ function onlyMethods(...methods: string[]) {
 }
 
 /**
- * Validates the token request and authenticates the client before
- * oauth2orize runs: form body only, no repeated parameters, no credentials in
- * the URL, one client authentication method.
+ * Validates the token request and authenticates the client, then hands the
+ * grant to oauth2orize: form body only, no repeated parameters, no
+ * credentials in the URL, one client authentication method.
+ *
+ * oauth2orize reads the grant from `body`, `user` and `authInfo`; it gets them
+ * on an object of their own rather than as new properties of `req`, which
+ * Express has given its own prototype (each property added to such an object
+ * costs about a microsecond and a half, three of them here).
  */
-function prepareTokenRequest(server: AuthorizationServer) {
-  return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
+function prepareTokenRequest(server: AuthorizationServer, exchange: RequestHandler) {
+  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     try {
       const query = queryNames(req.url);
       if (query.has('client_secret') || query.has('client_id')) {
@@ -69,11 +74,8 @@ function prepareTokenRequest(server: AuthorizationServer) {
       const jkt = proof === undefined ? undefined : (await server.checkDpopProof(proof)).jkt;
       // RFC 9449 §5.2 dpop_bound_access_tokens: this client's tokens are always sender-constrained
       if (jkt === undefined && client.requireDpop) throw new InvalidRequestError('this client must send a DPoP proof with every token request', { detail: 'dpop_required' });
-      const granted = req as Request & GrantedRequest;
-      granted.body = params;
-      granted.user = client;
-      granted.authInfo = { scopes, startedAt: (req as Timed)[STARTED], jkt, audience };
-      next();
+      const granted: GrantedRequest = { body: params, user: client, authInfo: { scopes, startedAt: (req as Timed)[STARTED], jkt, audience } };
+      exchange(granted as Request, res, next);
     } catch (err) {
       next(err);
     }
@@ -141,8 +143,8 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
 
   // with metrics off, the route is exactly what it was: no clock, no counting
   const exchange = clientCredentialsExchange(server, metrics && ((startedAt: number) => record(metrics, 'issued', startedAt)));
-  if (metrics) router.all('/oauth/token', startClock, noStore, onlyMethods('POST'), prepareTokenRequest(server), exchange);
-  else router.all('/oauth/token', noStore, onlyMethods('POST'), prepareTokenRequest(server), exchange);
+  if (metrics) router.all('/oauth/token', startClock, noStore, onlyMethods('POST'), prepareTokenRequest(server, exchange));
+  else router.all('/oauth/token', noStore, onlyMethods('POST'), prepareTokenRequest(server, exchange));
 
   router.all(
     '/oauth/revoke',
