@@ -199,14 +199,17 @@ function defineTargets(keys, work, peerClient) {
   const dpop = dpopCaller((s) => oursTokenReq(s));
 
   // kind: 'const' | 'token' | 'protected' | 'open'. optional: only with BENCH_ONLY or BENCH_ALL=1.
+  // Each target stands right after the one its ratio is read against (the
+  // floor after ours-token, /health after /api/whoami, the revocation target
+  // after its twin), so the two are measured back to back in every round.
   const targets = [
     { id: 'node-http-const', group: 'reference', label: 'bare node:http, constant JSON (the load generator\'s ceiling)', server: 'node-http-const', kind: 'const', request: get('/const') },
     { id: 'express-const', group: 'reference', label: 'bare Express 5, constant JSON', server: 'express-const', kind: 'const', request: get('/const') },
 
     { id: 'ours-token', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, audit log on)', server: 'example', kind: 'token', request: (s) => oursTokenReq(s) },
-    { id: 'ours-token-pkjwt', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token, private_key_jwt', server: 'example', kind: 'token', setup: (s) => pkjwt.setup(s), request: () => pkjwt.request(), fresh: () => pkjwt.request(), bodies: (n, file) => pkjwt.writeBodies(n, file) },
-    { id: 'ours-token-warn', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, LOG_LEVEL=warn: no audit line)', server: 'example-warn', kind: 'token', request: (s) => oursTokenReq(s) },
     { id: 'floor-sign-es256', group: 'issue', label: 'signing floor: Express + urlencoded + jwt.sign (ES256)', server: 'floor-sign-es256', kind: 'token', request: () => peerTokenReq('/oauth/token') },
+    { id: 'ours-token-warn', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, LOG_LEVEL=warn: no audit line)', server: 'example-warn', kind: 'token', request: (s) => oursTokenReq(s) },
+    { id: 'ours-token-pkjwt', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token, private_key_jwt', server: 'example', kind: 'token', setup: (s) => pkjwt.setup(s), request: () => pkjwt.request(), fresh: () => pkjwt.request(), bodies: (n, file) => pkjwt.writeBodies(n, file) },
     { id: 'ours-token-rs256', optional: true, group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (RS256, audit log on)', server: 'example-rs256', kind: 'token', request: (s) => oursTokenReq(s) },
     { id: 'floor-sign-rs256', optional: true, group: 'issue', label: 'signing floor: Express + urlencoded + jwt.sign (RS256)', server: 'floor-sign-rs256', kind: 'token', request: () => peerTokenReq('/oauth/token') },
     { id: 'textbook-pem-token', group: 'issue', label: 'textbook oauth2orize + passport, PEM per request (RS256)', server: 'textbook-pem', kind: 'token', request: () => peerTokenReq('/oauth/token') },
@@ -216,11 +219,11 @@ function defineTargets(keys, work, peerClient) {
     { id: 'node-oauth-token', group: 'issue', label: '@node-oauth/oauth2-server, opaque token', server: 'node-oauth', kind: 'token', request: () => peerTokenReq('/oauth/token') },
 
     { id: 'ours-whoami', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami (requireBearer, ES256)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
+    { id: 'ours-health', group: 'protected', label: 'same process, unauthenticated GET /health (same header sent)', server: 'example', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
+    { id: 'ours-orders', group: 'protected', ours: true, label: 'OURS example server GET /api/orders (requireBearer twice, scope)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'ours-dpop', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', server: 'example', kind: 'protected', token: (s) => dpop.token(s), request: () => dpop.request(), fresh: () => dpop.request(), bodies: (n, file) => dpop.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami' },
     { id: 'ours-whoami-twin', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami, set up like the next target without its revocations (its baseline: one token denylisted)', server: 'example-twin', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t), check: (s, entry) => checkRevokedToken(s, entry) },
     { id: 'ours-whoami-revocation', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami, 10,000 revoked tokens and 1,000 client cut-offs loaded (a live token: both lookups miss)', server: 'example-revoked', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t), check: (s, entry) => checkRevokedToken(s, entry) },
-    { id: 'ours-orders', group: 'protected', ours: true, label: 'OURS example server GET /api/orders (requireBearer twice, scope)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/orders', t) },
-    { id: 'ours-health', group: 'protected', label: 'same process, unauthenticated GET /health (same header sent)', server: 'example', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
     { id: 'floor-verify-es256', group: 'protected', label: 'verify floor: Express + jwt.verify (ES256)', server: 'floor-verify-es256', kind: 'protected', token: mintPeer('ES256'), request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'floor-verify-rs256', optional: true, group: 'protected', label: 'verify floor: Express + jwt.verify (RS256)', server: 'floor-verify-rs256', kind: 'protected', token: mintPeer('RS256'), request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'textbook-pem-protected', group: 'protected', label: 'textbook passport-http-bearer + jwt.verify, PEM per request (RS256)', server: 'textbook-pem', kind: 'protected', token: peerToken('/oauth/token'), request: (s, t) => bearerRequest('/api/orders', t) },
