@@ -1,13 +1,21 @@
 import oauth2orize from 'oauth2orize';
-import type { RequestHandler } from 'express';
+import type { NextFunction, Response } from 'express';
 import type { AuthorizationServer } from '../core/authorization-server';
 import type { ClientRecord } from '../stores/types';
 
-/** What the token route hands to oauth2orize in place of `req`: the parameters, the client (`user`) and the granted scopes (`authInfo`). */
+/** What the token is issued with: the granted scopes, the DPoP key's thumbprint, the audience; `startedAt` when metrics are on. */
+export interface Grant {
+  scopes: string[];
+  startedAt?: number;
+  jkt?: string;
+  audience?: string;
+}
+
+/** What the token route hands to oauth2orize in place of `req`: the parameters, the client (`user`) and the grant (`authInfo`). */
 export interface GrantedRequest {
   body: Record<string, string>;
-  user?: ClientRecord;
-  authInfo?: { scopes: string[]; startedAt?: number; jkt?: string; audience?: string };
+  user: ClientRecord;
+  authInfo: Grant;
 }
 
 /**
@@ -16,14 +24,17 @@ export interface GrantedRequest {
  * only turns the grant into a token response. Its own error handler is never
  * used (it answers 501 and echoes messages).
  */
-export function clientCredentialsExchange(server: AuthorizationServer, onIssued?: (startedAt: number) => void): RequestHandler {
+/** oauth2orize's token middleware, called with the grant instead of the request. */
+export type GrantExchange = (granted: GrantedRequest, res: Response, next: NextFunction) => void;
+
+export function clientCredentialsExchange(server: AuthorizationServer, onIssued?: (startedAt: number) => void): GrantExchange {
   const oauth = oauth2orize.createServer();
   // oauth2orize picks the callback's signature by its arity: five explicit parameters.
   function issue(
     client: ClientRecord,
     _requested: string[] | undefined,
     _body: unknown,
-    authInfo: { scopes: string[]; startedAt?: number; jkt?: string; audience?: string },
+    authInfo: Grant,
     done: (err: Error | null, accessToken?: string, params?: Record<string, unknown>) => void,
   ): void {
     let issued;
@@ -38,5 +49,5 @@ export function clientCredentialsExchange(server: AuthorizationServer, onIssued?
     if (onIssued && authInfo.startedAt !== undefined) onIssued(authInfo.startedAt);
   }
   oauth.exchange(oauth2orize.exchange.clientCredentials({ scopeSeparator: ' ' }, issue as never));
-  return oauth.token() as unknown as RequestHandler;
+  return oauth.token() as unknown as GrantExchange;
 }
