@@ -4,6 +4,19 @@ import { createPostgresStore, isPostgresUnavailable, type PostgresStore } from '
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 import { revocationStoreContract } from '../core/revocation-store-contract';
 import { describeStoreContract } from './contract';
+import { RevocationState, type RevocationStore } from '../../lib/core/revocation';
+import { StoreRevocationFeed } from '../../lib/core/revocation-feed';
+
+/** The revocation methods of a store, as a plain object a test can override one of. */
+function pickRevocationStore(s: PostgresStore): RevocationStore {
+  return {
+    revokeToken: (e) => s.revokeToken(e),
+    bumpTokenGeneration: (id, at) => s.bumpTokenGeneration(id, at),
+    listRevocations: (now, since) => s.listRevocations(now, since),
+    purgeExpiredRevocations: (now) => s.purgeExpiredRevocations(now),
+    revocationsVersion: () => s.revocationsVersion!(),
+  };
+}
 
 describeIfPostgres('PostgreSQL store', () => {
   let admin: Pool;
@@ -123,7 +136,8 @@ describeIfPostgres('PostgreSQL store', () => {
       const v3 = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
       await v3.createClient({ clientId: 'old', name: 'old', scopes: ['a'], grantTypes: ['client_credentials'], createdAt: new Date(), secret: null });
       await v3.close();
-      // back to version 3: drop what version 4 added
+      // back to version 3: drop what versions 5 and 4 added
+      await undoVersion5(schema);
       await admin.query(`ALTER TABLE "${schema}".clients DROP COLUMN resources, DROP COLUMN permissions, DROP COLUMN require_dpop`);
       await admin.query(`DROP TABLE "${schema}".revoked_tokens, "${schema}".token_generations`);
       await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version = 4`);
@@ -131,12 +145,103 @@ describeIfPostgres('PostgreSQL store', () => {
       try {
         const old = await v4.findClient('old');
         expect({ resources: old!.resources, permissions: old!.permissions, requireDpop: old!.requireDpop }).toEqual({ resources: [], permissions: [], requireDpop: false });
-        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4]);
+        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5]);
       } finally {
         await v4.close();
       }
     });
+
+    it('the revocations revision: moved by any instance’s revocation write, not by reads, purges or unrelated writes', async () => {
+      const schema = freshSchema();
+      const a = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      const b = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      try {
+        const seen = () => a.revocationsVersion!();
+        const past = new Date(Date.now() - 60_000);
+        await b.revokeToken({ jti: 'old', clientId: 'c1', exp: past });
+        await b.createClient({ clientId: 'c2', name: 'c2', scopes: [], grantTypes: ['client_credentials'], createdAt: new Date(), secret: null });
+        let v = await seen();
+        const moves = async (what: string, write: () => Promise<unknown>, expected: boolean): Promise<void> => {
+          await write();
+          const now = await seen();
+          expect({ what, moved: now !== v }).toEqual({ what, moved: expected });
+          v = now;
+        };
+        await moves('listRevocations', () => b.listRevocations(new Date(), past), false);
+        await moves('purge of an expired entry', async () => expect(await b.purgeExpiredRevocations(new Date())).toBe(1), false);
+        await moves('a new client', () => b.createClient({ clientId: 'c3', name: 'c3', scopes: [], grantTypes: ['client_credentials'], createdAt: new Date(), secret: null }), false);
+        await moves('revokeToken', () => b.revokeToken({ jti: 'j1', clientId: 'c1', exp: new Date(Date.now() + 600_000) }), true);
+        await moves('revokeToken of the same jti again', () => b.revokeToken({ jti: 'j1', clientId: 'c1', exp: new Date(Date.now() + 600_000) }), true);
+        await moves('bumpTokenGeneration', () => b.bumpTokenGeneration('c1', new Date()), true);
+        await moves('revokeClient', () => b.revokeClient('c2', new Date()), true);
+        await moves('revokeClient of a revoked client (no row changed)', () => b.revokeClient('c2', new Date()), true);
+        // written with plain SQL, as an operator or an older version of the package would
+        await moves('an UPDATE outside the store', () => admin.query(`UPDATE "${schema}".clients SET revoked_at = now() WHERE client_id = 'c3'`), true);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+
+    it('a revocation feed over the store lists only when the revision moved: another instance’s write is loaded at the next resync', async () => {
+      const schema = freshSchema();
+      const a = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      const b = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      let lists = 0;
+      const counted: RevocationStore = {
+        ...pickRevocationStore(a),
+        listRevocations: (now, since) => {
+          lists++;
+          return a.listRevocations(now, since);
+        },
+      };
+      const state = new RevocationState({ maxTokenTtl: 600 });
+      const feed = new StoreRevocationFeed({ state, store: counted, maxTokenTtl: 600 });
+      try {
+        await feed.start();
+        expect(lists).toBe(1);
+        await feed.resync();
+        await feed.resync();
+        expect(lists).toBe(1);
+        await b.revokeToken({ jti: 'j1', clientId: 'c1', exp: new Date(Date.now() + 600_000) });
+        expect(state.isRevoked({ jti: 'j1', client_id: 'c1' })).toBe(false);
+        await feed.resync();
+        expect(lists).toBe(2);
+        expect(state.isRevoked({ jti: 'j1', client_id: 'c1' })).toBe('token_revoked');
+        await b.bumpTokenGeneration('c2', new Date());
+        await feed.resync();
+        expect(lists).toBe(3);
+        expect(state.generation('c2')).toBe(1);
+      } finally {
+        await feed.close();
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+
+    it('migrates a version-4 schema: revocations already there stay, and the revision moves from then on', async () => {
+      const schema = freshSchema();
+      const v4 = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      await v4.close();
+      await undoVersion5(schema);
+      await admin.query(`INSERT INTO "${schema}".revoked_tokens (jti, client_id, exp) VALUES ('j0', 'c0', now() + interval '10 minutes')`);
+      const v5 = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      try {
+        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5]);
+        expect((await v5.listRevocations(new Date(), new Date())).tokens.map((t) => t.jti)).toEqual(['j0']);
+        const before = await v5.revocationsVersion!();
+        await v5.revokeToken({ jti: 'j1', clientId: 'c0', exp: new Date(Date.now() + 600_000) });
+        expect(await v5.revocationsVersion!()).not.toBe(before);
+      } finally {
+        await v5.close();
+      }
+    });
   });
+
+  /** Back to what version 4 left: the revision table, its function and the triggers (CASCADE) gone. */
+  async function undoVersion5(schema: string): Promise<void> {
+    await admin.query(`DROP TABLE "${schema}".revocations_revision`);
+    await admin.query(`DROP FUNCTION "${schema}".bump_revocations_revision() CASCADE`);
+    await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version = 5`);
+  }
 
   async function appliedVersions(schema: string): Promise<number[]> {
     const { rows } = await admin.query<{ version: number }>(
@@ -184,14 +289,15 @@ describeIfPostgres('PostgreSQL store', () => {
         'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
         [schema],
       );
-      expect(rows.map((r) => r.table_name)).toEqual(['client_assertion_jtis', 'client_secrets', 'clients', 'revoked_tokens', 'schema_migrations', 'signing_keys', 'token_generations']);
+      expect(rows.map((r) => r.table_name)).toEqual(['client_assertion_jtis', 'client_secrets', 'clients', 'revocations_revision', 'revoked_tokens', 'schema_migrations', 'signing_keys', 'token_generations']);
     });
 
-    it('migrates a version-1 schema (versions 2 to 4): existing clients become client_secret clients without keys', async () => {
+    it('migrates a version-1 schema (versions 2 to 5): existing clients become client_secret clients without keys', async () => {
       const schema = freshSchema();
       const first = await createPostgresStore({ pool: admin, schema });
       await first.close();
       // back to what version 1 left, with one client in it
+      await undoVersion5(schema);
       await admin.query(`DROP TABLE "${schema}".client_assertion_jtis, "${schema}".revoked_tokens, "${schema}".token_generations`);
       await admin.query(
         `ALTER TABLE "${schema}".clients DROP COLUMN auth_method, DROP COLUMN jwks, DROP COLUMN jwks_uri, DROP COLUMN resources, DROP COLUMN permissions, DROP COLUMN require_dpop`,
@@ -207,7 +313,7 @@ describeIfPostgres('PostgreSQL store', () => {
       } finally {
         await store.close();
       }
-      expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4]);
+      expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5]);
     });
 
     it.each(['Upper', 'with-dash', 'x"; DROP TABLE y; --', '1starts_with_digit', '', 'a'.repeat(64)])(

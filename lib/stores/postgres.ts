@@ -109,6 +109,32 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
        )`,
     ],
   },
+  {
+    // a revision counter of the revocations, moved by triggers, whoever writes (any instance, the CLI, an
+    // older version of this package): an instance's periodic resync reads it and skips the full list while
+    // it stands still. Deleting rows (the purge of expired entries) does not move it: an expired entry
+    // changes no answer, and every instance reloads in full after its own purge anyway.
+    version: 5,
+    statements: (S) => [
+      `CREATE TABLE ${S}.revocations_revision (
+         singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+         revision  bigint NOT NULL
+       )`,
+      `INSERT INTO ${S}.revocations_revision (singleton, revision) VALUES (true, 0)`,
+      `CREATE FUNCTION ${S}.bump_revocations_revision() RETURNS trigger LANGUAGE plpgsql AS $fn$
+       BEGIN
+         UPDATE ${S}.revocations_revision SET revision = revision + 1;
+         RETURN NULL;
+       END
+       $fn$`,
+      `CREATE TRIGGER revoked_tokens_revision AFTER INSERT OR UPDATE ON ${S}.revoked_tokens
+         FOR EACH STATEMENT EXECUTE FUNCTION ${S}.bump_revocations_revision()`,
+      `CREATE TRIGGER token_generations_revision AFTER INSERT OR UPDATE OR DELETE ON ${S}.token_generations
+         FOR EACH STATEMENT EXECUTE FUNCTION ${S}.bump_revocations_revision()`,
+      `CREATE TRIGGER clients_revoked_revision AFTER UPDATE OF revoked_at OR DELETE ON ${S}.clients
+         FOR EACH STATEMENT EXECUTE FUNCTION ${S}.bump_revocations_revision()`,
+    ],
+  },
 ];
 
 /** One row of the clients ⟕ client_secrets join (secret columns null for a client without secrets). */
@@ -560,6 +586,11 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
           })),
         };
       });
+    },
+
+    async revocationsVersion() {
+      const { rows } = await pool.query<{ revision: string }>(`SELECT revision FROM ${S}.revocations_revision`);
+      return rows[0]?.revision ?? '';
     },
 
     async purgeExpiredRevocations(now) {
