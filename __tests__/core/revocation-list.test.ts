@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import jwt from 'jsonwebtoken';
 import { TemporarilyUnavailableError } from '../../lib/errors';
 import { loadJwks } from '../../lib/core/jwks';
@@ -10,6 +12,7 @@ import {
   RevocationListPoller,
   signRevocationList,
   verifyRevocationList,
+  GZIP_MIN_BYTES,
   REVOCATION_LIST_MEDIA_TYPE,
 } from '../../lib/core/revocation-list';
 
@@ -90,6 +93,26 @@ describe('PublishedRevocationList', () => {
     const c = pub.current();
     key = signingKey();
     expect(pub.current().etag).not.toBe(c.etag);
+  });
+
+  it('gzips a long list once per signed list, with an ETag of its own; a short list not at all', () => {
+    let clock = T0;
+    const state = new RevocationState({ maxTokenTtl: 600, now: () => clock });
+    const key = signingKey();
+    const pub = new PublishedRevocationList({ state, issuer: ISSUER, signingKey: () => key, now: () => clock });
+    expect(Buffer.byteLength(pub.current().body)).toBeLessThan(GZIP_MIN_BYTES);
+    expect(pub.gzipped()).toBeUndefined();
+    for (let i = 0; i < 200; i++) state.apply({ type: 'token', jti: randomUUID(), clientId: `client-${i % 7}`, exp: Math.floor(clock / 1000) + 300 });
+    const plain = pub.current();
+    const gz = pub.gzipped()!;
+    expect(gunzipSync(gz.body).toString('utf8')).toBe(plain.body);
+    expect(gz.body.length).toBeLessThan(Buffer.byteLength(plain.body) * 0.75);
+    expect(gz.etag).toBe(`${plain.etag.slice(0, -1)}-gz"`);
+    expect(pub.gzipped()!.body).toBe(gz.body); // the same buffer: compressed once
+    clock += 1_000;
+    state.apply({ type: 'client', clientId: 'c1', at: clock });
+    expect(pub.gzipped()!.etag).not.toBe(gz.etag);
+    expect(gunzipSync(pub.gzipped()!.body).toString('utf8')).toBe(pub.current().body);
   });
 });
 
@@ -181,6 +204,38 @@ describe('RevocationListPoller against an HTTP issuer', () => {
     override = signRevocationList({ tokens: [], clients: [] }, key, { issuer: ISSUER, now: issuerClock - 60_000 });
     expect(await poller.poll()).toBe('failed');
     expect(String(errors.at(-1))).toMatch(/older than the one held/);
+    expect(poller.status()).toEqual(held);
+  });
+
+  it('refuses a body larger than maxBytes while reading it, gzipped or not, and keeps the list it holds', async () => {
+    const state = verifierState();
+    const errors: unknown[] = [];
+    issuerState.apply({ type: 'client', clientId: 'held', at: issuerClock });
+    const poller = new RevocationListPoller({ url, issuer: ISSUER, keys: publicResolver(key), state, onError: (e) => errors.push(e), maxBytes: 64 * 1024 });
+    expect(await poller.poll()).toBe('updated');
+    const held = poller.status();
+    // 1 MiB of text, and the same as a gzip of about 1 KiB (what a hostile or broken server could send)
+    const huge = 'a'.repeat(1024 * 1024);
+    const gzipped = gzipSync(huge);
+    expect(gzipped.length).toBeLessThan(4096);
+    const hostile = createServer((req, res) => {
+      const gzip = req.url === '/gzip';
+      res.writeHead(200, { 'content-type': REVOCATION_LIST_MEDIA_TYPE, ...(gzip ? { 'content-encoding': 'gzip' } : {}) });
+      res.end(gzip ? gzipped : huge);
+    });
+    await new Promise<void>((r) => hostile.listen(0, '127.0.0.1', r));
+    try {
+      for (const path of ['/plain', '/gzip']) {
+        const big = new RevocationListPoller({ url: `http://127.0.0.1:${(hostile.address() as AddressInfo).port}${path}`, issuer: ISSUER, keys: publicResolver(key), state, onError: (e) => errors.push(e), maxBytes: 64 * 1024 });
+        expect(await big.poll()).toBe('failed');
+        expect(String(errors.at(-1))).toMatch(/larger than 65536 bytes/);
+      }
+    } finally {
+      hostile.closeAllConnections();
+      await new Promise((r) => hostile.close(r));
+    }
+    expect(state.generation('held')).toBe(0);
+    expect(state.isRevoked({ jti: 'x', client_id: 'held' })).toBe('client_revoked');
     expect(poller.status()).toEqual(held);
   });
 

@@ -4,6 +4,8 @@
  * revocationList }) polls it. Real HTTP servers on 127.0.0.1: the issuer, a
  * resource server, and where needed a switchable proxy in front of the list.
  */
+import { get as httpGet, type IncomingHttpHeaders } from 'node:http';
+import { gunzipSync } from 'node:zlib';
 import express from 'express';
 import jwt from 'jsonwebtoken';
 import request from 'supertest';
@@ -136,6 +138,80 @@ describe('the issuer publishes a signed revocation list', () => {
     expect(post.headers.allow).toBe('GET, HEAD');
     const metadata = await (await fetch(`${r.url}/.well-known/oauth-authorization-server`)).json();
     expect(metadata).toMatchObject({ revocation_list_uri: `${r.url}/oauth/revocation-list` });
+  });
+});
+
+/** GET the list with exactly these headers (node:http sends no Accept-Encoding of its own); the raw bytes. */
+function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    httpGet(url, { headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+    }).on('error', reject);
+  });
+}
+
+describe('the list travels gzipped to callers that ask for it', () => {
+  let r: Running;
+  beforeAll(async () => {
+    r = await startIssuer();
+  });
+  afterAll(() => r.close());
+
+  it('a short list: as it is, whatever the caller accepts', async () => {
+    const res = await rawGet(`${r.url}/oauth/revocation-list`, { 'accept-encoding': 'gzip' });
+    expect(res.status).toBe(200);
+    expect(res.headers['content-encoding']).toBeUndefined();
+    expect(res.headers.vary).toBe('Accept-Encoding');
+    expect(jwt.decode(res.body.toString('utf8'))).toMatchObject({ tokens: [], clients: [] });
+  });
+
+  it('a long list: gzip with its own ETag for Accept-Encoding gzip, as it is otherwise; either ETag gets a 304; the poller takes it gzipped', async () => {
+    const revoked: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      const at = await token(r);
+      await revoke(r, at);
+      revoked.push((jwt.decode(at) as { jti: string }).jti);
+    }
+    const url = `${r.url}/oauth/revocation-list`;
+    const plain = await rawGet(url, {});
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.body.length).toBeGreaterThan(1024);
+    const listed = jwt.decode(plain.body.toString('utf8')) as { tokens: { jti: string }[] };
+    expect(listed.tokens.map((t) => t.jti).sort()).toEqual([...revoked].sort());
+
+    const gz = await rawGet(url, { 'accept-encoding': 'br, gzip;q=0.8' });
+    expect(gz.status).toBe(200);
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    expect(gz.headers.vary).toBe('Accept-Encoding');
+    expect(gz.headers['content-type']).toBe('application/revocation-list+jwt');
+    expect(Number(gz.headers['content-length'])).toBe(gz.body.length);
+    expect(gz.body.length).toBeLessThan(plain.body.length);
+    expect(gunzipSync(gz.body).toString('utf8')).toBe(plain.body.toString('utf8'));
+    expect(gz.headers.etag).toBe(`${plain.headers.etag!.slice(0, -1)}-gz"`);
+
+    // refused gzip (q=0) or identity only: as it is
+    for (const accept of ['gzip;q=0', 'identity']) {
+      const res = await rawGet(url, { 'accept-encoding': accept });
+      expect({ accept, encoding: res.headers['content-encoding'], same: res.body.equals(plain.body) }).toEqual({ accept, encoding: undefined, same: true });
+    }
+    // either representation's ETag: 304, whichever the caller asks for now
+    for (const [etag, accept] of [[gz.headers.etag!, 'gzip'], [plain.headers.etag!, 'gzip'], [gz.headers.etag!, 'identity']]) {
+      expect((await rawGet(url, { 'accept-encoding': accept, 'if-none-match': etag })).status).toBe(304);
+    }
+    // HEAD: the headers of the gzip answer, no body
+    const head = await request(r.url).head('/oauth/revocation-list').set('Accept-Encoding', 'gzip');
+    expect(head.headers['content-encoding']).toBe('gzip');
+
+    // what the standalone poller's fetch gets: the gzip answer, decoded and verified
+    expect((await fetch(url)).headers.get('content-encoding')).toBe('gzip');
+    const api = resourceServer(r, { uri: url, interval: 0.2 });
+    const at = await token(r);
+    expect((await call(api, at)).status).toBe(200);
+    await revoke(r, at);
+    expect(await until(api, at, 401, 2000)).toBeGreaterThanOrEqual(0);
+    expect((await call(api, await token(r))).status).toBe(200);
   });
 });
 

@@ -23,6 +23,7 @@
  * only where availability matters more than revocation.
  */
 import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import jwt from 'jsonwebtoken';
 import { TemporarilyUnavailableError } from '../errors';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
@@ -120,8 +121,16 @@ export async function verifyRevocationList(
  * passed. What the list route serves (`ETag`, 304 on a matching
  * If-None-Match).
  */
+/** Lists shorter than this (bytes) are served as they are: gzip would save little. */
+export const GZIP_MIN_BYTES = 1024;
+
+/** The ETag of a list's gzip representation, from the ETag of the list as it is. */
+export function gzipEtag(etag: string): string {
+  return `${etag.slice(0, -1)}-gz"`;
+}
+
 export class PublishedRevocationList {
-  private cached: { body: string; etag: string; version: number; kid: string; signedAt: number } | undefined;
+  private cached: { body: string; etag: string; version: number; kid: string; signedAt: number; gzip?: { body: Buffer; etag: string } | null } | undefined;
 
   constructor(
     private readonly options: {
@@ -146,6 +155,22 @@ export class PublishedRevocationList {
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
     this.cached = { body, etag, version, kid: key.kid, signedAt: now };
     return this.cached;
+  }
+
+  /**
+   * The current list gzipped (compressed once per signed list), with an ETag
+   * of its own (the identity ETag + `-gz`: a strong validator names one
+   * representation); undefined when the list is shorter than GZIP_MIN_BYTES.
+   * The JWS is base64url of JSON with many repeated keys: 10,000 entries
+   * take 1.28 MB as they are and 0.32 MB gzipped.
+   */
+  gzipped(): { body: Buffer; etag: string } | undefined {
+    this.current();
+    const c = this.cached!;
+    if (c.gzip === undefined) {
+      c.gzip = Buffer.byteLength(c.body) < GZIP_MIN_BYTES ? null : { body: gzipSync(c.body), etag: gzipEtag(c.etag) };
+    }
+    return c.gzip ?? undefined;
   }
 }
 
@@ -177,6 +202,26 @@ export interface RevocationListPollerOptions {
 }
 
 export type PollResult = 'updated' | 'unchanged' | 'failed';
+
+/**
+ * A response body as text, refused past `maxBytes` while it is read (after
+ * decoding: fetch undoes a gzip content coding), so neither a huge list nor a
+ * small gzip of a huge one is held in memory whole.
+ */
+async function readBounded(res: Response, maxBytes: number): Promise<string> {
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > maxBytes) {
+      await res.body.cancel().catch(() => undefined);
+      throw new RevocationListError(`the revocation list is larger than ${maxBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
 
 /** The standalone verifier's side: polls the list and answers isRevoked(). */
 export class RevocationListPoller {
@@ -241,8 +286,7 @@ export class RevocationListPoller {
         return 'unchanged';
       }
       if (res.status !== 200) throw new RevocationListError(`the revocation list answered ${res.status}`);
-      const body = (await res.text()).trim();
-      if (body.length > (o.maxBytes ?? 16 * 1024 * 1024)) throw new RevocationListError('the revocation list is too large');
+      const body = (await readBounded(res, o.maxBytes ?? 16 * 1024 * 1024)).trim();
       const list = await verifyRevocationList(body, o.keys, { issuer: o.issuer, now: this.now(), clockTolerance: o.clockTolerance });
       // an older list than the one held (a replay, a lagging instance or cache): refused, and not counted as contact
       if (list.iat < this.heldIat) throw new RevocationListError(`the revocation list (iat ${list.iat}) is older than the one held (iat ${this.heldIat})`);

@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { AuthorizationServer } from '../core/authorization-server';
 import { readClientCredentials } from '../core/client-auth';
-import { REVOCATION_LIST_MEDIA_TYPE } from '../core/revocation-list';
+import { gzipEtag, REVOCATION_LIST_MEDIA_TYPE } from '../core/revocation-list';
 import { parseTokenManagementRequest } from '../core/token-management';
 import { grantScope, parseTokenRequest } from '../core/token-request';
 import type { ClientRecord } from '../stores/types';
@@ -168,16 +168,25 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
   router.all('/oauth/revocation-list', onlyMethods('GET', 'HEAD'), async (req, res, next) => {
     try {
       await server.ready();
-      const { body, etag } = server.revocations.list.current();
+      const { list } = server.revocations;
+      const plain = list.current();
+      // gzip when the caller asks for it (not merely when it sends no Accept-Encoding: curl without
+      // --compressed would get bytes it does not expect) and the list is long enough to gain from it
+      const gzip = req.headers['accept-encoding'] && req.acceptsEncodings('gzip', 'identity') === 'gzip' ? list.gzipped() : undefined;
+      const { body, etag } = gzip ?? plain;
       res.setHeader('Cache-Control', 'no-cache');
+      res.setHeader('Vary', 'Accept-Encoding');
       res.setHeader('ETag', etag);
-      if (ifNoneMatch(req.headers['if-none-match'], etag)) {
+      // either representation's ETag says the caller holds the current list
+      const inm = req.headers['if-none-match'];
+      if (ifNoneMatch(inm, plain.etag) || ifNoneMatch(inm, gzipEtag(plain.etag))) {
         res.statusCode = 304;
         res.end();
         return;
       }
       res.statusCode = 200;
       res.setHeader('Content-Type', REVOCATION_LIST_MEDIA_TYPE);
+      if (gzip) res.setHeader('Content-Encoding', 'gzip');
       res.setHeader('Content-Length', Buffer.byteLength(body));
       res.end(req.method === 'HEAD' ? undefined : body);
     } catch (err) {
