@@ -35,6 +35,18 @@ describe('FailedAuthLimiter (in memory)', () => {
     expect((await l.check('victim', '198.51.100.7')).retryAfterMs).toBeGreaterThan(0);
   });
 
+  it('counts client_ids of any length and content apart: long ones sharing a prefix, and ones that look like another’s key', async () => {
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2 }));
+    const long = 'x'.repeat(100_000);
+    const ids = [long, `${long}y`, 'a'.repeat(64), 'a'.repeat(65), 'ü-client', 'with space', 'h.abc', 'i.abc', 'abc'];
+    await l.failed(long, '192.0.2.1', false);
+    await l.failed(long, '192.0.2.1', false);
+    expect((await l.check(long, '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
+    for (const id of ids.slice(1)) expect({ id: id.slice(0, 70), ...(await l.check(id, '192.0.2.1')) }).toEqual({ id: id.slice(0, 70), retryAfterMs: 0, pairFailures: 0 });
+    for (const id of ids.slice(1)) await l.failed(id, '192.0.2.2', false);
+    for (const id of ids.slice(1)) expect((await l.check(id, '192.0.2.2')).pairFailures).toBe(1);
+  });
+
   it('refuses an address over its limit for every client_id', async () => {
     const l = new FailedAuthLimiter(settings({ maxFailuresPerAddress: 4 }));
     for (let i = 0; i < 4; i++) await l.failed(`guess-${i}`, '203.0.113.7', false);

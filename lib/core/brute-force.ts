@@ -1,3 +1,4 @@
+import * as crypto from 'node:crypto';
 import { createHash } from 'node:crypto';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from 'rate-limiter-flexible';
 
@@ -51,8 +52,24 @@ export interface FailureCount {
   alert: boolean;
 }
 
-/** Fixed-size keys: a client_id is whatever the request says, up to the body limit. */
-const digest = (value: string): string => createHash('sha256').update(value).digest('base64url').slice(0, 22);
+/** node:crypto's one-shot hash (Node 20.12+), cheaper than a Hash object; createHash before. */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'base64url') => string }).hash;
+
+/** What client ids look like (the CLI makes 22 base64url characters): used in keys as they are. */
+const PLAIN_ID = /^[A-Za-z0-9._~-]{1,64}$/;
+
+/**
+ * Bounded keys: a client_id is whatever the request says, up to the body
+ * limit. A plain one of at most 64 characters is the key itself (`i.` …);
+ * anything else is hashed (`h.` + 22 characters of its SHA-256), so an
+ * attacker's id never costs more than a hash, and hashing is skipped for the
+ * ids of real clients, on every token request.
+ */
+function clientKey(clientId: string): string {
+  if (PLAIN_ID.test(clientId)) return `i.${clientId}`;
+  const digest = oneShot ? oneShot('sha256', clientId, 'base64url') : createHash('sha256').update(clientId).digest('base64url');
+  return `h.${digest.slice(0, 22)}`;
+}
 
 /** One key per peer whether the server listens on IPv4 or dual-stack (`::ffff:192.0.2.1` is `192.0.2.1`). */
 export function addressKey(address: string): string {
@@ -89,7 +106,7 @@ export class FailedAuthLimiter {
   }
 
   private static pairKey(clientId: string, address: string): string {
-    return `${digest(clientId)}:${addressKey(address)}`;
+    return `${clientKey(clientId)}:${addressKey(address)}`;
   }
 
   /** Before the secret is checked: one round of two parallel reads. */
@@ -120,7 +137,7 @@ export class FailedAuthLimiter {
         },
       );
     const [clientFailures] = await Promise.all([
-      knownClient ? consume(this.perClient, digest(clientId)) : 0,
+      knownClient ? consume(this.perClient, clientKey(clientId)) : 0,
       address ? consume(this.perAddress, addressKey(address)) : undefined,
       address ? consume(this.perPair, FailedAuthLimiter.pairKey(clientId, address)) : undefined,
     ]);
