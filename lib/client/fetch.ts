@@ -36,6 +36,20 @@ function tokenRefused(response: Response, scheme: string): boolean {
   return error === undefined || error === 'invalid_token';
 }
 
+/** One call of `fetchWithToken`: what every step of it (send, the 401 handling, the retry) needs. */
+interface Call {
+  cache: TokenCache;
+  input: Input;
+  init: RequestInit | undefined;
+  url: string;
+  entry: Entry;
+  signal: AbortSignal | null | undefined;
+}
+
+function methodOf(call: Call): string {
+  return (call.init?.method ?? (call.input instanceof Request ? call.input.method : 'GET')).toUpperCase();
+}
+
 /**
  * `fetch` with the token attached. On a 401 that refuses the token: one
  * renewal shared by every call that sent the same token, and one retry when
@@ -49,82 +63,68 @@ export function fetchWithToken(cache: TokenCache, input: Input, init: RequestIni
   try {
     const url = urlOf(input);
     cache.checkApiUrl(url);
-    const entry = cache.entry(params);
-    const signal = init?.signal;
-    const got = cache.token(entry, signal);
-    if (got instanceof Promise) return got.then((token) => sendChecked(cache, input, init, url, entry, signal, token));
-    return sendChecked(cache, input, init, url, entry, signal, got);
+    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal };
+    const got = cache.token(call.entry, call.signal);
+    if (got instanceof Promise) return got.then((token) => sendChecked(call, token));
+    return sendChecked(call, got);
   } catch (err) {
     return Promise.reject(err);
   }
 }
 
-function sendChecked(
-  cache: TokenCache,
-  input: Input,
-  init: RequestInit | undefined,
-  url: string,
-  entry: Entry,
-  signal: AbortSignal | null | undefined,
-  token: CachedToken,
-): Promise<Response> {
-  return send(cache, input, init, url, token).then((response) => (response.status === 401 ? after401(cache, input, init, url, entry, signal, token, response) : response));
+function sendChecked(call: Call, token: CachedToken): Promise<Response> {
+  return send(call, token).then((response) => (response.status === 401 ? after401(call, token, response) : response));
 }
 
 /** A 401 from the API: the proof-of-possession retry (a nonce), then one renewal and one retry when the token was refused. */
-async function after401(
-  cache: TokenCache,
-  input: Input,
-  init: RequestInit | undefined,
-  url: string,
-  entry: Entry,
-  signal: AbortSignal | null | undefined,
-  token: CachedToken,
-  response: Response,
-): Promise<Response> {
-  const config = cache.config;
-  const canReplay = replayable(input, init);
-  const pop = config.pop;
+async function after401(call: Call, token: CachedToken, response: Response): Promise<Response> {
+  const { cache, url } = call;
+  const canReplay = replayable(call.input, call.init);
+  const pop = cache.config.pop;
   if (pop !== undefined && token.scheme === pop.scheme && canReplay) {
     const header = response.headers.get('www-authenticate');
     const error = header === null ? undefined : challengeError(header, pop.scheme) ?? undefined;
     if (pop.retry({ kind: 'api', url, status: 401, headers: response.headers, error })) {
       cache.emit({ type: 'dpop.nonce_retry', kind: 'api' });
       await response.body?.cancel();
-      response = await send(cache, input, init, url, token);
+      response = await send(call, token);
       if (response.status !== 401) return response;
     }
   }
   if (!tokenRefused(response, token.scheme)) return response;
-  const next = await cache.renewAfter401(entry, token, signal, canReplay);
+  const next = await cache.renewAfter401(call.entry, token, call.signal, canReplay);
   if (next === undefined) return response;
   await response.body?.cancel();
-  cache.emit({ type: 'api.retry_401', method: (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase(), url: where(url) });
-  return send(cache, input, init, url, next);
+  cache.emit({ type: 'api.retry_401', method: methodOf(call), url: where(url) });
+  return send(call, next);
 }
 
 /** The request with the token attached (and a proof when the token is bound to a key). A rejection for anything thrown. */
-function send(cache: TokenCache, input: Input, init: RequestInit | undefined, url: string, token: CachedToken): Promise<Response> {
+function send(call: Call, token: CachedToken): Promise<Response> {
+  const { cache, input, init } = call;
   try {
     const authorization = `${token.scheme} ${token.value.accessToken}`;
     const pop = cache.config.pop;
-    if (pop !== undefined && token.scheme === pop.scheme) return sendWithProof(cache, pop, input, init, url, token, authorization);
+    if (pop !== undefined && token.scheme === pop.scheme) return sendWithProof(call, pop, token, authorization);
     if (init?.headers === undefined && !(input instanceof Request)) {
       // the common case: no Headers object to build
       return cache.fetchImpl(input, init === undefined ? { headers: { authorization } } : { ...init, headers: { authorization } });
     }
-    const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
-    headers.set('authorization', authorization);
-    return cache.fetchImpl(input, init === undefined ? { headers } : { ...init, headers });
+    return cache.fetchImpl(input, { ...init, headers: headersWith(call, authorization) });
   } catch (err) {
     return Promise.reject(err);
   }
 }
 
-async function sendWithProof(cache: TokenCache, pop: ProofOfPossession, input: Input, init: RequestInit | undefined, url: string, token: CachedToken, authorization: string): Promise<Response> {
-  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+/** The caller's headers (from `init`, else from the Request) with this Authorization. */
+function headersWith(call: Call, authorization: string): Headers {
+  const headers = new Headers(call.init?.headers ?? (call.input instanceof Request ? call.input.headers : undefined));
   headers.set('authorization', authorization);
-  const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
-  await pop.apiRequest({ url, method, headers, accessToken: token.value.accessToken });
-  return cache.fetchImpl(input, init === undefined ? { headers } : { ...init, headers });
+  return headers;
+}
+
+async function sendWithProof(call: Call, pop: ProofOfPossession, token: CachedToken, authorization: string): Promise<Response> {
+  const headers = headersWith(call, authorization);
+  await pop.apiRequest({ url: call.url, method: methodOf(call), headers, accessToken: token.value.accessToken });
+  return call.cache.fetchImpl(call.input, { ...call.init, headers });
 }
