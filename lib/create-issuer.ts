@@ -9,6 +9,7 @@ import type { LoadedKey, PublicJwk } from './core/keys';
 import { KeyDerivedNonces } from './core/key-derived-nonces';
 import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
+import { atMostEvery } from './core/throttle';
 import { bearerMiddleware, type DpopMode } from './express/require-bearer';
 import { checkDpopMode } from './config';
 import { issuerRouter, type TokenMetrics } from './express/token-router';
@@ -67,16 +68,6 @@ export interface Issuer {
   isFirstStart(): boolean;
 }
 
-/** Calls `fn` at most once a minute. */
-function onceAMinute(fn: (err: unknown) => void): (err: unknown) => void {
-  let last = Number.NEGATIVE_INFINITY;
-  return (err) => {
-    const now = Date.now();
-    if (now - last < 60_000) return;
-    last = now;
-    fn(err);
-  };
-}
 
 const STORE_METHODS = ['findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'close', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys'] as const;
 
@@ -109,7 +100,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
         redis: config.revocationPush.redis as RedisPublishClient,
         channel: config.revocationPush.channel,
         // a lost doorbell costs at most revocationResync; one line per burst is enough
-        onError: onceAMinute((err) => logger.warn({ event: 'revocation_push.unavailable', err: (err as Error)?.message }, 'revocation push (Redis) unavailable; instances reload revocations every revocationResync seconds')),
+        onError: atMostEvery(60_000, (err: unknown) => logger.warn({ event: 'revocation_push.unavailable', err: (err as Error)?.message }, 'revocation push (Redis) unavailable; instances reload revocations every revocationResync seconds')),
       }),
   );
   // one per issuer: its requireBearer() middlewares share the once-a-minute info lines

@@ -17,6 +17,7 @@ import {
   type OAuthError,
 } from '../errors';
 import type { RejectionLog } from '../core/rejection-log';
+import { atMostEvery } from '../core/throttle';
 import { bearerCheck, type BearerCheck, type Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
 import { queryNames } from './read-form';
@@ -158,13 +159,9 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
    * minute, so an operator sees why protected routes refuse without a line
    * per request.
    */
-  let lastUnavailable = Number.NEGATIVE_INFINITY;
-  const unavailable = (error: OAuthError): void => {
-    const now = Date.now();
-    if (now - lastUnavailable < 60_000) return;
-    lastUnavailable = now;
+  const unavailable = atMostEvery(60_000, (error: OAuthError): void => {
     logger.warn({ event: 'bearer.unavailable', reason: error.detail ?? error.description }, 'requireBearer() cannot check tokens: a key source is unavailable; answering 503');
-  };
+  });
 
   /** Logs why (the scope check reports its own refusals, with the token's scopes) and answers. */
   const fail = (res: Response, err: unknown, scheme: Scheme = 'bearer'): void => {
