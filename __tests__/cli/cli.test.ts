@@ -286,6 +286,25 @@ describe('list', () => {
   });
 });
 
+describe('revoke and revoke-tokens with REDIS_URL', () => {
+  it('Redis unreachable: the revocation is stored all the same, exit 0, and one warning on stderr says the instances learn of it within their resync', async () => {
+    const a = await createJson('a');
+    const b = await createJson('b');
+    const env = { REDIS_URL: 'redis://127.0.0.1:1' };
+    const revoked = await cli(['revoke', a.client_id], env);
+    expect(revoked.code).toBe(0);
+    expect(revoked.stderr).toMatch(/^warning: could not notify running instances through Redis \(.+\); they pick the revocation up within their revocationResync\n$/);
+    const tokens = await cli(['revoke-tokens', b.client_id], env);
+    expect(tokens.code).toBe(0);
+    expect(tokens.stderr).toMatch(/^warning: could not notify running instances through Redis/);
+    await withStore(async (store) => {
+      expect((await store.findClient(a.client_id))?.revokedAt).toBeInstanceOf(Date);
+      const { clients } = await store.listRevocations(new Date(), new Date(Date.now() - 3_600_000));
+      expect(clients.find((c) => c.client_id === b.client_id)).toMatchObject({ generation: 1, revoked_at: null });
+    });
+  });
+});
+
 describe('revoke', () => {
   test('revokes the client: its secret stops working', async () => {
     const c = await createJson();

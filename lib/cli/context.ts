@@ -1,5 +1,5 @@
 /** What every command shares: the I/O, the lazily opened store, the audit logger and output formatting. */
-import { ClientService, type ClientInfo } from '../core/clients';
+import { ClientService, storeClientRevocations, type ClientInfo } from '../core/clients';
 import { deferredKeyStore } from '../core/keys';
 import { RedisRevocationNotifier } from '../core/redis-revocation-notifier';
 import pino from 'pino';
@@ -41,41 +41,48 @@ export class LazyStore {
   private opening: Promise<Store> | undefined;
   private redis: { quit(): Promise<unknown>; disconnect(): void } | undefined;
 
-  constructor(private readonly env: NodeJS.ProcessEnv) {}
+  constructor(
+    private readonly env: NodeJS.ProcessEnv,
+    /** Where a warning line goes (the CLI's stderr). */
+    private readonly warn: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+  ) {}
 
   get = (): Promise<Store> => {
     this.opening ??= openStore({
       databaseUrl: this.env.DATABASE_URL || undefined,
       schema: this.env.DATABASE_SCHEMA || undefined,
       dataDir: this.env.DATA_DIR || './data',
-    }).then((store) => this.withRedisPush(store));
+    });
     return this.opening;
   };
 
   /**
-   * With REDIS_URL (the instances' revocationPush), a revocation made here
-   * also rings the running instances through Redis, so they reload at once
-   * instead of within their revocationResync. Best effort: the revocation is
-   * in the store either way.
+   * Rings the running instances after a revocation: the store's own notifier
+   * (PostgreSQL NOTIFY), and with REDIS_URL (the instances' revocationPush)
+   * Redis too, so they reload at once instead of within their
+   * revocationResync. Best effort: the revocation is in the store either way.
    */
-  private withRedisPush(store: Store): Store {
-    if (!this.env.REDIS_URL) return store;
+  notifyRevocations = async (): Promise<void> => {
+    await (await this.get()).notifyRevocations?.();
+    await this.redisPush()?.notifyRevocations();
+  };
+
+  private push: RedisRevocationNotifier | undefined;
+
+  private redisPush(): RedisRevocationNotifier | undefined {
+    if (!this.env.REDIS_URL) return undefined;
+    if (this.push) return this.push;
     // ioredis is loaded only when REDIS_URL is set
     const Redis = (require('ioredis') as typeof import('ioredis')).default;
     const redis = new Redis(this.env.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: () => null });
     redis.on('error', () => undefined); // reported by onError below
     this.redis = redis;
-    const push = new RedisRevocationNotifier({
+    this.push = new RedisRevocationNotifier({
       redis,
       channel: this.env.REVOCATION_CHANNEL || undefined,
-      onError: (err) => process.stderr.write(`warning: could not notify running instances through Redis (${(err as Error)?.message ?? err}); they pick the revocation up within their revocationResync\n`),
+      onError: (err) => this.warn(`warning: could not notify running instances through Redis (${(err as Error)?.message ?? err}); they pick the revocation up within their revocationResync`),
     });
-    const own = store.notifyRevocations?.bind(store);
-    store.notifyRevocations = async () => {
-      await own?.();
-      await push.notifyRevocations();
-    };
-    return store;
+    return this.push;
   }
 
   keyStore(): KeyStore {
@@ -85,6 +92,7 @@ export class LazyStore {
   async close(): Promise<void> {
     const redis = this.redis;
     this.redis = undefined;
+    this.push = undefined;
     await redis?.quit().catch(() => redis.disconnect());
     if (!this.opening) return;
     const store = await this.opening.catch(() => undefined);
@@ -121,7 +129,8 @@ export function oneLine(text: string): string {
 }
 
 export function services(ctx: Context): ClientService {
-  return new ClientService(ctx.stores.get, auditLogger(ctx.io.env));
+  const { get, notifyRevocations } = ctx.stores;
+  return new ClientService(get, auditLogger(ctx.io.env), Date.now, storeClientRevocations(get, notifyRevocations));
 }
 
 /** What `create --introspect`, `--require-dpop` and `--resource` ask for, for any kind of client. */

@@ -63,7 +63,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io,
     out: (line = '') => io.stdout(`${line}\n`),
     err: (line = '') => io.stderr(`${line}\n`),
-    stores: new LazyStore(io.env),
+    stores: new LazyStore(io.env, (line) => io.stderr(`${line}\n`)),
   };
   let code: number;
   try {

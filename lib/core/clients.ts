@@ -138,16 +138,39 @@ export interface ClientRevocations {
   clientTokens(clientId: string, at: Date): Promise<number>;
 }
 
+/**
+ * Client revocations where no issuer runs (the CLI): persisted in the store
+ * (revokeClient has written revoked_at already; a token generation is bumped
+ * here), then announced by `notify`: the store's own notifier (PostgreSQL
+ * NOTIFY), and whatever else rings the running instances (a Redis doorbell).
+ * They reload within their revocationResync anyway.
+ */
+export function storeClientRevocations(store: () => Promise<RevocationStore>, notify: () => Promise<void>): ClientRevocations {
+  return {
+    client: () => notify(),
+    async clientTokens(clientId, at) {
+      const generation = await (await store()).bumpTokenGeneration(clientId, at);
+      await notify();
+      return generation;
+    },
+  };
+}
+
 /** Client lifecycle: the CLI and admin code go through here, never to the store directly. */
 export class ClientService {
+  private readonly revocations: ClientRevocations;
+
   constructor(
     private readonly store: () => Promise<ClientStore & RevocationStore & Partial<RevocationNotifier>>,
     private readonly logger: Logger,
     private readonly now: () => number = Date.now,
-    private readonly revocations?: ClientRevocations,
+    /** Default: through the store, announced by its own notifier (see storeClientRevocations). */
+    revocations?: ClientRevocations,
     /** Checks a client's resources against the issuer's (TypeError for one it does not serve); without it, their form only. */
     private readonly checkResources: (values: readonly string[]) => string[] = resourceForms,
-  ) {}
+  ) {
+    this.revocations = revocations ?? storeClientRevocations(store, async () => (await store()).notifyRevocations?.());
+  }
 
   create(input: CreateKeyClientInput): Promise<RegisteredKeyClient>;
   create(input: CreateClientInput): Promise<IssuedCredentials>;
@@ -219,8 +242,7 @@ export class ClientService {
     const at = new Date(this.now());
     const done = await store.revokeClient(clientId, at);
     if (!done) return false;
-    if (this.revocations) await this.revocations.client(clientId, at);
-    else await store.notifyRevocations?.();
+    await this.revocations.client(clientId, at);
     this.logger.info({ event: 'client.revoked', client_id: clientId }, 'client revoked');
     return true;
   }
@@ -235,12 +257,7 @@ export class ClientService {
     const client = await store.findClient(clientId);
     if (!client || client.revokedAt) return null;
     const at = new Date(this.now());
-    let generation: number;
-    if (this.revocations) generation = await this.revocations.clientTokens(clientId, at);
-    else {
-      generation = await store.bumpTokenGeneration(clientId, at);
-      await store.notifyRevocations?.();
-    }
+    const generation = await this.revocations.clientTokens(clientId, at);
     this.logger.info({ event: 'client.tokens_revoked', client_id: clientId, generation }, 'access tokens of client revoked');
     return { generation };
   }
