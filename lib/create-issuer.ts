@@ -68,7 +68,6 @@ export interface Issuer {
   isFirstStart(): boolean;
 }
 
-
 const STORE_METHODS = ['findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'close', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys'] as const;
 
 function checkStore(store: unknown): Store {

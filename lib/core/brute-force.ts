@@ -1,5 +1,4 @@
 import * as crypto from 'node:crypto';
-import { createHash } from 'node:crypto';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from 'rate-limiter-flexible';
 
 /**
@@ -67,7 +66,7 @@ const PLAIN_ID = /^[A-Za-z0-9._~-]{1,64}$/;
  */
 function clientKey(clientId: string): string {
   if (PLAIN_ID.test(clientId)) return `i.${clientId}`;
-  const digest = oneShot ? oneShot('sha256', clientId, 'base64url') : createHash('sha256').update(clientId).digest('base64url');
+  const digest = oneShot ? oneShot('sha256', clientId, 'base64url') : crypto.createHash('sha256').update(clientId).digest('base64url');
   return `h.${digest.slice(0, 22)}`;
 }
 

@@ -115,12 +115,6 @@ export async function verifyRevocationList(
   return { iss: opts.issuer, iat: payload.iat, exp: payload.exp, ...checkSnapshot(payload) };
 }
 
-/**
- * The issuer's side: the current signed list and its ETag, re-signed only
- * when the state changed, the signing key changed, or half its lifetime
- * passed. What the list route serves (`ETag`, 304 on a matching
- * If-None-Match).
- */
 /** Lists shorter than this (bytes) are served as they are: gzip would save little. */
 export const GZIP_MIN_BYTES = 1024;
 
@@ -129,6 +123,12 @@ export function gzipEtag(etag: string): string {
   return `${etag.slice(0, -1)}-gz"`;
 }
 
+/**
+ * The issuer's side: the current signed list and its ETag, re-signed only
+ * when the state changed, the signing key changed, or half its lifetime
+ * passed. What the list route serves (`ETag`, 304 on a matching
+ * If-None-Match).
+ */
 export class PublishedRevocationList {
   private cached: { body: string; etag: string; version: number; kid: string; signedAt: number; gzip?: { body: Buffer; etag: string } | null } | undefined;
 
