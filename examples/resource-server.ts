@@ -15,6 +15,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import pino from 'pino';
 import { requireBearer } from '../lib';
+import { createHttpServer } from './http-server';
 
 export interface RunningResourceServer {
   server: Server;
@@ -54,7 +55,9 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
   const port = Number(env.PORT ?? 4000);
   if (!Number.isInteger(port) || port < 0) throw new TypeError(`PORT must be a whole number, got ${JSON.stringify(env.PORT)}`);
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = env.HOST ? app.listen(port, env.HOST, () => resolve(s)) : app.listen(port, () => resolve(s));
+    const s = createHttpServer(app);
+    if (env.HOST) s.listen(port, env.HOST, () => resolve(s));
+    else s.listen(port, () => resolve(s));
     s.once('error', reject);
   });
   const address = server.address() as AddressInfo;

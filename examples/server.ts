@@ -17,6 +17,7 @@ import { createDemoClient } from './demo-client';
 import { intFromEnv, issuerFromEnv, loggerFromEnv } from './env';
 import { createApp } from './orders-app';
 import { closeOnSignals, gracefulClose } from './shutdown';
+import { createHttpServer } from './http-server';
 
 export { createApp } from './orders-app';
 
@@ -39,7 +40,9 @@ export async function startServer(
 
   const server = await new Promise<Server>((resolve, reject) => {
     const app = createApp(issuer, { metrics });
-    const s = env.HOST ? app.listen(port, env.HOST, () => resolve(s)) : app.listen(port, () => resolve(s));
+    const s = createHttpServer(app);
+    if (env.HOST) s.listen(port, env.HOST, () => resolve(s));
+    else s.listen(port, () => resolve(s));
     s.once('error', reject);
   });
   const address = server.address() as AddressInfo;

@@ -1,0 +1,96 @@
+/**
+ * examples/http-server.ts: an Express app served with its requests and
+ * responses built on the app's own prototypes answers exactly as with
+ * http.createServer(app), on Express 5 and 4 (this folder runs on both).
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { createHttpServer } from '../../examples/http-server';
+
+function testApp(): express.Express {
+  const app = express();
+  app.get('/json', (req, res) => {
+    res.set('X-Seen', String(req.get('x-probe'))).json({ q: req.query.q ?? null, path: req.path, host: req.hostname });
+  });
+  app.post('/echo', express.json({ limit: '1kb' }), (req, res) => {
+    (req as express.Request & { auth?: unknown }).auth = { added: 'after construction' };
+    res.status(201).json({ body: req.body, auth: (req as express.Request & { auth?: unknown }).auth });
+  });
+  app.get('/boom', () => {
+    throw Object.assign(new Error('no'), { status: 418 });
+  });
+  app.use((err: { status?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    res.status(err.status ?? 500).json({ error: 'handled' });
+  });
+  return app;
+}
+
+async function listen(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function answer(base: string, path: string, init?: RequestInit): Promise<{ status: number; type: string | null; etag: string | null; seen: string | null; body: string }> {
+  const res = await fetch(`${base}${path}`, init);
+  return { status: res.status, type: res.headers.get('content-type'), etag: res.headers.get('etag'), seen: res.headers.get('x-seen'), body: await res.text() };
+}
+
+describe('createHttpServer(app)', () => {
+  const servers: http.Server[] = [];
+  afterAll(async () => {
+    for (const s of servers) {
+      s.closeAllConnections();
+      await new Promise((r) => s.close(r));
+    }
+  });
+
+  it('builds each request and response on the app’s prototypes before Express sees them; http.createServer(app) does not', async () => {
+    for (const [make, expected] of [
+      [createHttpServer, true],
+      [(app: express.Express) => http.createServer(app), false],
+    ] as const) {
+      const app = testApp();
+      const server = make(app);
+      servers.push(server);
+      let before: boolean[] = [];
+      server.prependListener('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+        before = [Object.getPrototypeOf(req) === app.request, Object.getPrototypeOf(res) === app.response];
+      });
+      const base = await listen(server);
+      expect((await answer(base, '/json')).status).toBe(200);
+      expect(before).toEqual([expected, expected]);
+    }
+  });
+
+  it('answers as http.createServer(app) does: JSON, query, headers, a parsed body, a property set later, errors, 404, HEAD, 304', async () => {
+    const prewired = createHttpServer(testApp());
+    const plain = http.createServer(testApp());
+    servers.push(prewired, plain);
+    const [a, b] = [await listen(prewired), await listen(plain)];
+    const cases: [string, RequestInit | undefined][] = [
+      ['/json?q=1', { headers: { 'x-probe': 'p' } }],
+      ['/echo', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ n: 1 }) }],
+      ['/echo', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{bad' }],
+      ['/boom', undefined],
+      ['/nowhere', undefined],
+      ['/json', { method: 'HEAD' }],
+    ];
+    for (const [path, init] of cases) {
+      const [x, y] = [await answer(a, path, init), await answer(b, path, init)];
+      // the 404 page names no port; the JSON route names the host, the same on both
+      expect({ path, ...x }).toEqual({ path, ...y });
+    }
+    const first = await answer(a, '/json');
+    expect(first.body).toBe(JSON.stringify({ q: null, path: '/json', host: '127.0.0.1' }));
+    expect(JSON.parse((await answer(a, '/echo', cases[1][1])).body)).toEqual({ body: { n: 1 }, auth: { added: 'after construction' } });
+    // a conditional GET (node:http: fetch adds Cache-Control: no-cache to it, which Express honours with a 200)
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      http.get(`${a}/json`, { headers: { 'if-none-match': first.etag! } }, (res) => {
+        res.resume();
+        resolve(res.statusCode);
+      }).on('error', reject);
+    });
+    expect(status).toBe(304);
+  });
+});
