@@ -158,6 +158,7 @@ function defineTargets(keys, work, peerClient) {
   const peerKeys = (k) => ({ ...pick(k), issuer: PEER_ISS, audience: PEER_AUD });
   const servers = {
     'express-const': { script: 'express-const.js', cfg: {} },
+    'express-const-prewired': { script: 'express-const.js', cfg: { prewired: true } },
     'node-http-const': { script: 'node-http-const.js', cfg: {} },
     example: example('example'),
     // the same server with a store full of revocations: 10 000 denylisted jtis
@@ -171,6 +172,7 @@ function defineTargets(keys, work, peerClient) {
     'example-warn': example('example-warn', { LOG_LEVEL: 'warn' }),
     'example-rs256': example('example-rs256', { SIGNING_ALG: 'RS256' }),
     'floor-sign-es256': { script: 'floor.js', cfg: { mode: 'sign', alg: 'ES256', ...peerKeys(keys.ES256) } },
+    'floor-sign-es256-prewired': { script: 'floor.js', cfg: { mode: 'sign', alg: 'ES256', ...peerKeys(keys.ES256), prewired: true } },
     'floor-sign-rs256': { script: 'floor.js', cfg: { mode: 'sign', alg: 'RS256', ...peerKeys(keys.RS256) } },
     'textbook-pem': { script: 'textbook.js', cfg: { ...peerKeys(keys.RS256), ...peerClient } },
     'textbook-keyobject': { script: 'textbook.js', cfg: { ...peerKeys(keys.RS256), ...peerClient, keyObject: true } },
@@ -205,9 +207,11 @@ function defineTargets(keys, work, peerClient) {
   const targets = [
     { id: 'node-http-const', group: 'reference', label: 'bare node:http, constant JSON (the load generator\'s ceiling)', server: 'node-http-const', kind: 'const', request: get('/const') },
     { id: 'express-const', group: 'reference', label: 'bare Express 5, constant JSON', server: 'express-const', kind: 'const', request: get('/const') },
+    { id: 'express-const-prewired', group: 'reference', label: 'bare Express 5, constant JSON, served as the example serves its app (requests built on the app\'s prototypes)', server: 'express-const-prewired', kind: 'const', request: get('/const') },
 
     { id: 'ours-token', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, audit log on)', server: 'example', kind: 'token', request: (s) => oursTokenReq(s) },
     { id: 'floor-sign-es256', group: 'issue', label: 'signing floor: Express + urlencoded + jwt.sign (ES256)', server: 'floor-sign-es256', kind: 'token', request: () => peerTokenReq('/oauth/token') },
+    { id: 'floor-sign-es256-prewired', group: 'issue', label: 'signing floor served as the example serves its app (requests built on the app\'s prototypes)', server: 'floor-sign-es256-prewired', kind: 'token', request: () => peerTokenReq('/oauth/token') },
     { id: 'ours-token-warn', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (ES256, LOG_LEVEL=warn: no audit line)', server: 'example-warn', kind: 'token', request: (s) => oursTokenReq(s) },
     { id: 'ours-token-pkjwt', group: 'issue', ours: true, label: 'OURS example server POST /oauth/token, private_key_jwt', server: 'example', kind: 'token', setup: (s) => pkjwt.setup(s), request: () => pkjwt.request(), fresh: () => pkjwt.request(), bodies: (n, file) => pkjwt.writeBodies(n, file) },
     { id: 'ours-token-rs256', optional: true, group: 'issue', ours: true, label: 'OURS example server POST /oauth/token (RS256, audit log on)', server: 'example-rs256', kind: 'token', request: (s) => oursTokenReq(s) },
@@ -925,6 +929,7 @@ function notes(targets) {
     out.push('Revocation check: `ours-whoami-revocation` is GET /api/whoami on a second example process whose embedded store held 10,000 denylisted jtis (1,000 client ids) and 1,000 client token generations before it started (fixed ISSUER, as it starts twice); the demo client\'s live token misses both lookups. Its figure is the extra server CPU per request over `ours-whoami-twin`, a process set up the same way (started twice, one token denylisted) without the 10,000 entries and measured right before it in every round; it includes the issuer checking every 2 s (revocationResync) whether the store\'s revocations changed, and its full reload after each purge (every 60 s).');
   }
   out.push('Floors do no client authentication and no store lookup: they are the cost of parsing the form and signing (or verifying) with jsonwebtoken, nothing else.');
+  out.push('The example serves its Express app through examples/http-server.ts: requests and responses are built on the app\'s prototypes, so Express does not switch each one\'s prototype (which costs every Express app most of its time under load). The floors and the peers are served as their documentation shows (`http.createServer(app)`); the `-prewired` targets are bare Express and the signing floor served the example\'s way, so that the like-with-like ratio is reported too.');
   return out;
 }
 

@@ -29,6 +29,7 @@ function build({ HI, LO }) {
   return [
     // ---- issuance
     { id: 'token-floor', kind: 'target', label: `token issuance / ES256 signing floor (${HI} conn)`, short: 'token / signing floor', unit: 'x', op: '>=', threshold: 0.9, stretch: 1.0, value: r('ours-token', 'floor-sign-es256'), detail: 'example server POST /oauth/token, audit log on / Express + urlencoded + jwt.sign' },
+    { id: 'token-floor-prewired', kind: 'peer', label: `token issuance / ES256 signing floor served the same way as OURS, requests built on the app's prototypes (${HI} conn)`, unit: 'x', value: r('ours-token', 'floor-sign-es256-prewired') },
     { id: 'token-floor-no-audit', kind: 'peer', label: `token issuance with LOG_LEVEL=warn (no audit line) / ES256 signing floor (${HI} conn)`, unit: 'x', value: r('ours-token-warn', 'floor-sign-es256') },
     { id: 'token-floor-rs256', kind: 'target', optional: true, label: `token issuance RS256 / RS256 signing floor (${HI} conn)`, short: 'token RS256 / floor RS256', unit: 'x', op: '>=', threshold: 0.9, stretch: 1.0, value: r('ours-token-rs256', 'floor-sign-rs256') },
     // ---- protected route

@@ -81,4 +81,16 @@ function bearer(req) {
   return h.slice(7).trim();
 }
 
-module.exports = { config, readFile, peakRss, serve, bearer };
+/**
+ * The HTTP server for an Express app: `http.createServer(app)`, as Express's
+ * documentation shows, or with `prewired: true` in the configuration the
+ * example's own construction (dist/examples/http-server.js: requests and
+ * responses built on the app's prototypes), so a floor can be measured served
+ * the way OURS is.
+ */
+function httpServer(app) {
+  if (!config().prewired) return require('node:http').createServer(app);
+  return require(require('node:path').join(__dirname, '..', '..', 'dist', 'examples', 'http-server.js')).createHttpServer(app);
+}
+
+module.exports = { config, readFile, peakRss, serve, bearer, httpServer };

@@ -2,11 +2,10 @@
 // Bare Express 5: one route answering constant JSON. The reference (1.00x) for
 // every "ratio to bare Express" in the report.
 
-const http = require('node:http');
 const express = require('express');
-const { serve } = require('./_common');
+const { serve, httpServer } = require('./_common');
 
 const app = express();
 app.get('/const', (req, res) => res.json({ ok: true }));
 
-serve(http.createServer(app));
+serve(httpServer(app));

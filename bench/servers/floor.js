@@ -9,10 +9,9 @@
 //   mode 'verify' GET /api/orders    jwt.verify (alg, iss, aud) + scope check.
 
 const crypto = require('node:crypto');
-const http = require('node:http');
 const express = require('express');
 const jwt = require('jsonwebtoken');
-const { config, readFile, serve, bearer } = require('./_common');
+const { config, readFile, serve, bearer, httpServer } = require('./_common');
 
 const cfg = config();
 const alg = cfg.alg;
@@ -61,4 +60,4 @@ if (cfg.mode === 'sign') {
   throw new Error(`floor: unknown mode ${cfg.mode}`);
 }
 
-serve(http.createServer(app));
+serve(httpServer(app));
