@@ -14,8 +14,9 @@ function testApp(): express.Express {
     res.set('X-Seen', String(req.get('x-probe'))).json({ q: req.query.q ?? null, path: req.path, host: req.hostname });
   });
   app.post('/echo', express.json({ limit: '1kb' }), (req, res) => {
-    (req as express.Request & { auth?: unknown }).auth = { added: 'after construction' };
-    res.status(201).json({ body: req.body, auth: (req as express.Request & { auth?: unknown }).auth });
+    const later = req as unknown as Record<string, unknown>;
+    later.addedLater = { by: 'a handler' };
+    res.status(201).json({ body: req.body, addedLater: later.addedLater });
   });
   app.get('/boom', () => {
     throw Object.assign(new Error('no'), { status: 418 });
@@ -83,7 +84,7 @@ describe('createHttpServer(app)', () => {
     }
     const first = await answer(a, '/json');
     expect(first.body).toBe(JSON.stringify({ q: null, path: '/json', host: '127.0.0.1' }));
-    expect(JSON.parse((await answer(a, '/echo', cases[1][1])).body)).toEqual({ body: { n: 1 }, auth: { added: 'after construction' } });
+    expect(JSON.parse((await answer(a, '/echo', cases[1][1])).body)).toEqual({ body: { n: 1 }, addedLater: { by: 'a handler' } });
     // a conditional GET (node:http: fetch adds Cache-Control: no-cache to it, which Express honours with a 200)
     const status = await new Promise<number | undefined>((resolve, reject) => {
       http.get(`${a}/json`, { headers: { 'if-none-match': first.etag! } }, (res) => {
