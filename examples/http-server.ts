@@ -4,15 +4,15 @@
  *
  * `app.listen()` gives Node plain request and response objects, and Express
  * then switches each one's prototype to the app's (Object.setPrototypeOf, on
- * every request). V8 gives every object switched that way a hidden class of
- * its own: each property set afterwards (Express's own, `req.auth`, a body
- * parser's `req.body`) takes V8's slow path, and the garbage of one request
- * holds the next ones' young objects past a scavenge, so much of every
- * request is promoted and collected again by full collections. Built on the
- * app's prototypes, the objects need no switch (Express's call finds the
- * prototype already there and changes nothing) and share their hidden
- * classes. Measured on one core: a bare Express 5 route 9,746 → 32,446 req/s;
- * behaviour unchanged (Express 4 and 5).
+ * every request). After that switch each property set on the object
+ * (Express's own, `req.auth`, a body parser's `req.body`) takes V8's slow
+ * path (about 1.5 µs each, measured), and under load much of every request
+ * survives young-generation collections and is collected again by full ones
+ * (`--trace-gc`: about 5 MB promoted per scavenge on a bare Express 5 app,
+ * nothing on bare node:http). Built on the app's prototypes, the objects need
+ * no switch: Express's call finds the prototype already there and changes
+ * nothing. Measured on one core: a bare Express 5 route 9,746 → 32,446
+ * req/s; behaviour unchanged (Express 4 and 5).
  */
 import http from 'node:http';
 import type { Socket } from 'node:net';
