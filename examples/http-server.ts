@@ -15,7 +15,7 @@
  * req/s; behaviour unchanged (Express 4 and 5).
  */
 import http from 'node:http';
-import type { Socket } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Express } from 'express';
 
 type Init = (this: object, ...args: unknown[]) => void;
@@ -34,4 +34,17 @@ export function createHttpServer(app: Express): http.Server {
     { IncomingMessage: AppRequest as unknown as typeof http.IncomingMessage, ServerResponse: AppResponse as unknown as typeof http.ServerResponse },
     app,
   );
+}
+
+/** Listens on `port` (and `host`, when given) through createHttpServer; the server and the URL it answers on. */
+export function listen(app: Express, port: number, host?: string): Promise<{ server: http.Server; url: string }> {
+  return new Promise((resolve, reject) => {
+    const server = createHttpServer(app);
+    server.once('error', reject);
+    server.listen(port, host || undefined, () => {
+      server.off('error', reject);
+      const bound = server.address() as AddressInfo;
+      resolve({ server, url: `http://${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` });
+    });
+  });
 }

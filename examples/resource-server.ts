@@ -11,11 +11,10 @@
  * expire), REVOCATION_LIST_INTERVAL (seconds between polls, 10).
  */
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
 import pino from 'pino';
 import { requireBearer } from '../lib';
-import { createHttpServer } from './http-server';
+import { listen } from './http-server';
 
 export interface RunningResourceServer {
   server: Server;
@@ -54,14 +53,7 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
 
   const port = Number(env.PORT ?? 4000);
   if (!Number.isInteger(port) || port < 0) throw new TypeError(`PORT must be a whole number, got ${JSON.stringify(env.PORT)}`);
-  const server = await new Promise<Server>((resolve, reject) => {
-    const s = createHttpServer(app);
-    if (env.HOST) s.listen(port, env.HOST, () => resolve(s));
-    else s.listen(port, () => resolve(s));
-    s.once('error', reject);
-  });
-  const address = server.address() as AddressInfo;
-  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  const { server, url } = await listen(app, port, env.HOST);
   logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
   return {
     server,

@@ -10,14 +10,13 @@
  */
 import cluster from 'node:cluster';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Issuer } from '../lib';
 import { startPrimary } from './cluster';
 import { createDemoClient } from './demo-client';
 import { intFromEnv, issuerFromEnv, loggerFromEnv } from './env';
 import { createApp } from './orders-app';
 import { closeOnSignals, gracefulClose } from './shutdown';
-import { createHttpServer } from './http-server';
+import { listen } from './http-server';
 
 export { createApp } from './orders-app';
 
@@ -38,15 +37,7 @@ export async function startServer(
   const { issuer, publicUrl, redis, metrics } = await issuerFromEnv(env, logger);
   if (options.demoClient !== false) await createDemoClient(issuer, publicUrl, print);
 
-  const server = await new Promise<Server>((resolve, reject) => {
-    const app = createApp(issuer, { metrics });
-    const s = createHttpServer(app);
-    if (env.HOST) s.listen(port, env.HOST, () => resolve(s));
-    else s.listen(port, () => resolve(s));
-    s.once('error', reject);
-  });
-  const address = server.address() as AddressInfo;
-  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  const { server, url } = await listen(createApp(issuer, { metrics }), port, env.HOST);
   logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
 
   const close = gracefulClose(server, async () => {
