@@ -20,6 +20,7 @@
 //   BENCH_SERVER_CPU=0, BENCH_LOAD_CPU=1   cores for servers / load generator
 //   BENCH_VERBOSE=1       echo the servers' stderr
 //   BENCH_SKIP_CLIENT=1   skip the token client measurement (bench/client.js) at the end
+//   BENCH_REVOCATION_ROUNDS=5   rounds of each phase of the revocation check (before and after loading)
 //   BENCH_REVOCATION_ITERATIONS=200000   isRevoked() calls per round of bench/revocation-check.js
 
 const crypto = require('node:crypto');
@@ -55,6 +56,7 @@ const settings = {
   quick: QUICK,
   loader: 'wrk',
   rounds: Math.round(envNum('BENCH_ROUNDS', 3)),
+  revocationRounds: Math.round(envNum('BENCH_REVOCATION_ROUNDS', 5)),
   duration: Math.round(envNum('BENCH_DURATION', QUICK ? 1 : 5)),
   warmup: Math.round(envNum('BENCH_WARMUP', QUICK ? 1 : 2)),
   connections: (process.env.BENCH_CONNECTIONS || '32,1')
@@ -161,14 +163,11 @@ function defineTargets(keys, work, peerClient) {
     'express-const-prewired': { script: 'express-const.js', cfg: { prewired: true } },
     'node-http-const': { script: 'node-http-const.js', cfg: {} },
     example: example('example'),
-    // the same server with a store full of revocations: 10 000 denylisted jtis
-    // (1 000 client ids) and 1 000 client generations, written before it starts.
-    // ISSUER is fixed: it restarts once (see startRevokedExample), and the
-    // default issuer names the port, which changes.
-    'example-revoked': { ...example('example-revoked', { ISSUER: 'http://localhost:30999' }), revocations: { tokens: 10_000, clients: 1_000 } },
-    // its baseline: set up the same way (started twice, one token denylisted before the restart) without the 10 000 entries,
-    // measured right before it in every round, so the difference is the revocation check's and not a process's history
-    'example-twin': { ...example('example-twin', { ISSUER: 'http://localhost:30998' }), revocations: { tokens: 0, clients: 0 } },
+    // the revocation budget's process: /api/whoami and /health measured side by
+    // side, then 10 000 denylisted jtis (1 000 client ids) and 1 000 client
+    // generations written to its store while it runs, then measured again
+    // (see measureRevocationPhases)
+    'example-revoked': { ...example('example-revoked'), loadLater: { tokens: 10_000, clients: 1_000 } },
     'example-warn': example('example-warn', { LOG_LEVEL: 'warn' }),
     'example-rs256': example('example-rs256', { SIGNING_ALG: 'RS256' }),
     'floor-sign-es256': { script: 'floor.js', cfg: { mode: 'sign', alg: 'ES256', ...peerKeys(keys.ES256) } },
@@ -202,8 +201,8 @@ function defineTargets(keys, work, peerClient) {
 
   // kind: 'const' | 'token' | 'protected' | 'open'. optional: only with BENCH_ONLY or BENCH_ALL=1.
   // Each target stands right after the one its ratio is read against (the
-  // floor after ours-token, /health after /api/whoami, the revocation target
-  // after its twin), so the two are measured back to back in every round.
+  // floor after ours-token, /health after /api/whoami), so the two are
+  // measured back to back in every round.
   const targets = [
     { id: 'node-http-const', group: 'reference', label: 'bare node:http, constant JSON (the load generator\'s ceiling)', server: 'node-http-const', kind: 'const', request: get('/const') },
     { id: 'express-const', group: 'reference', label: 'bare Express 5, constant JSON', server: 'express-const', kind: 'const', request: get('/const') },
@@ -226,8 +225,9 @@ function defineTargets(keys, work, peerClient) {
     { id: 'ours-health', group: 'protected', label: 'same process, unauthenticated GET /health (same header sent)', server: 'example', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
     { id: 'ours-orders', group: 'protected', ours: true, label: 'OURS example server GET /api/orders (requireBearer twice, scope)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'ours-dpop', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', server: 'example', kind: 'protected', token: (s) => dpop.token(s), request: () => dpop.request(), fresh: () => dpop.request(), bodies: (n, file) => dpop.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami' },
-    { id: 'ours-whoami-twin', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami, set up like the next target without its revocations (its baseline: one token denylisted)', server: 'example-twin', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t), check: (s, entry) => checkRevokedToken(s, entry) },
-    { id: 'ours-whoami-revocation', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami, 10,000 revoked tokens and 1,000 client cut-offs loaded (a live token: both lookups miss)', server: 'example-revoked', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t), check: (s, entry) => checkRevokedToken(s, entry) },
+    // phased: measured apart from the rounds, before and after the revocations are loaded (measureRevocationPhases)
+    { id: 'ours-whoami-revocation', group: 'protected', ours: true, phased: true, label: 'OURS example server GET /api/whoami, after 10,000 revoked tokens and 1,000 client cut-offs were loaded into it (a live token: both lookups miss)', server: 'example-revoked', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
+    { id: 'ours-health-revocation', group: 'protected', phased: true, label: 'same process, unauthenticated GET /health (same header sent): the control of the revocation check', server: 'example-revoked', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
     { id: 'floor-verify-es256', group: 'protected', label: 'verify floor: Express + jwt.verify (ES256)', server: 'floor-verify-es256', kind: 'protected', token: mintPeer('ES256'), request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'floor-verify-rs256', optional: true, group: 'protected', label: 'verify floor: Express + jwt.verify (RS256)', server: 'floor-verify-rs256', kind: 'protected', token: mintPeer('RS256'), request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'textbook-pem-protected', group: 'protected', label: 'textbook passport-http-bearer + jwt.verify, PEM per request (RS256)', server: 'textbook-pem', kind: 'protected', token: peerToken('/oauth/token'), request: (s, t) => bearerRequest('/api/orders', t) },
@@ -242,7 +242,7 @@ function defineTargets(keys, work, peerClient) {
     const keep = new Set(['express-const', 'node-http-const', ...settings.only]);
     selected = targets.filter((t) => keep.has(t.id));
     // ours-whoami is the baseline of DPoP and of the revocation check; the unauthenticated route is the protected route's
-    if (selected.some((t) => t.id === 'ours-whoami-revocation') && !selected.some((t) => t.id === 'ours-whoami-twin')) selected.splice(selected.findIndex((t) => t.id === 'ours-whoami-revocation'), 0, targets.find((t) => t.id === 'ours-whoami-twin'));
+    if (selected.some((t) => t.id === 'ours-whoami-revocation') && !selected.some((t) => t.id === 'ours-health-revocation')) selected.push(targets.find((t) => t.id === 'ours-health-revocation'));
     if (selected.some((t) => t.id === 'ours-dpop') && !selected.some((t) => t.id === 'ours-whoami')) selected.push(targets.find((t) => t.id === 'ours-whoami'));
     if (selected.some((t) => t.id === 'ours-whoami') && !selected.some((t) => t.id === 'ours-health')) selected.push(targets.find((t) => t.id === 'ours-health'));
   }
@@ -362,28 +362,17 @@ async function startExample(name, def, cpu) {
 }
 
 /**
- * The example server on a store that holds revocations before it starts.
- * A first start creates the signing key and the demo client; a token of the
- * demo client is minted and accepted (200), and the process stops. The harness
- * then opens the embedded store on the same DATA_DIR (dist/lib/stores/embedded.js),
- * denylists `tokens` random jtis (exp one hour ahead, spread over `clients`
- * client ids that are not the demo client), bumps the token generation of
- * `clients` such ids, denylists the minted token's jti, and closes it. The
- * server then starts again: it must load all that from the store, which the
- * target's sanity check confirms (the minted token → 401).
+ * Writes revocations to the embedded store on `dataDir` (dist/lib/stores/embedded.js),
+ * as the CLI or another instance would, whether or not a server runs on it:
+ * `tokens` random jtis denylisted (exp one hour ahead, spread over `clients`
+ * client ids that are not the demo client), the token generation of `clients`
+ * such ids bumped and, last, `token`'s jti denylisted. Answers the seconds it took.
  */
-async function startRevokedExample(name, def, cpu) {
-  const first = await startExample(name, def, cpu);
-  const token = (await fetchToken(first, tokenRequest('/oauth/token', first.info.clientId, first.info.clientSecret))).access_token;
-  const before = await request(first.port, bearerRequest('/api/whoami', token));
-  if (before.status !== 200) throw new Error(`${name}: a fresh token of the demo client got HTTP ${before.status} on /api/whoami: ${before.text.slice(0, 300)}`);
-  await stopProcess(first);
-
+async function writeRevocations(dataDir, { tokens, clients }, token) {
   const { openEmbeddedStore } = require(path.join(path.resolve(path.dirname(settings.exampleScript), '..'), 'lib', 'stores', 'embedded.js'));
-  const { tokens, clients } = def.revocations;
   const claims = decodeJwt(token).payload;
   const t0 = process.hrtime.bigint();
-  const store = await openEmbeddedStore({ dataDir: def.env.DATA_DIR });
+  const store = await openEmbeddedStore({ dataDir });
   try {
     const now = new Date();
     const exp = new Date(now.getTime() + 3600_000);
@@ -393,31 +382,89 @@ async function startRevokedExample(name, def, cpu) {
   } finally {
     await store.close();
   }
-  const filledS = Number(process.hrtime.bigint() - t0) / 1e9;
-  log(`${name}: ${tokens.toLocaleString('en-US')} revoked tokens and ${clients.toLocaleString('en-US')} client generations written to its store in ${filledS.toFixed(1)} s`);
+  return round(Number(process.hrtime.bigint() - t0) / 1e9, 2);
+}
 
-  const s = await startProcess(name, def.script, { env: def.env, stdoutFile: def.stdoutFile, cpu });
-  s.info = first.info;
-  s.example = true;
-  s.revoked = { token, tokens, clients, fillSeconds: round(filledS, 2) };
-  return s;
+/** A token of the example's demo client, accepted on /api/whoami (200) before anything is done with it. */
+async function acceptedToken(server) {
+  const token = (await fetchToken(server, tokenRequest('/oauth/token', server.info.clientId, server.info.clientSecret))).access_token;
+  const res = await request(server.port, bearerRequest('/api/whoami', token));
+  if (res.status !== 200) throw new Error(`${server.name}: a fresh token of the demo client got HTTP ${res.status} on /api/whoami: ${res.text.slice(0, 300)}`);
+  return token;
 }
 
 /**
- * Sanity check of the revocation target: the token denylisted in the store
- * before the server started is refused (401 invalid_token), so the server
- * did load the store's revocations; otherwise the target is not measured.
+ * Loads def.loadLater into example-revoked while it runs (writeRevocations,
+ * a token of the demo client minted and accepted just before denylisted
+ * last). The server has reloaded everything once that token gets 401
+ * invalid_token (its resync every 2 s sees the store's data_version move);
+ * otherwise the run stops.
  */
-async function checkRevokedToken(server, entry) {
-  const res = await request(server.port, bearerRequest('/api/whoami', server.revoked.token));
-  entry.revokedToken = res.status;
-  entry.revocationsInStore = { tokens: server.revoked.tokens + 1, clientGenerations: server.revoked.clients, writeSeconds: server.revoked.fillSeconds };
-  if (res.status !== 401 || !/invalid_token/.test(res.headers['www-authenticate'] || '')) {
-    throw new Error(
-      `ours-whoami-revocation: the token revoked in the store before the server started got HTTP ${res.status} ` +
-        `(www-authenticate: ${res.headers['www-authenticate'] || 'none'}), expected 401 invalid_token: the server did not load the store's revocations`,
-    );
+async function loadRevocations(server, def) {
+  const { tokens, clients } = def.loadLater;
+  const token = await acceptedToken(server);
+  const writeSeconds = await writeRevocations(def.env.DATA_DIR, def.loadLater, token);
+  const written = process.hrtime.bigint();
+  let res;
+  for (let i = 0; i < 200; i++) {
+    res = await request(server.port, bearerRequest('/api/whoami', token));
+    if (res.status === 401) break;
+    await sleep(100);
   }
+  if (res.status !== 401 || !/invalid_token/.test(res.headers['www-authenticate'] || '')) {
+    throw new Error(`${server.name}: 20 s after the revocations were written to its store, the denylisted token still got HTTP ${res.status}: the server did not load them`);
+  }
+  return { tokens: tokens + 1, clientGenerations: clients, writeSeconds, refusedAfterSeconds: round(Number(process.hrtime.bigint() - written) / 1e9, 2) };
+}
+
+/**
+ * The revocation budget, in one process (example-revoked): GET /api/whoami
+ * and GET /health measured side by side for settings.revocationRounds rounds at HI
+ * connections (the order alternating), the revocations loaded into it while
+ * it runs (loadRevocations), the pair measured again. The figure (checks.js)
+ * is the median per-round difference (whoami − health, server CPU µs per
+ * request) after loading minus the same before: the process's drift lands on
+ * both routes of a pair, and what the protected route costs anyway drops out.
+ * The rows of the two targets are the measurements after loading.
+ */
+async function measureRevocationPhases(targets, servers, serverDefs, run, raw, warnings) {
+  const whoami = targets.find((t) => t.id === 'ours-whoami-revocation');
+  const health = targets.find((t) => t.id === 'ours-health-revocation');
+  if (!whoami || !health) return null;
+  const phase = async (name) => {
+    const out = { whoami: [], health: [], differenceUs: [] };
+    const kept = { [whoami.id]: [], [health.id]: [] };
+    for (let r = 0; r < settings.revocationRounds; r++) {
+      const m = {};
+      for (const t of r % 2 === 0 ? [whoami, health] : [health, whoami]) {
+        m[t.id] = await run(t, HI, settings.duration, `revocation ${name} ${r + 1}`);
+        m[t.id].round = r + 1;
+        kept[t.id].push(m[t.id]);
+        if (m[t.id].non2xx || m[t.id].errors) warnings.push(`${t.id} ${name} loading, round ${r + 1}: ${m[t.id].non2xx} non-2xx, ${m[t.id].errors} errors`);
+        await drain(servers[t.server], t.req);
+      }
+      const a = m[whoami.id].serverCpuUs;
+      const b = m[health.id].serverCpuUs;
+      out.whoami.push(a);
+      out.health.push(b);
+      out.differenceUs.push(a != null && b != null ? round(a - b, 2) : null);
+      log(`revocation ${name} loading, round ${r + 1}: /api/whoami ${a} µs/req, /health ${b} µs/req (difference ${out.differenceUs.at(-1)})`);
+    }
+    return { out, kept };
+  };
+  log('\n-- revocation check: example-revoked before and after loading 10,000 revoked tokens into its store');
+  // it last ran at the warm-up, minutes ago: a turn each under load, not recorded, before the first phase
+  for (const t of [whoami, health]) {
+    await run(t, HI, settings.duration, 'revocation warm-up');
+    await drain(servers[t.server], t.req);
+  }
+  const before = await phase('before');
+  const loaded = await loadRevocations(servers[whoami.server], serverDefs[whoami.server]);
+  log(`example-revoked: ${loaded.tokens.toLocaleString('en-US')} revoked tokens and ${loaded.clientGenerations.toLocaleString('en-US')} client generations written in ${loaded.writeSeconds} s, refused after ${loaded.refusedAfterSeconds} s more`);
+  const after = await phase('after');
+  raw[whoami.id][HI] = after.kept[whoami.id];
+  raw[health.id][HI] = after.kept[health.id];
+  return { connections: HI, loaded, before: before.out, after: after.out };
 }
 
 // ---------------------------------------------------------- sanity checks
@@ -673,10 +720,12 @@ async function main() {
   const { servers: serverDefs, targets } = defineTargets(keys, work, peerClient);
 
   const perMeasure = settings.duration + 0.3;
+  const phased = targets.filter((t) => t.phased).length;
   const est =
     Object.keys(serverDefs).length * 1.5 +
     targets.length * (settings.warmup + 0.5) +
-    targets.length * settings.connections.length * settings.rounds * perMeasure +
+    (targets.length - phased) * settings.connections.length * settings.rounds * perMeasure +
+    (phased ? phased * (1 + 2 * settings.revocationRounds) * perMeasure + 5 : 0) +
     settings.startupRuns * 3 * 1.5 +
     (settings.skipMemory ? 0 : 10 + settings.memTokens / 2000 + settings.memRequests / 4000);
   log(
@@ -705,7 +754,7 @@ async function main() {
     const startup = await startupTest(work, cpu);
 
     for (const [name, def] of Object.entries(serverDefs)) {
-      servers[name] = def.revocations ? await startRevokedExample(name, def, cpu) : def.example ? await startExample(name, def, cpu) : await startServer(name, def.script, def.cfg, { cpu });
+      servers[name] = def.example ? await startExample(name, def, cpu) : await startServer(name, def.script, def.cfg, { cpu });
     }
     log(`started ${Object.keys(servers).length} server processes`);
 
@@ -767,10 +816,11 @@ async function main() {
 
     // Rounds: targets alternate, starting one later each round.
     const raw = Object.fromEntries(targets.map((t) => [t.id, Object.fromEntries(settings.connections.map((c) => [c, []]))]));
+    const rotating = targets.filter((t) => !t.phased);
     for (let r = 0; r < settings.rounds; r++) {
       log(`\n-- round ${r + 1}/${settings.rounds}`);
-      for (let k = 0; k < targets.length; k++) {
-        const t = targets[(k + r) % targets.length];
+      for (let k = 0; k < rotating.length; k++) {
+        const t = rotating[(k + r) % rotating.length];
         const line = [];
         for (const c of settings.connections) {
           const m = await run(t, c, settings.duration, `round ${r + 1}`);
@@ -783,6 +833,8 @@ async function main() {
         log(`${t.id.padEnd(30)} ${line.join(' | ')}`);
       }
     }
+
+    const revocationPhases = await measureRevocationPhases(targets, servers, serverDefs, run, raw, warnings);
 
     // Server memory after the throughput runs (informational).
     const serverMemory = {};
@@ -882,6 +934,7 @@ async function main() {
       startup,
       serverMemory,
       exampleLogs,
+      revocationPhases,
       memory,
       micro,
       notes: notes(targets),
@@ -926,7 +979,7 @@ function notes(targets) {
     out.push('private_key_jwt issuance: a client registered with `client-credentials create --auth private_key_jwt --generate-key` on the example\'s DATA_DIR; every request carries its own ES256 assertion (aud = the issuer the example announces, lifetime 290 s), signed in the harness right before each measurement and sent once by wrk (each jti is accepted once).');
   }
   if (ids.has('ours-whoami-revocation')) {
-    out.push('Revocation check: `ours-whoami-revocation` is GET /api/whoami on a second example process whose embedded store held 10,000 denylisted jtis (1,000 client ids) and 1,000 client token generations before it started (fixed ISSUER, as it starts twice); the demo client\'s live token misses both lookups. Its figure is the extra server CPU per request over `ours-whoami-twin`, a process set up the same way (started twice, one token denylisted) without the 10,000 entries and measured right before it in every round; it includes the issuer checking every 2 s (revocationResync) whether the store\'s revocations changed, and its full reload after each purge (every 60 s).');
+    out.push('Revocation check: `ours-whoami-revocation` is GET /api/whoami on a second example process (`example-revoked`), `ours-health-revocation` its GET /health. After the rounds, the two are measured side by side for BENCH_REVOCATION_ROUNDS (5) rounds (32 connections, the order alternating); then 10,000 denylisted jtis (1,000 client ids) and 1,000 client token generations are written to its embedded store while it runs, as the CLI would (it reloads them within its 2 s revocationResync; a token denylisted last must get 401 before the run goes on); then the two are measured again. The figure is the median per-round difference in server CPU per request (/api/whoami − /health) after loading minus the same before: what the entries add to a protected request, with the process\'s own drift on both sides of every difference. The demo client\'s live token misses both lookups. The two rows in the tables are the measurements after loading.');
   }
   out.push('Floors do no client authentication and no store lookup: they are the cost of parsing the form and signing (or verifying) with jsonwebtoken, nothing else.');
   out.push('The example serves its Express app through examples/http-server.ts: requests and responses are built on the app\'s prototypes, so Express does not switch each one\'s prototype (which costs every Express app most of its time under load). The floors and the peers are served as their documentation shows (`http.createServer(app)`); the `-prewired` targets are bare Express and the signing floor served the example\'s way, so that the like-with-like ratio is reported too.');

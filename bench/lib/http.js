@@ -6,8 +6,20 @@ const http = require('node:http');
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-/** One request; resolves to { status, headers, text, json }. */
-function request(port, { method = 'GET', path = '/', headers = {}, body = null }, timeoutMs = 30_000) {
+/**
+ * One request; resolves to { status, headers, text, json }. A kept-alive
+ * socket that the server closed while it sat idle (its keepAliveTimeout,
+ * 5 s) fails at once with ECONNRESET before the server saw anything: that
+ * request is sent again once, on a new socket.
+ */
+function request(port, req, timeoutMs = 30_000) {
+  return send(port, req, timeoutMs).catch((err) => {
+    if (err.reusedSocket && err.code === 'ECONNRESET') return send(port, req, timeoutMs);
+    throw err;
+  });
+}
+
+function send(port, { method = 'GET', path = '/', headers = {}, body = null }, timeoutMs) {
   return new Promise((resolve, reject) => {
     const payload = body == null ? null : Buffer.from(body);
     const req = http.request(
@@ -37,7 +49,7 @@ function request(port, { method = 'GET', path = '/', headers = {}, body = null }
       },
     );
     req.on('timeout', () => req.destroy(new Error(`timeout after ${timeoutMs} ms: ${method} ${path}`)));
-    req.on('error', reject);
+    req.on('error', (err) => reject(Object.assign(err, { reusedSocket: req.reusedSocket })));
     if (payload) req.write(payload);
     req.end();
   });
