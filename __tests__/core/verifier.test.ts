@@ -135,6 +135,34 @@ describe('cache statistics', () => {
     expect(v.cacheStats).toEqual({ hits: 2, misses: 2 });
   });
 
+  it('takes a cached token\'s signature with other claims or header for what it is: a forgery, and keeps the cached token', () => {
+    const v = verifier();
+    const token = mint(key, { claims: { scope: 'orders:read' } });
+    v.verify(token);
+    const [header, claims, sig] = token.split('.');
+    const forgedClaims = `${header}.${b64({ ...JSON.parse(Buffer.from(claims, 'base64url').toString()), scope: 'orders:write' })}.${sig}`;
+    const forgedHeader = `${b64({ alg: 'ES256', typ: 'at+jwt', kid: key.kid, x: 1 })}.${claims}.${sig}`;
+    expect(refusal(forgedClaims, v).reason).toBe('bad_signature');
+    expect(refusal(forgedHeader, v).reason).toBe('bad_signature');
+    expect(v.cacheStats).toEqual({ hits: 0, misses: 3 });
+    expect(v.verify(token)).toMatchObject({ clientId: 'client-test', scope: ['orders:read'] });
+    expect(v.cacheStats).toEqual({ hits: 1, misses: 3 });
+  });
+
+  it('drops a cached token once it expires', () => {
+    let now = Date.now();
+    const set = { keys: [{ ...key.publicKey.export({ format: 'jwk' }), kid: key.kid, alg: key.alg, use: 'sig' }] };
+    const v = new AccessTokenVerifier({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, keys: new StaticKeys(loadJwks(set)), clockTolerance: 0, cacheMax: 10, now: () => now });
+    const exp = Math.floor(now / 1000) + 60;
+    const token = mint(key, { claims: { iat: exp - 120, exp } });
+    v.verify(token);
+    v.verify(token);
+    expect(v.cacheStats).toEqual({ hits: 1, misses: 1 });
+    now = exp * 1000 + 1;
+    expect(refusal(token, v).reason).toBe('expired');
+    expect(v.cacheStats).toEqual({ hits: 1, misses: 2 });
+  });
+
   it('counts nothing while the cache is off', () => {
     const v = verifier(0);
     v.verify(mint(key));

@@ -251,6 +251,8 @@ describe('malformed request: 400 invalid_request', () => {
     ['a "$" outside b64token', 'Bearer abc$def'],
     ['a quoted token', 'Bearer "x"'],
     ['a token with a comma', 'Bearer abc,def'],
+    ['"=" before the end of the token', 'Bearer ab=cd'],
+    ['a lower-case scheme and a "$"', 'bearer  abc$def'],
   ])('%s', async (_name, header) => {
     expectFailure(await request(t.app).get('/orders').set('Authorization', header), 400, 'invalid_request');
   });
