@@ -452,15 +452,20 @@ async function measureRevocationPhases(targets, servers, serverDefs, run, raw, w
     }
     return { out, kept };
   };
+  // a turn each under load, not recorded, before each phase: before the first, the process last
+  // ran at the warm-up minutes ago; before the second, it sat through the writes and reloaded them
+  const settle = async () => {
+    for (const t of [whoami, health]) {
+      await run(t, HI, settings.duration, 'revocation warm-up');
+      await drain(servers[t.server], t.req);
+    }
+  };
   log('\n-- revocation check: example-revoked before and after loading 10,000 revoked tokens into its store');
-  // it last ran at the warm-up, minutes ago: a turn each under load, not recorded, before the first phase
-  for (const t of [whoami, health]) {
-    await run(t, HI, settings.duration, 'revocation warm-up');
-    await drain(servers[t.server], t.req);
-  }
+  await settle();
   const before = await phase('before');
   const loaded = await loadRevocations(servers[whoami.server], serverDefs[whoami.server]);
   log(`example-revoked: ${loaded.tokens.toLocaleString('en-US')} revoked tokens and ${loaded.clientGenerations.toLocaleString('en-US')} client generations written in ${loaded.writeSeconds} s, refused after ${loaded.refusedAfterSeconds} s more`);
+  await settle();
   const after = await phase('after');
   raw[whoami.id][HI] = after.kept[whoami.id];
   raw[health.id][HI] = after.kept[health.id];
@@ -725,7 +730,7 @@ async function main() {
     Object.keys(serverDefs).length * 1.5 +
     targets.length * (settings.warmup + 0.5) +
     (targets.length - phased) * settings.connections.length * settings.rounds * perMeasure +
-    (phased ? phased * (1 + 2 * settings.revocationRounds) * perMeasure + 5 : 0) +
+    (phased ? phased * (2 + 2 * settings.revocationRounds) * perMeasure + 5 : 0) +
     settings.startupRuns * 3 * 1.5 +
     (settings.skipMemory ? 0 : 10 + settings.memTokens / 2000 + settings.memRequests / 4000);
   log(
