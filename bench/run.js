@@ -241,7 +241,7 @@ function defineTargets(keys, work, peerClient) {
   if (settings.only) {
     const keep = new Set(['express-const', 'node-http-const', ...settings.only]);
     selected = targets.filter((t) => keep.has(t.id));
-    // ours-whoami is the baseline of DPoP and of the revocation check; the unauthenticated route is the protected route's
+    // each target brings its baseline: the revocation check its own /health, DPoP the Bearer route, the protected route /health
     if (selected.some((t) => t.id === 'ours-whoami-revocation') && !selected.some((t) => t.id === 'ours-health-revocation')) selected.push(targets.find((t) => t.id === 'ours-health-revocation'));
     if (selected.some((t) => t.id === 'ours-dpop') && !selected.some((t) => t.id === 'ours-whoami')) selected.push(targets.find((t) => t.id === 'ours-whoami'));
     if (selected.some((t) => t.id === 'ours-whoami') && !selected.some((t) => t.id === 'ours-health')) selected.push(targets.find((t) => t.id === 'ours-health'));

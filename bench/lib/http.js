@@ -7,10 +7,11 @@ const http = require('node:http');
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 /**
- * One request; resolves to { status, headers, text, json }. A kept-alive
- * socket that the server closed while it sat idle (its keepAliveTimeout,
- * 5 s) fails at once with ECONNRESET before the server saw anything: that
- * request is sent again once, on a new socket.
+ * One request; resolves to { status, headers, text, json }. A request on a
+ * kept-alive socket that the server had closed while it sat idle (its
+ * keepAliveTimeout, 5 s) fails with ECONNRESET: such a request (reused
+ * socket, ECONNRESET) is sent again once, on a new socket, as Node's http
+ * documentation suggests.
  */
 function request(port, req, timeoutMs = 30_000) {
   return send(port, req, timeoutMs).catch((err) => {
