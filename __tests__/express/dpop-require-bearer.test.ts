@@ -142,6 +142,15 @@ describe('issuer.requireBearer() with DPoP', () => {
     expect(challengesOf(res).DPoP).toEqual({ algs: 'ES256 ES384 PS256 RS256' });
   });
 
+  it.each([
+    ['"DPoP" alone', () => 'DPoP'],
+    ['two tokens', () => `DPoP ${dpopToken} x`],
+    ['a "$" in the token', () => `dpop  ${dpopToken.slice(0, 20)}$${dpopToken.slice(21)}`],
+    ['"=" before the end', () => `DPoP ab=cd`],
+  ])('a malformed DPoP authorization header (%s) → 400 invalid_request on the DPoP challenge', async (_name, header) => {
+    expectError(await get('/api/orders', header(), proofFor('/api/orders')), 400, 'invalid_request', 'DPoP');
+  });
+
   it('DR4: DPoP scheme without a proof → 401 invalid_dpop_proof', async () => {
     expectError(await get('/api/orders', `DPoP ${dpopToken}`), 401, 'invalid_dpop_proof', 'DPoP');
   });
