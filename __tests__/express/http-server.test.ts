@@ -5,6 +5,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import v8 from 'node:v8';
 import express from 'express';
 import { createHttpServer } from '../../examples/http-server';
 
@@ -93,5 +94,36 @@ describe('createHttpServer(app)', () => {
       }).on('error', reject);
     });
     expect(status).toBe(304);
+  });
+
+  it('keeps requests and responses fast-property objects past middleware layers, a mount and a route (no dictionary mode)', async () => {
+    v8.setFlagsFromString('--allow-natives-syntax');
+    const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
+    // the probe can say no: an object after a delete is a dictionary
+    const probe: Record<string, number> = { a: 1, b: 2, c: 3 };
+    delete probe.a;
+    expect([hasFastProperties({ a: 1 }), hasFastProperties(probe)]).toEqual([true, false]);
+
+    const app = express();
+    const seen: Record<string, boolean[]> = {};
+    const look = (name: string): express.RequestHandler => (req, res, next) => {
+      seen[name] = [hasFastProperties(req), hasFastProperties(res)];
+      next();
+    };
+    app.get('/health', (_req, res) => res.json({ ok: true }));
+    app.use(look('middleware'));
+    app.use('/api', look('mount'), (req, _res, next) => {
+      (req as unknown as Record<string, unknown>).auth = { clientId: 'c' };
+      next();
+    });
+    app.get('/api/whoami', look('route'), (_req, res) => res.json({ ok: true }));
+    const server = createHttpServer(app);
+    // a second server for the same app builds on the same prototypes
+    const second = createHttpServer(app);
+    servers.push(server, second);
+    const [base, base2] = [await listen(server), await listen(second)];
+    // V8 settles an object layout after a few objects of a kind: look at later requests
+    for (let i = 0; i < 12; i++) expect((await answer(i % 2 ? base : base2, '/api/whoami')).status).toBe(200);
+    expect(seen).toEqual({ middleware: [true, true], mount: [true, true], route: [true, true] });
   });
 });
