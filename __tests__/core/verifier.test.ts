@@ -163,6 +163,25 @@ describe('cache statistics', () => {
     expect(v.cacheStats).toEqual({ hits: 1, misses: 2 });
   });
 
+  it('cached(): the auth of a token verified before and still good, else undefined; verifyUncached() counts the miss', () => {
+    let now = Date.now();
+    const set = { keys: [{ ...key.publicKey.export({ format: 'jwk' }), kid: key.kid, alg: key.alg, use: 'sig' }] };
+    const v = new AccessTokenVerifier({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, keys: new StaticKeys(loadJwks(set)), clockTolerance: 0, cacheMax: 10, now: () => now });
+    const exp = Math.floor(now / 1000) + 60;
+    const token = mint(key, { claims: { iat: exp - 120, exp } });
+    expect(v.cached(token)).toBeUndefined();
+    expect(v.cacheStats).toEqual({ hits: 0, misses: 0 });
+    const auth = v.verifyUncached(token);
+    expect(v.cacheStats).toEqual({ hits: 0, misses: 1 });
+    expect(v.cached(token)).toBe(auth);
+    // another token with the same ending is not this one
+    expect(v.cached(`x${token.slice(1)}`)).toBeUndefined();
+    expect(v.cacheStats).toEqual({ hits: 1, misses: 1 });
+    now = exp * 1000 + 1;
+    expect(v.cached(token)).toBeUndefined();
+    expect(refusal(token, v).reason).toBe('expired');
+  });
+
   it('counts nothing while the cache is off', () => {
     const v = verifier(0);
     v.verify(mint(key));
