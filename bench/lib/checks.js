@@ -31,6 +31,16 @@ function build({ HI, LO }) {
     // ---- protected route
     { id: 'protected-open', kind: 'target', label: `protected route (/api/whoami) / unauthenticated route (/health), same process (${HI} conn)`, short: 'protected / unauthenticated', unit: 'x', op: '>=', threshold: 0.95, stretch: 0.98, value: r('ours-whoami', 'ours-health') },
     { id: 'protected-p99', kind: 'target', label: `protected route p99 − unauthenticated p99 (${LO} conn)`, short: `p99 protected − unauth (${LO} conn)`, unit: 'ms', op: '<=', threshold: 0.1, value: (ctx) => diff(p99(ctx, 'ours-whoami', LO), p99(ctx, 'ours-health', LO)) },
+    {
+      id: 'protected-open-instructions',
+      kind: 'peer',
+      label: 'protected route / unauthenticated route by instructions per request under callgrind (/health over /api/whoami, same process; the work ratio, without the machine\'s noise)',
+      unit: 'x',
+      value: (ctx) => {
+        const m = ctx.micro?.instructions?.medians;
+        return m?.whoami ? m.health / m.whoami : null;
+      },
+    },
     { id: 'orders-open', kind: 'peer', label: `/api/orders (requireBearer at /api and again with a scope) / /health (${HI} conn)`, unit: 'x', value: r('ours-orders', 'ours-health') },
     // ---- peers: ours as shipped (ES256) against each peer as its documentation sets it up
     { id: 'token-textbook-pem', kind: 'peer', label: 'token issuance / textbook oauth2orize + passport, PEM per request (RS256)', unit: 'x', value: r('ours-token', 'textbook-pem-token') },
@@ -52,14 +62,24 @@ function build({ HI, LO }) {
     {
       id: 'revocation',
       kind: 'target',
-      label: `revocation check per protected request: extra server CPU µs per GET /api/whoami once 10,000 revoked tokens and 1,000 client cut-offs are loaded, over the same process's GET /health, before and after loading (${HI} conn)`,
+      label: 'revocation check per protected request: what 10,000 revoked tokens and 1,000 client cut-offs loaded into the example add to a GET /api/whoami, over the same process\'s GET /health, before and after loading (instructions under callgrind, at the example\'s own µs per instruction; without valgrind, server CPU µs at 32 conn)',
       short: 'revocation check (extra CPU/req)',
       unit: 'µs',
       op: '<=',
       threshold: 2,
-      value: (ctx) => revocationCost(ctx.revocationPhases),
+      value: (ctx) => revocationUs(ctx, HI) ?? revocationCost(ctx.revocationPhases),
       detail: (ctx) => {
         const parts = [];
+        const insn = ctx.micro?.instructions;
+        const perInsn = nsPerInstruction(ctx, HI);
+        if (insn) {
+          const list = (xs) => xs.map((x) => x.toLocaleString('en-US')).join(', ');
+          parts.push(
+            `bench/instructions.js: instructions per request of the example under callgrind (${insn.requests.toLocaleString('en-US')} requests per count, ${insn.connections} connections), before loading /health ${list(insn.before.health)}, /api/whoami ${list(insn.before.whoami)}; ` +
+              `after loading /health ${list(insn.after.health)}, /api/whoami ${list(insn.after.whoami)}; median difference after − before ${insn.revocationInstructions.toLocaleString('en-US')} instructions` +
+              (perInsn ? `, × ${perInsn.toFixed(3)} ns per instruction (ours-whoami's server CPU µs per request over its instructions per request)` : ''),
+          );
+        }
         const p = ctx.revocationPhases;
         if (p) {
           const list = (xs) => xs.map((x) => (x == null ? 'n/a' : x)).join(', ');
@@ -95,6 +115,20 @@ function build({ HI, LO }) {
       },
     },
   ];
+}
+
+/** ns per instruction of the example's own protected requests: server CPU per request (timed rounds) over instructions per request (callgrind). */
+function nsPerInstruction(ctx, HI) {
+  const cpuUs = ctx.medians?.['ours-whoami']?.[HI]?.cpuUs?.median;
+  const insn = ctx.micro?.instructions?.medians?.whoami;
+  return cpuUs != null && insn ? (cpuUs * 1000) / insn : null;
+}
+
+/** What the loaded revocations add to a protected request, in µs: their instructions (bench/instructions.js) at nsPerInstruction(). */
+function revocationUs(ctx, HI) {
+  const insn = ctx.micro?.instructions?.revocationInstructions;
+  const ns = nsPerInstruction(ctx, HI);
+  return insn != null && ns != null ? Math.round(insn * ns) / 1000 : null;
 }
 
 /** Median per-round difference (/api/whoami − /health) after loading minus the same before, µs; null without both. */

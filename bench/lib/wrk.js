@@ -20,21 +20,34 @@ function which(cmd) {
 }
 
 /** Path of wrk; installs Debian's package when missing and running as root, else throws a clear message. */
-function ensureWrk(log = console.log) {
-  let found = which('wrk');
+/**
+ * The path of `command`, installing Debian's package `pkg` with apt-get when
+ * it is missing and this runs as root; null when it cannot be had.
+ */
+function ensureDebianTool(command, pkg, log = console.log) {
+  let found = which(command);
   if (found) return found;
   const root = typeof process.getuid === 'function' && process.getuid() === 0;
-  if (root && which('apt-get')) {
-    log('wrk not found: installing it with apt-get (Debian package "wrk")');
+  if (!root || !which('apt-get')) return null;
+  log(`${command} not found: installing it with apt-get (Debian package "${pkg}")`);
+  const install = () => execFileSync('apt-get', ['install', '-y', '--no-install-recommends', pkg], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  try {
+    install();
+  } catch {
     try {
-      execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'wrk'], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-    } catch {
       execFileSync('apt-get', ['update'], { stdio: ['ignore', 'ignore', 'inherit'] });
-      execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'wrk'], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+      install();
+    } catch {
+      return null;
     }
-    found = which('wrk');
-    if (found) return found;
   }
+  found = which(command);
+  return found || null;
+}
+
+function ensureWrk(log = console.log) {
+  const found = ensureDebianTool('wrk', 'wrk', log);
+  if (found) return found;
   throw new Error(
     'The benchmark needs wrk (https://github.com/wg/wrk), the load generator. Install it first: ' +
       '`sudo apt-get install wrk` (Debian, Ubuntu), `brew install wrk` (macOS), or build it from source; then run `npm run bench` again.',
@@ -122,4 +135,4 @@ function round(x, digits) {
   return Math.round(x * f) / f;
 }
 
-module.exports = { ensureWrk, wrkVersion, measure };
+module.exports = { ensureDebianTool, ensureWrk, wrkVersion, measure };

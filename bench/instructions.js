@@ -1,0 +1,194 @@
+#!/usr/bin/env node
+/**
+ * Instructions per request of the example server, counted by valgrind's
+ * callgrind: the same build, configuration and audit log as the timed runs,
+ * but a count that does not move with the machine's noise (the timed
+ * figures of one process drift by ±15 % between runs here; these by well
+ * under 1 %). Run after `npm run build`:
+ *
+ *   node bench/instructions.js [--json]
+ *
+ * The example starts under callgrind with instrumentation off (valgrind
+ * still runs it, several times slower). Each count switches it on, reads the
+ * totals of every thread (callgrind_control -e), sends BENCH_INSN_REQUESTS
+ * requests on 4 kept-alive connections, reads the totals again: the
+ * difference over the requests. GET /health and GET /api/whoami take turns
+ * for BENCH_INSN_ROUNDS rounds; then 10,000 denylisted jtis and 1,000 client
+ * token generations are written to the example's store while it runs, as
+ * for the timed revocation phases, and the rounds run again. Figures:
+ * instructions per request of each route, before and after loading, and what
+ * the entries add to a protected request (the difference in differences).
+ *
+ * valgrind comes from Debian's package (installed when missing and this runs
+ * as root); without it the script says so and exits 3.
+ */
+'use strict';
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn, execFile } = require('node:child_process');
+const { request, pool } = require('./lib/http');
+const { ensureDebianTool } = require('./lib/wrk');
+const { writeRevocations, untilRefused } = require('./lib/revocations');
+const { median } = require('./lib/measure');
+
+const json = process.argv.includes('--json');
+const REQUESTS = Number(process.env.BENCH_INSN_REQUESTS || 3000);
+const ROUNDS = Number(process.env.BENCH_INSN_ROUNDS || 5);
+const WARMUP = Number(process.env.BENCH_INSN_WARMUP || 6000);
+const CONNECTIONS = 4;
+const HOST = '127.0.0.1';
+const REPO_ROOT = path.resolve(__dirname, '..');
+const DIST = path.join(REPO_ROOT, 'dist');
+const log = (line) => console.log(line);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function run(cmd, args) {
+  return new Promise((resolve, reject) => {
+    // HOST as the server has it: valgrind's gdbserver names its pipes after $USER and $HOST
+    execFile(cmd, args, { encoding: 'utf8', timeout: 60_000, env: { ...process.env, HOST } }, (err, stdout, stderr) => (err ? reject(new Error(`${cmd} ${args.join(' ')}: ${err.message} ${stderr}`)) : resolve(stdout)));
+  });
+}
+
+/** Instructions executed so far by every thread of callgrind's `pid` (instrumented stretches only). */
+async function totals(pid) {
+  const out = await run('callgrind_control', ['-e', String(pid)]);
+  let sum = 0;
+  let threads = 0;
+  for (const m of out.matchAll(/^\s*Th\s+\d+\s+([\d,]+)\s*$/gm)) {
+    sum += Number(m[1].replace(/,/g, ''));
+    threads++;
+  }
+  // right after instrumentation is switched on, the totals list no thread yet
+  if (threads === 0 && !/Totals:/.test(out)) throw new Error(`callgrind_control -e ${pid} gave no totals:\n${out}`);
+  return sum;
+}
+
+async function send(port, req, count) {
+  const statuses = await pool(count, CONNECTIONS, () => request(port, req).then((r) => r.status));
+  const bad = statuses.filter((s) => s !== 200).length;
+  if (bad) throw new Error(`${bad} of ${count} requests to ${req.path} did not get 200`);
+}
+
+/** Instructions per second while no request comes (timers, reloads, collections of the process's own). */
+async function idleRate(server, ms = 3000) {
+  await run('callgrind_control', ['-i', 'on', String(server.pid)]);
+  const before = await totals(server.pid);
+  const t0 = process.hrtime.bigint();
+  await sleep(ms);
+  const after = await totals(server.pid);
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  await run('callgrind_control', ['-i', 'off', String(server.pid)]);
+  return Math.round((after - before) / seconds);
+}
+
+/** Instructions per request of `count` requests, counted with instrumentation on. */
+async function count(server, req) {
+  await run('callgrind_control', ['-i', 'on', String(server.pid)]);
+  const before = await totals(server.pid);
+  await send(server.port, req, REQUESTS);
+  const after = await totals(server.pid);
+  await run('callgrind_control', ['-i', 'off', String(server.pid)]);
+  return Math.round((after - before) / REQUESTS);
+}
+
+async function startExample(work) {
+  const dataDir = path.join(work, 'data');
+  const stdoutFile = path.join(work, 'stdout.log');
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const out = fs.openSync(stdoutFile, 'a');
+  const child = spawn(
+    'valgrind',
+    ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${path.join(work, 'callgrind.out.%p')}`, process.execPath, path.join(DIST, 'examples', 'server.js')],
+    { cwd: REPO_ROOT, env: { ...process.env, NODE_ENV: 'production', DATA_DIR: dataDir, LOG_LEVEL: 'info', PORT: String(port), HOST }, stdio: ['ignore', out, 'pipe'] },
+  );
+  fs.closeSync(out);
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr = (stderr + c).slice(-4000)));
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the example under valgrind exited (${child.exitCode}):\n${stderr}`);
+    const res = await request(port, { path: '/health' }, 2000).catch(() => null);
+    if (res && res.status === 200) break;
+    if (Date.now() > deadline) throw new Error(`the example under valgrind did not answer in 180 s:\n${stderr}`);
+    await sleep(250);
+  }
+  const text = fs.readFileSync(stdoutFile, 'utf8');
+  const id = /^\s*client_id:\s+(\S+)/m.exec(text);
+  const secret = /^\s*client_secret:\s+(\S+)/m.exec(text);
+  if (!id || !secret) throw new Error(`no demo client in ${stdoutFile}`);
+  return { child, pid: child.pid, port, dataDir, client: { id: id[1], secret: secret[1] } };
+}
+
+async function token(server) {
+  const body = `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(server.client.id)}&client_secret=${encodeURIComponent(server.client.secret)}`;
+  const res = await request(server.port, { method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
+  if (res.status !== 200 || !res.json?.access_token) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
+  return res.json.access_token;
+}
+
+async function main() {
+  if (!ensureDebianTool('valgrind', 'valgrind', log) || !ensureDebianTool('callgrind_control', 'valgrind', log)) {
+    console.error('valgrind (callgrind) is not available: no instruction counts');
+    process.exit(3);
+  }
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-insn-'));
+  const server = await startExample(work);
+  try {
+    const live = await token(server);
+    const routes = {
+      health: { path: '/health', headers: { authorization: `Bearer ${live}` } },
+      whoami: { path: '/api/whoami', headers: { authorization: `Bearer ${live}` } },
+    };
+    const warm = async () => {
+      for (const r of Object.values(routes)) await send(server.port, r, WARMUP);
+    };
+    const phase = async (name) => {
+      const out = { health: [], whoami: [], difference: [], idlePerSecond: await idleRate(server) };
+      log(`instructions ${name} loading, idle: ${out.idlePerSecond.toLocaleString('en-US')} per second`);
+      for (let i = 0; i < ROUNDS; i++) {
+        for (const k of i % 2 === 0 ? ['health', 'whoami'] : ['whoami', 'health']) out[k].push(await count(server, routes[k]));
+        out.difference.push(out.whoami[i] - out.health[i]);
+        log(`instructions ${name} loading, round ${i + 1}: /health ${out.health[i].toLocaleString('en-US')}, /api/whoami ${out.whoami[i].toLocaleString('en-US')} per request (difference ${out.difference[i].toLocaleString('en-US')})`);
+      }
+      return out;
+    };
+    log(`-- instructions per request under callgrind (example server, ${REQUESTS} requests per count, ${CONNECTIONS} connections, ${ROUNDS} rounds)`);
+    await warm();
+    const before = await phase('before');
+    // revocations written while it runs, the last for a token of its own that then gets 401
+    const doomed = await token(server);
+    const loadLater = { tokens: 10_000, clients: 1_000 };
+    const writeSeconds = await writeRevocations(DIST, server.dataDir, loadLater, doomed);
+    const refusedAfterSeconds = await untilRefused('example under callgrind', server.port, { path: '/api/whoami', headers: { authorization: `Bearer ${doomed}` } }, 60_000);
+    log(`${(loadLater.tokens + 1).toLocaleString('en-US')} revoked tokens and ${loadLater.clients.toLocaleString('en-US')} client generations written in ${writeSeconds} s, refused ${refusedAfterSeconds} s later`);
+    await warm();
+    const after = await phase('after');
+    const figures = {
+      requests: REQUESTS,
+      connections: CONNECTIONS,
+      rounds: ROUNDS,
+      before,
+      after,
+      medians: {
+        health: median(before.health),
+        whoami: median(before.whoami),
+        healthAfter: median(after.health),
+        whoamiAfter: median(after.whoami),
+      },
+      // what the entries add to a protected request, over the same process's /health
+      revocationInstructions: median(after.difference) - median(before.difference),
+      loaded: { tokens: loadLater.tokens + 1, clientGenerations: loadLater.clients, writeSeconds, refusedAfterSeconds },
+    };
+    log(`revocation check: ${figures.revocationInstructions.toLocaleString('en-US')} instructions per protected request once loaded (median difference after − before)`);
+    if (json) console.log(JSON.stringify(figures));
+  } finally {
+    server.child.kill('SIGKILL');
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err.stack || String(err));
+  process.exit(1);
+});
