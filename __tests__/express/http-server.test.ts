@@ -19,6 +19,15 @@ function testApp(): express.Express {
     later.addedLater = { by: 'a handler' };
     res.status(201).json({ body: req.body, addedLater: later.addedLater });
   });
+  // a mounted sub-app switches the prototypes to its own and back
+  const sub = express();
+  sub.get('/x', (req, res) => {
+    res.json({ baseUrl: req.baseUrl, subApp: req.app === sub, ip: typeof req.ip });
+  });
+  app.use('/sub', sub);
+  app.get('/after-sub', (req, res) => {
+    res.json({ mainApp: req.app === app, path: req.path });
+  });
   app.get('/boom', () => {
     throw Object.assign(new Error('no'), { status: 418 });
   });
@@ -76,6 +85,8 @@ describe('createHttpServer(app)', () => {
       ['/echo', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{bad' }],
       ['/boom', undefined],
       ['/nowhere', undefined],
+      ['/sub/x', undefined],
+      ['/after-sub', undefined],
       ['/json', { method: 'HEAD' }],
     ];
     for (const [path, init] of cases) {
@@ -83,6 +94,8 @@ describe('createHttpServer(app)', () => {
       // the 404 page names no port; the JSON route names the host, the same on both
       expect({ path, ...x }).toEqual({ path, ...y });
     }
+    expect(JSON.parse((await answer(a, '/sub/x')).body)).toEqual({ baseUrl: '/sub', subApp: true, ip: 'string' });
+    expect(JSON.parse((await answer(a, '/after-sub')).body)).toEqual({ mainApp: true, path: '/after-sub' });
     const first = await answer(a, '/json');
     expect(first.body).toBe(JSON.stringify({ q: null, path: '/json', host: '127.0.0.1' }));
     expect(JSON.parse((await answer(a, '/echo', cases[1][1])).body)).toEqual({ body: { n: 1 }, addedLater: { by: 'a handler' } });
