@@ -857,35 +857,15 @@ async function main() {
     let micro = null;
     // the revocation check alone (RevocationState.isRevoked(), 10 000 denylisted jtis): bench/revocation-check.js, short rounds
     if (targets.some((t) => t.id === 'ours-whoami-revocation')) {
-      log('');
       const iterations = String(Math.round(envNum('BENCH_REVOCATION_ITERATIONS', 200_000)));
-      const r = require('node:child_process').spawnSync(process.execPath, [path.join(BENCH_DIR, 'revocation-check.js'), iterations, '--json'], { encoding: 'utf8' });
-      const lines = (r.stdout || '').trim().split('\n');
-      let figures = null;
-      try {
-        figures = r.status === 0 ? JSON.parse(lines.pop()) : null;
-      } catch {
-        figures = null;
-      }
-      for (const l of lines) log(l);
+      const figures = jsonScript('revocation-check.js', [iterations], warnings);
       if (figures) micro = { ...micro, revocationCheck: figures };
-      else warnings.push(`bench/revocation-check.js failed (exit ${r.status}): ${(r.stderr || '').trim().split('\n').slice(-3).join(' / ')}`);
     }
     // instructions per request under callgrind (bench/instructions.js): the protected route's work over
     // /health, and what the loaded revocations add to it, in counts the machine's noise does not move
     if (process.env.BENCH_SKIP_INSN !== '1' && targets.some((t) => t.id === 'ours-whoami')) {
-      log('');
-      const r = require('node:child_process').spawnSync(process.execPath, [path.join(BENCH_DIR, 'instructions.js'), '--json'], { encoding: 'utf8', timeout: 20 * 60_000 });
-      const lines = (r.stdout || '').trim().split('\n');
-      let figures = null;
-      try {
-        figures = r.status === 0 ? JSON.parse(lines.pop()) : null;
-      } catch {
-        figures = null;
-      }
-      for (const l of lines) log(l);
+      const figures = jsonScript('instructions.js', [], warnings, 20 * 60_000);
       if (figures) micro = { ...micro, instructions: figures };
-      else warnings.push(`bench/instructions.js gave no instruction counts (exit ${r.status}): ${(r.stderr || '').trim().split('\n').slice(-3).join(' / ')}`);
     }
     if (process.env.BENCH_SKIP_CLIENT !== '1') {
       log('');
@@ -946,6 +926,26 @@ async function main() {
  * still run and would steal the shared server core from the next
  * measurement): one more request of the same kind is answered only after them.
  */
+/**
+ * Runs bench/`script` with `args` and --json: echoes what it printed and
+ * answers the JSON object of its last line, or null (with a warning) when it
+ * failed.
+ */
+function jsonScript(script, args, warnings, timeout = undefined) {
+  log('');
+  const r = require('node:child_process').spawnSync(process.execPath, [path.join(BENCH_DIR, script), ...args, '--json'], { encoding: 'utf8', timeout });
+  const lines = (r.stdout || '').trim().split('\n');
+  let figures = null;
+  try {
+    figures = r.status === 0 ? JSON.parse(lines.pop()) : null;
+  } catch {
+    figures = null;
+  }
+  for (const l of lines) log(l);
+  if (!figures) warnings.push(`bench/${script} gave no figures (exit ${r.status}): ${(r.stderr || '').trim().split('\n').slice(-3).join(' / ')}`);
+  return figures;
+}
+
 async function drain(server, req) {
   try {
     await request(server.port, req, 120_000);

@@ -125,6 +125,15 @@ describe('reasons', () => {
   });
 });
 
+/** A verifier (cache of 10) on a clock the test moves, and a token of `key` that expires a minute from now. */
+function clockedVerifier(): { v: AccessTokenVerifier; token: string; exp: number; clock: { now: number } } {
+  const clock = { now: Date.now() };
+  const set = { keys: [{ ...key.publicKey.export({ format: 'jwk' }), kid: key.kid, alg: key.alg, use: 'sig' }] };
+  const v = new AccessTokenVerifier({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, keys: new StaticKeys(loadJwks(set)), clockTolerance: 0, cacheMax: 10, now: () => clock.now });
+  const exp = Math.floor(clock.now / 1000) + 60;
+  return { v, token: mint(key, { claims: { iat: exp - 120, exp } }), exp, clock };
+}
+
 describe('cache statistics', () => {
   it('counts a miss for the first check and hits for repeats', () => {
     const v = verifier();
@@ -150,25 +159,17 @@ describe('cache statistics', () => {
   });
 
   it('drops a cached token once it expires', () => {
-    let now = Date.now();
-    const set = { keys: [{ ...key.publicKey.export({ format: 'jwk' }), kid: key.kid, alg: key.alg, use: 'sig' }] };
-    const v = new AccessTokenVerifier({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, keys: new StaticKeys(loadJwks(set)), clockTolerance: 0, cacheMax: 10, now: () => now });
-    const exp = Math.floor(now / 1000) + 60;
-    const token = mint(key, { claims: { iat: exp - 120, exp } });
+    const { v, token, exp, clock } = clockedVerifier();
     v.verify(token);
     v.verify(token);
     expect(v.cacheStats).toEqual({ hits: 1, misses: 1 });
-    now = exp * 1000 + 1;
+    clock.now = exp * 1000 + 1;
     expect(refusal(token, v).reason).toBe('expired');
     expect(v.cacheStats).toEqual({ hits: 1, misses: 2 });
   });
 
   it('cached(): the auth of a token verified before and still good, else undefined; verifyUncached() counts the miss', () => {
-    let now = Date.now();
-    const set = { keys: [{ ...key.publicKey.export({ format: 'jwk' }), kid: key.kid, alg: key.alg, use: 'sig' }] };
-    const v = new AccessTokenVerifier({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, keys: new StaticKeys(loadJwks(set)), clockTolerance: 0, cacheMax: 10, now: () => now });
-    const exp = Math.floor(now / 1000) + 60;
-    const token = mint(key, { claims: { iat: exp - 120, exp } });
+    const { v, token, exp, clock } = clockedVerifier();
     expect(v.cached(token)).toBeUndefined();
     expect(v.cacheStats).toEqual({ hits: 0, misses: 0 });
     const auth = v.verifyUncached(token);
@@ -177,7 +178,7 @@ describe('cache statistics', () => {
     // another token with the same ending is not this one
     expect(v.cached(`x${token.slice(1)}`)).toBeUndefined();
     expect(v.cacheStats).toEqual({ hits: 1, misses: 1 });
-    now = exp * 1000 + 1;
+    clock.now = exp * 1000 + 1;
     expect(v.cached(token)).toBeUndefined();
     expect(refusal(token, v).reason).toBe('expired');
   });

@@ -232,6 +232,8 @@ describe('issuer.requireBearer() with DPoP', () => {
     const required = await get('/required', `Bearer ${bearerToken}`);
     expectError(required, 401, 'invalid_token', 'DPoP');
     expect(Object.keys(challengesOf(required))).toEqual(['DPoP']);
+    // a malformed Bearer header is still a 400 there
+    expectError(await get('/required', 'Bearer a$b'), 400, 'invalid_request', 'DPoP');
     expect((await get('/required', `DPoP ${dpopToken}`, proofFor('/required'))).status).toBe(200);
     const disabled = await get('/disabled', `DPoP ${dpopToken}`, proofFor('/disabled'));
     expect(disabled.status).toBe(401);

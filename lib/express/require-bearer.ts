@@ -268,7 +268,11 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     if (!header || !BEARER_SCHEME.test(header)) return fail(res, new MissingTokenError(), 'none');
     const token = credentialsAfter(header, 6);
     if (token === undefined) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
-    if (mode === 'required') return fail(res, binding('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
+    if (mode === 'required') {
+      // a malformed header is a 400 first, as where Bearer is accepted
+      if (!B64TOKEN.test(token)) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
+      return fail(res, binding('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
+    }
 
     const done = (err: unknown, auth: AccessTokenAuth | false): void => {
       if (err) return fail(res, err);
