@@ -45,10 +45,15 @@ const DIST = path.join(REPO_ROOT, 'dist');
 const log = (line) => console.log(line);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Where valgrind's gdbserver keeps its pipes: in the work folder, so that they go with it. */
+let vgdbPrefix = '';
+
 function run(cmd, args) {
   return new Promise((resolve, reject) => {
-    // HOST as the server has it: valgrind's gdbserver names its pipes after $USER and $HOST
-    execFile(cmd, args, { encoding: 'utf8', timeout: 60_000, env: { ...process.env, HOST } }, (err, stdout, stderr) => (err ? reject(new Error(`${cmd} ${args.join(' ')}: ${err.message} ${stderr}`)) : resolve(stdout)));
+    // the same prefix and HOST as the server: valgrind's gdbserver names its pipes after them (and $USER)
+    execFile(cmd, [`--vgdb-prefix=${vgdbPrefix}`, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, HOST } }, (err, stdout, stderr) =>
+      err ? reject(new Error(`${cmd} ${args.join(' ')}: ${err.message} ${stderr}`)) : resolve(stdout),
+    );
   });
 }
 
@@ -101,7 +106,7 @@ async function startExample(work) {
   const out = fs.openSync(stdoutFile, 'a');
   const child = spawn(
     'valgrind',
-    ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${path.join(work, 'callgrind.out.%p')}`, process.execPath, path.join(DIST, 'examples', 'server.js')],
+    ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--vgdb-prefix=${vgdbPrefix}`, `--callgrind-out-file=${path.join(work, 'callgrind.out.%p')}`, process.execPath, path.join(DIST, 'examples', 'server.js')],
     { cwd: REPO_ROOT, env: { ...process.env, NODE_ENV: 'production', DATA_DIR: dataDir, LOG_LEVEL: 'info', PORT: String(port), HOST }, stdio: ['ignore', out, 'pipe'] },
   );
   fs.closeSync(out);
@@ -120,6 +125,19 @@ async function startExample(work) {
   const secret = /^\s*client_secret:\s+(\S+)/m.exec(text);
   if (!id || !secret) throw new Error(`no demo client in ${stdoutFile}`);
   return { child, pid: child.pid, port, dataDir, client: { id: id[1], secret: secret[1] } };
+}
+
+/** SIGTERM (the example closes, valgrind removes its pipes), SIGKILL after 20 s. */
+function stop(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
 }
 
 async function token(server) {
@@ -146,6 +164,7 @@ async function main() {
     process.exit(3);
   }
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-insn-'));
+  vgdbPrefix = path.join(work, 'vgdb');
   const server = await startExample(work);
   try {
     const live = await token(server);
@@ -211,7 +230,7 @@ async function main() {
     log(`revocation check: ${figures.revocationInstructions.toLocaleString('en-US')} instructions per protected request once loaded (least counts: /api/whoami − /health after loading, minus the same before)`);
     if (json) console.log(JSON.stringify(figures));
   } finally {
-    server.child.kill('SIGKILL');
+    await stop(server.child);
     fs.rmSync(work, { recursive: true, force: true });
   }
 }
