@@ -5,6 +5,9 @@ const common = {
 };
 
 module.exports = {
+  // the tests' temporary folders live under one folder per run, removed at its end
+  globalSetup: '<rootDir>/__tests__/helpers/global-setup.js',
+  globalTeardown: '<rootDir>/__tests__/helpers/global-teardown.js',
   projects: [
     {
       ...common,

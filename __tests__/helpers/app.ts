@@ -6,6 +6,11 @@ import { join } from 'node:path';
 import express, { type Express } from 'express';
 import { createIssuer, type Issuer, type IssuerOptions } from '../../lib';
 
+/** A fresh folder under the run's own (__tests__/helpers/global-setup.js), which the run removes at its end. */
+function madeDir(): string {
+  return mkdtempSync(join(process.env.ECC_TEST_TMP ?? tmpdir(), 'ecc-test-'));
+}
+
 export const ISSUER = 'http://issuer.test';
 export const AUDIENCE = 'http://api.test';
 
@@ -18,7 +23,7 @@ export interface TestSetup {
 
 /** A fresh issuer on its own temp data dir, mounted on a new Express app (the "existing API"). */
 export async function setup(options: Partial<IssuerOptions> = {}, mount?: (app: Express, issuer: Issuer) => void): Promise<TestSetup> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'ecc-test-'));
+  const dataDir = madeDir();
   const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: false, ...options });
   await issuer.ready();
   const app = express();
@@ -37,7 +42,7 @@ export async function setup(options: Partial<IssuerOptions> = {}, mount?: (app: 
 }
 
 export function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), 'ecc-test-'));
+  return madeDir();
 }
 
 export interface LoopbackServer {
