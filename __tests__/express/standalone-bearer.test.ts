@@ -96,6 +96,8 @@ function expectInvalidToken(res: request.Response): void {
 }
 
 describe('with jwksUri', () => {
+  // the file's first test: a cold issuer, its first tokens and the first JWKS fetch (about 0.2 s alone;
+  // once past jest's 5 s default on a loaded 2-core CI run), so a longer bound than the default
   it("accepts the issuer's tokens and fetches the JWKS once for many requests", async () => {
     const s = await startIssuer();
     const app = api(bearer({ jwksUri: s.jwksUri }));
@@ -111,7 +113,7 @@ describe('with jwksUri', () => {
       for (const token of [...tokens, await fetchToken(s.t.app, s.client)]) expect((await get(app, token)).status).toBe(200);
     }
     expect(s.fetches()).toBe(1);
-  });
+  }, 15_000);
 
   it('rejects tokens it should: wrong audience, expired, bad signature', async () => {
     const s = await startIssuer();
