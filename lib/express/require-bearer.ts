@@ -87,12 +87,16 @@ type StrategyDone = (err: unknown, auth: AccessTokenAuth | false) => void;
  * verify callback takes an asynchronous answer past it, to the request it
  * belongs to), so nothing is allocated per request.
  */
-function strategyRunner(verify: (token: string) => AccessTokenAuth | Promise<AccessTokenAuth>): (authorization: string, done: StrategyDone) => void {
+function strategyRunner(
+  verify: (token: string) => AccessTokenAuth | Promise<AccessTokenAuth>,
+): (authorization: string, done: StrategyDone, known?: AccessTokenAuth) => void {
   let current: StrategyDone | undefined;
+  /** The auth the caller already holds for this token (from the verified-token cache): the strategy's answer without verify(). */
+  let known: AccessTokenAuth | undefined;
   const strategy = new BearerStrategy((token: string, verified: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
     let result: AccessTokenAuth | Promise<AccessTokenAuth>;
     try {
-      result = verify(token);
+      result = known ?? verify(token);
     } catch (err) {
       return verified(err);
     }
@@ -112,13 +116,15 @@ function strategyRunner(verify: (token: string) => AccessTokenAuth | Promise<Acc
   // req.query getter, which parses the query string on every read.
   const headers = { authorization: '' };
   const request = { headers } as unknown as Request;
-  return (authorization, done) => {
+  return (authorization, done, auth) => {
     headers.authorization = authorization;
     current = done;
+    known = auth;
     try {
       runner.authenticate(request, { session: false });
     } finally {
       current = undefined;
+      known = undefined;
       headers.authorization = '';
     }
   };
@@ -152,19 +158,19 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
   const publicUrl = options.dpop?.publicUrl ?? '';
   const algs = dpop?.algorithms ?? DPOP_ALGORITHMS;
   /**
-   * A token's auth, for either scheme: from the verified-token cache when this
-   * very token was verified before (only well-formed tokens get there, so a
-   * hit skips the b64token match: 6,200 instructions a request for a
-   * 510-character token, under callgrind), else matched as a b64token
-   * (malformed → invalid_request) and verified.
+   * The one look at a token before its scheme's checks: its auth when the
+   * verified-token cache holds this very token (only verified tokens get
+   * there, so a hit is well-formed and skips the b64token match: 6,200
+   * instructions a request for a 510-character token, under callgrind), else
+   * undefined once it matched as a b64token. Throws invalid_request for a
+   * malformed token, invalid_token for a cached one since revoked.
    */
-  const tokenAuth = (token: string, malformed: string): AccessTokenAuth | Promise<AccessTokenAuth> => {
+  const cachedOrWellFormed = (token: string, scheme: 'Bearer' | 'DPoP'): AccessTokenAuth | undefined => {
     const known = verifier.cached(token);
-    if (known) return known;
-    if (!B64TOKEN.test(token)) throw new InvalidRequestError(malformed);
-    return verifier.verifyUncached(token);
+    if (!known && !B64TOKEN.test(token)) throw new InvalidRequestError(`malformed ${scheme} authorization header`);
+    return known;
   };
-  const runStrategy = strategyRunner((token) => tokenAuth(token, 'malformed Bearer authorization header'));
+  const runStrategy = strategyRunner((token) => verifier.verifyUncached(token));
 
   /** The challenges of an answer: those of the schemes this route accepts, the error on the one used. */
   const challenges = (error: OAuthError, scheme: Scheme): string | string[] | undefined => {
@@ -224,7 +230,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
   };
 
   /** `Authorization: DPoP <token>`: the token as for Bearer (cached), then this request's proof (never cached). */
-  const dpopRequest = (req: Request, res: Response, next: NextFunction, token: string): void => {
+  const dpopRequest = (req: Request, res: Response, next: NextFunction, token: string, known: AccessTokenAuth | undefined): void => {
     const withAuth = (auth: AccessTokenAuth): void => {
       const jkt = (auth.claims.cnf as { jkt?: unknown } | undefined)?.jkt;
       if (typeof jkt !== 'string') return fail(res, binding('the access token is not DPoP-bound; send it as Bearer', 'DPoP scheme with a token without cnf.jkt', auth), 'dpop');
@@ -240,7 +246,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     const verify = (): void => {
       let result: AccessTokenAuth | Promise<AccessTokenAuth>;
       try {
-        result = tokenAuth(token, 'malformed DPoP authorization header');
+        result = known ?? verifier.verifyUncached(token);
       } catch (err) {
         return fail(res, err, 'dpop');
       }
@@ -248,10 +254,8 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       else withAuth(result);
     };
     const waiting = pending?.();
-    if (!waiting) return verify();
-    // while the keys load, a malformed token is refused at once, not after them (or with their 503)
-    if (!B64TOKEN.test(token)) return fail(res, new InvalidRequestError('malformed DPoP authorization header'), 'dpop');
-    waiting.then(verify, (err: unknown) => fail(res, err, 'dpop'));
+    if (waiting) waiting.then(verify, (err: unknown) => fail(res, err, 'dpop'));
+    else verify();
   };
 
   return function requireBearer(req: Request, res: Response, next: NextFunction): void {
@@ -263,16 +267,24 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     if (mode !== 'disabled' && header && DPOP_SCHEME.test(header)) {
       const token = credentialsAfter(header, 4);
       if (token === undefined) return fail(res, new InvalidRequestError('malformed DPoP authorization header'), 'dpop');
-      return dpopRequest(req, res, next, token);
+      let known;
+      try {
+        known = cachedOrWellFormed(token, 'DPoP');
+      } catch (err) {
+        return fail(res, err, 'dpop');
+      }
+      return dpopRequest(req, res, next, token, known);
     }
     if (!header || !BEARER_SCHEME.test(header)) return fail(res, new MissingTokenError(), 'none');
     const token = credentialsAfter(header, 6);
     if (token === undefined) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
-    if (mode === 'required') {
-      // a malformed header is a 400 first, as where Bearer is accepted
-      if (!B64TOKEN.test(token)) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
-      return fail(res, binding('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
+    let known;
+    try {
+      known = cachedOrWellFormed(token, 'Bearer');
+    } catch (err) {
+      return fail(res, err);
     }
+    if (mode === 'required') return fail(res, binding('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
 
     const done = (err: unknown, auth: AccessTokenAuth | false): void => {
       if (err) return fail(res, err);
@@ -289,8 +301,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     // passport-http-bearer splits on one space: hand it "Bearer <token>" when there were more
     const authorization = header.length - token.length === 7 ? header : `Bearer ${token}`;
     const waiting = pending?.();
-    if (!waiting) return runStrategy(authorization, done);
-    if (!B64TOKEN.test(token)) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
-    waiting.then(() => runStrategy(authorization, done), (err: unknown) => fail(res, err));
+    if (waiting) waiting.then(() => runStrategy(authorization, done, known), (err: unknown) => fail(res, err));
+    else runStrategy(authorization, done, known);
   };
 }
