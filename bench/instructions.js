@@ -33,6 +33,7 @@ const { request, pool } = require('./lib/http');
 const { ensureDebianTool } = require('./lib/wrk');
 const { writeRevocations, untilRefused } = require('./lib/revocations');
 const { median } = require('./lib/measure');
+const { freePort } = require('./lib/proc');
 
 const json = process.argv.includes('--json');
 const REQUESTS = Number(process.env.BENCH_INSN_REQUESTS || 3000);
@@ -102,7 +103,7 @@ async function count(server, req) {
 async function startExample(work) {
   const dataDir = path.join(work, 'data');
   const stdoutFile = path.join(work, 'stdout.log');
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  const port = await freePort();
   const out = fs.openSync(stdoutFile, 'a');
   const child = spawn(
     'valgrind',

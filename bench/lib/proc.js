@@ -302,4 +302,4 @@ function stopProcess(server, timeoutMs = 10_000) {
   });
 }
 
-module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, askMemory, killAll };
+module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, askMemory, killAll, freePort };
