@@ -2,6 +2,8 @@
 const common = {
   preset: 'ts-jest',
   testEnvironment: 'node',
+  // stops the pollers a file's standalone verifiers started (see the file)
+  setupFilesAfterEnv: ['<rootDir>/__tests__/helpers/after-each-file.ts'],
 };
 
 module.exports = {

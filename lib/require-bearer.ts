@@ -150,6 +150,21 @@ const verifiers = new Map<string, AccessTokenVerifier>();
 const verifierSources = new WeakMap<AccessTokenVerifier, ListSource>();
 
 /**
+ * Stops every revocation-list poller this process started and forgets them:
+ * for a graceful shutdown, and for test suites that start verifiers against
+ * issuers they then close (a poller left running keeps asking a closed port,
+ * which another server may take). The timers are unref'd, so this is never
+ * needed for a process to exit. A standalone requireBearer() created after it
+ * starts a new poller; one created before keeps its last list, which goes
+ * stale after maxStale (then a request polls again, at most once a second).
+ */
+export function stopRevocationListPolling(): void {
+  for (const source of listSources.values()) source.poller.stop();
+  listSources.clear();
+  for (const [key, verifier] of verifiers) if (verifierSources.has(verifier)) verifiers.delete(key);
+}
+
+/**
  * `requireBearer()` for a process that only verifies: keys come from the
  * issuer's JWKS (fetched, cached, refetched on an unknown kid at most once
  * per cooldown) or are given up front.

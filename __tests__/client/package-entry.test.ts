@@ -80,9 +80,15 @@ describe('a script that makes one call', () => {
 
   it('exits by itself without close(): no timer or refresh keeps it alive', async () => {
     const started = Date.now();
-    const { stdout } = await run(process.execPath, [join(dir, 'one-call.mjs'), endpoint.tokenUrl, `${api.url}/x`], { cwd: dir, timeout: 20_000 });
+    const path = `/one-call-${process.pid}-${Date.now()}`;
+    const { stdout } = await run(process.execPath, [join(dir, 'one-call.mjs'), endpoint.tokenUrl, `${api.url}${path}`], { cwd: dir, timeout: 20_000 });
     expect(stdout).toBe('200');
-    expect(api.requests[0].headers.authorization).toBe('Bearer tok-1');
+    // by path: a port is anyone's once freed, so a stray request from elsewhere may reach the fakes too
+    const calls = api.requests.filter((r) => r.path === path);
+    const tokenRequests = endpoint.requests.filter((r) => r.path === '/token');
+    expect(calls).toHaveLength(1);
+    expect(tokenRequests).toHaveLength(1);
+    expect(calls[0].headers.authorization).toBe(`Bearer tok-${endpoint.requests.indexOf(tokenRequests[0]) + 1}`);
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 });

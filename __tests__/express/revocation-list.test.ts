@@ -9,7 +9,7 @@ import { gunzipSync } from 'node:zlib';
 import express from 'express';
 import jwt from 'jsonwebtoken';
 import request from 'supertest';
-import { createIssuer, requireBearer, type Issuer } from '../../lib';
+import { createIssuer, requireBearer, stopRevocationListPolling, type Issuer } from '../../lib';
 import { signRevocationList } from '../../lib/core/revocation-list';
 import { loopbackServer, tempDir, type LoopbackServer } from '../helpers/app';
 import { freshKey } from '../helpers/tokens';
@@ -254,6 +254,35 @@ describe('requireBearer({ jwksUri, revocationList }) at a standalone resource se
     expect(ms).toBeGreaterThanOrEqual(0);
     expect(Date.now() - started).toBeLessThanOrEqual(10_500);
   }, 15_000);
+
+  it('stopRevocationListPolling() stops the polls: the list is asked for no more', async () => {
+    const counter = await loopbackServer();
+    let asked = 0;
+    const app = express();
+    app.get('/list', async (req, res) => {
+      asked += 1;
+      const upstream = await fetch(`${r.url}/oauth/revocation-list`);
+      res.type('application/revocation-list+jwt').send(await upstream.text());
+    });
+    counter.serve(app);
+    try {
+      const api = resourceServer(r, { uri: `${counter.url}/list`, interval: 0.1 });
+      expect((await call(api, await token(r))).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 350));
+      expect(asked).toBeGreaterThanOrEqual(3); // the first poll and the timer's
+      stopRevocationListPolling();
+      const after = asked;
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect(asked).toBe(after);
+      // a verifier created after it polls again, its first request waiting for the list
+      const again = resourceServer(r, { uri: `${counter.url}/list`, interval: 0.1 });
+      expect((await call(again, await token(r))).status).toBe(200);
+      expect(asked).toBe(after + 1);
+      stopRevocationListPolling();
+    } finally {
+      await counter.close();
+    }
+  });
 
   it('refuses options that make no sense, at start-up', () => {
     const base = { issuer: r.url, audience: 'a', jwksUri: `${r.url}/.well-known/jwks.json` };
