@@ -19,7 +19,6 @@ function which(cmd) {
   }
 }
 
-/** Path of wrk; installs Debian's package when missing and running as root, else throws a clear message. */
 /**
  * The path of `command`, installing Debian's package `pkg` with apt-get when
  * it is missing and this runs as root; null when it cannot be had.
@@ -45,6 +44,7 @@ function ensureDebianTool(command, pkg, log = console.log) {
   return found || null;
 }
 
+/** Path of wrk; installs Debian's package when missing and running as root, else throws a clear message. */
 function ensureWrk(log = console.log) {
   const found = ensureDebianTool('wrk', 'wrk', log);
   if (found) return found;

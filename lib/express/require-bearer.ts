@@ -41,7 +41,7 @@ const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 /**
  * After a scheme of `schemeLength` characters matched: the credentials after
  * one or more spaces, or undefined when there are no spaces or nothing after
- * them. Whether they are a b64token is checked apart (tokenAuth()).
+ * them. Whether they are a b64token is checked apart (cachedOrWellFormed()).
  */
 function credentialsAfter(header: string, schemeLength: number): string | undefined {
   let i = schemeLength;
