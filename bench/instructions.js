@@ -29,11 +29,11 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn, execFile } = require('node:child_process');
-const { request, pool } = require('./lib/http');
+const { request, pool, forge } = require('./lib/http');
 const { ensureDebianTool } = require('./lib/wrk');
 const { writeRevocations, untilRefused } = require('./lib/revocations');
 const { median } = require('./lib/measure');
-const { freePort } = require('./lib/proc');
+const { freePort, readDemoClient } = require('./lib/proc');
 
 const json = process.argv.includes('--json');
 const REQUESTS = Number(process.env.BENCH_INSN_REQUESTS || 3000);
@@ -121,11 +121,8 @@ async function startExample(work) {
     if (Date.now() > deadline) throw new Error(`the example under valgrind did not answer in 180 s:\n${stderr}`);
     await sleep(250);
   }
-  const text = fs.readFileSync(stdoutFile, 'utf8');
-  const id = /^\s*client_id:\s+(\S+)/m.exec(text);
-  const secret = /^\s*client_secret:\s+(\S+)/m.exec(text);
-  if (!id || !secret) throw new Error(`no demo client in ${stdoutFile}`);
-  return { child, pid: child.pid, port, dataDir, client: { id: id[1], secret: secret[1] } };
+  const { clientId, clientSecret } = await readDemoClient(stdoutFile, 0);
+  return { child, pid: child.pid, port, dataDir, client: { id: clientId, secret: clientSecret } };
 }
 
 /** SIGTERM (the example closes, valgrind removes its pipes), SIGKILL after 20 s. */
@@ -146,12 +143,6 @@ async function token(server) {
   const res = await request(server.port, { method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
   if (res.status !== 200 || !res.json?.access_token) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
   return res.json.access_token;
-}
-
-/** The token with one character of its signature changed (not the last: its low bits may be padding). */
-function forged(token) {
-  const i = token.length - 5;
-  return token.slice(0, i) + (token[i] === 'A' ? 'B' : 'A') + token.slice(i + 1);
 }
 
 async function refused(server, req) {
@@ -190,7 +181,7 @@ async function main() {
     // the answers the loading phase gives too (401 invalid_token, from the same client) before the
     // first counts: a kind of answer the process has not yet given changes the object shapes its hot
     // code sees (V8 deoptimizes it), and that would land on the second phase alone
-    await refused(server, { path: '/api/whoami', headers: { authorization: `Bearer ${forged(live)}` } });
+    await refused(server, { path: '/api/whoami', headers: { authorization: `Bearer ${forge(live)}` } });
     await refused(server, { path: '/api/whoami', headers: {} });
     await warm();
     const before = await phase('before');
@@ -206,6 +197,7 @@ async function main() {
       requests: REQUESTS,
       connections: CONNECTIONS,
       rounds: ROUNDS,
+      loaded: { tokens: loadLater.tokens + 1, clientGenerations: loadLater.clients, writeSeconds, refusedAfterSeconds },
       before,
       after,
       medians: {
@@ -225,9 +217,6 @@ async function main() {
     };
     // what the entries add to a protected request, over the same process's /health
     figures.revocationInstructions = figures.least.whoamiAfter - figures.least.healthAfter - (figures.least.whoami - figures.least.health);
-    Object.assign(figures, {
-      loaded: { tokens: loadLater.tokens + 1, clientGenerations: loadLater.clients, writeSeconds, refusedAfterSeconds },
-    });
     log(`revocation check: ${figures.revocationInstructions.toLocaleString('en-US')} instructions per protected request once loaded (least counts: /api/whoami − /health after loading, minus the same before)`);
     if (json) console.log(JSON.stringify(figures));
   } finally {

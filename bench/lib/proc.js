@@ -302,4 +302,17 @@ function stopProcess(server, timeoutMs = 10_000) {
   });
 }
 
-module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, askMemory, killAll, freePort };
+/** The demo client the example prints at its first start (client_id / client_secret lines on stdout), waited for up to timeoutMs. */
+async function readDemoClient(file, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+    const id = /^\s*client_id:\s+(\S+)/m.exec(text);
+    const secret = /^\s*client_secret:\s+(\S+)/m.exec(text);
+    if (id && secret) return { clientId: id[1], clientSecret: secret[1] };
+    if (Date.now() > deadline) throw new Error(`no demo client (client_id / client_secret lines) in ${file}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, askMemory, killAll, freePort, readDemoClient };
