@@ -30,8 +30,8 @@ const os = require('node:os');
 const path = require('node:path');
 const jwt = require('jsonwebtoken');
 
-const { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, killAll } = require('./lib/proc');
-const { request, pool, decodeJwt } = require('./lib/http');
+const { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, killAll, readDemoClient } = require('./lib/proc');
+const { request, pool, decodeJwt, forge } = require('./lib/http');
 const { summary, round } = require('./lib/measure');
 const autocannon = require('./lib/measure');
 const wrk = require('./lib/wrk');
@@ -170,6 +170,11 @@ function defineTargets(keys, work, peerClient) {
     // generations written to its store while it runs, then measured again
     // (see measureRevocationPhases)
     'example-revoked': { ...example('example-revoked'), loadLater: { tokens: 10_000, clients: 1_000 } },
+    // the example app with a no-op setting req.auth in place of requireBearer(): the route without the token check
+    'example-without-auth': {
+      ...example('example-without-auth', { EXAMPLE_DIST: path.dirname(settings.exampleScript) }),
+      script: path.join(__dirname, 'servers', 'example-without-auth.js'),
+    },
     'example-warn': example('example-warn', { LOG_LEVEL: 'warn' }),
     'example-rs256': example('example-rs256', { SIGNING_ALG: 'RS256' }),
     'floor-sign-es256': { script: 'floor.js', cfg: { mode: 'sign', alg: 'ES256', ...peerKeys(keys.ES256) } },
@@ -225,6 +230,8 @@ function defineTargets(keys, work, peerClient) {
 
     { id: 'ours-whoami', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami (requireBearer, ES256)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
     { id: 'ours-health', group: 'protected', label: 'same process, unauthenticated GET /health (same header sent)', server: 'example', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
+    { id: 'ours-whoami-without-auth', group: 'protected', label: 'the example app with a no-op setting the same req.auth in place of requireBearer(), GET /api/whoami (same header sent): the route without the token check', server: 'example-without-auth', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
+    { id: 'ours-health-without-auth', group: 'protected', label: 'the same no-op process, GET /health (same header sent)', server: 'example-without-auth', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
     { id: 'ours-orders', group: 'protected', ours: true, label: 'OURS example server GET /api/orders (requireBearer twice, scope)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/orders', t) },
     { id: 'ours-dpop', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', server: 'example', kind: 'protected', token: (s) => dpop.token(s), request: () => dpop.request(), fresh: () => dpop.request(), bodies: (n, file) => dpop.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami' },
     // phased: measured apart from the rounds, before and after the revocations are loaded (measureRevocationPhases)
@@ -243,10 +250,12 @@ function defineTargets(keys, work, peerClient) {
   if (settings.only) {
     const keep = new Set(['express-const', 'node-http-const', ...settings.only]);
     selected = targets.filter((t) => keep.has(t.id));
-    // each target brings its baseline: the revocation check its own /health, DPoP the Bearer route, the protected route /health
+    // each target brings its baseline: the revocation check its own /health, DPoP the Bearer route, the protected route /health and the same route without the token check
     if (selected.some((t) => t.id === 'ours-whoami-revocation') && !selected.some((t) => t.id === 'ours-health-revocation')) selected.push(targets.find((t) => t.id === 'ours-health-revocation'));
     if (selected.some((t) => t.id === 'ours-dpop') && !selected.some((t) => t.id === 'ours-whoami')) selected.push(targets.find((t) => t.id === 'ours-whoami'));
-    if (selected.some((t) => t.id === 'ours-whoami') && !selected.some((t) => t.id === 'ours-health')) selected.push(targets.find((t) => t.id === 'ours-health'));
+    for (const id of ['ours-health', 'ours-whoami-without-auth', 'ours-health-without-auth']) {
+      if (selected.some((t) => t.id === 'ours-whoami') && !selected.some((t) => t.id === id)) selected.push(targets.find((t) => t.id === id));
+    }
   }
   const used = new Set(selected.map((t) => t.server));
   return { servers: Object.fromEntries(Object.entries(servers).filter(([k]) => used.has(k))), targets: selected };
@@ -340,19 +349,6 @@ function dpopCaller(tokenReq) {
 
 function pick(k) {
   return { kid: k.kid, privateKeyFile: k.privateKeyFile, publicKeyFile: k.publicKeyFile };
-}
-
-/** The demo client the example prints at its first start (client_id / client_secret lines on stdout). */
-async function readDemoClient(file, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
-    const id = /^\s*client_id:\s+(\S+)/m.exec(text);
-    const secret = /^\s*client_secret:\s+(\S+)/m.exec(text);
-    if (id && secret) return { clientId: id[1], clientSecret: secret[1] };
-    if (Date.now() > deadline) throw new Error(`no demo client (client_id / client_secret lines) in ${file}`);
-    await sleep(20);
-  }
 }
 
 async function startExample(name, def, cpu) {
@@ -490,14 +486,6 @@ async function prepareTarget(t, server, sanity) {
   return entry;
 }
 
-/** Same token with one signature character changed (or garbage for opaque tokens). */
-function forge(token) {
-  if (!token) return 'x';
-  const i = token.length - 5;
-  const c = token[i] === 'A' ? 'B' : 'A';
-  return token.slice(0, i) + c + token.slice(i + 1);
-}
-
 // ---------------------------------------------------------------- memory
 /**
  * Start-up: the example server on a fresh DATA_DIR (first start: keys and the
@@ -612,9 +600,13 @@ function fmtMiB(bytes) {
 }
 
 /**
- * The load generator's ceiling: what it drives bare node:http at (median over
- * the rounds, HI connections), against the fastest other target. wrk's CPU
- * share in those runs tells how far below its own limit it was.
+ * The load generator's ceiling, from its runs against bare node:http (median
+ * over the rounds, HI connections): the rate it drove that server at, and
+ * its own ceiling, requests per second of wrk's CPU time (never below the
+ * rate it reached). A single-core node:http server saturates before wrk
+ * does, so the rate is node:http's limit as much as wrk's; the requests per
+ * CPU second say what wrk could drive with its whole core. The headroom over
+ * the fastest other target is read from the latter.
  */
 function loaderFigures(raw, medians, targets) {
   const id = 'node-http-const';
@@ -622,6 +614,7 @@ function loaderFigures(raw, medians, targets) {
   const ceiling = medians[id][HI].rps.median;
   const cpu = summary(raw[id][HI].map((m) => m.loaderCpu)).median;
   const perCpuSecond = summary(raw[id][HI].map((m) => m.loaderCeiling)).median;
+  const own = ceiling == null ? null : Math.max(ceiling, perCpuSecond ?? 0);
   let fastest = null;
   for (const t of targets) {
     if (t.id === id) continue;
@@ -633,8 +626,9 @@ function loaderFigures(raw, medians, targets) {
     ceiling,
     loaderCpuShare: cpu,
     requestsPerLoaderCpuSecond: perCpuSecond,
+    ownCeiling: own,
     fastest,
-    headroom: fastest && ceiling ? round(ceiling / fastest.rps, 2) : null,
+    headroom: fastest && own ? round(own / fastest.rps, 2) : null,
   };
 }
 
@@ -680,13 +674,23 @@ async function main() {
   if (loadBefore[0] > 0.5) {
     warnings.push(`the machine was busy when the run started (load average ${loadBefore.map((x) => x.toFixed(2)).join(' ')}); figures are noisier than on an idle machine`);
   }
-  // Keep both cores out of their idle state (see lib/spin.js). The two
-  // spinners add about 2 to the load average from here on.
+  // Keep both cores out of their idle state during the latency runs at LO
+  // connections (see lib/spin.js); stopped (SIGSTOP) for everything else.
+  // At HI connections a spinner is in the way: every response has to wake
+  // the loader off a busy core, and by hand that doubled the server's system
+  // time per request (9 -> 18 µs) and cut every target's rate by about 30%,
+  // which no user's server pays.
+  let spinners = [];
   if (settings.spin && settings.pinned) {
-    const spinners = [settings.serverCpu, settings.loadCpu].map((c) => startSpinner(c, 3 * 3600));
+    spinners = [settings.serverCpu, settings.loadCpu].map((c) => startSpinner(c, 3 * 3600));
     settings.spinning = spinners.every(Boolean);
     if (!settings.spinning) warnings.push('chrt not available: cores may idle between requests (noisier 1-connection latency)');
+    spinners = spinners.filter(Boolean);
   }
+  const spin = (on) => {
+    for (const child of spinners) child.kill(on ? 'SIGCONT' : 'SIGSTOP');
+  };
+  spin(false);
 
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-bench-'));
   const keys = makeKeys(work);
@@ -763,9 +767,12 @@ async function main() {
         t.bodies(prepared.count, bodiesFile);
         prepared.seconds = round(Number(process.hrtime.bigint() - t0) / 1e9, 2);
       }
+      const spinning = connections === LO && LO < HI;
+      if (spinning) spin(true);
       const before = procCpuUs(pid);
       const m = await wrk.measure({ bin: wrkBin, port: servers[t.server].port, request: t.req, connections, duration, cpu: loadCpu, bodiesFile, lineHeader: t.lineHeader });
       const after = procCpuUs(pid);
+      if (spinning) spin(false);
       if (bodiesFile) fs.rmSync(bodiesFile, { force: true });
       const n = m.ok + m.non2xx;
       m.serverCpuUs = before != null && after != null && n > 0 ? round((after - before) / n, 1) : null;
@@ -847,7 +854,7 @@ async function main() {
     const loader = loaderFigures(raw, medians, targets);
     if (loader && loader.headroom != null && loader.headroom < 3) {
       warnings.push(
-        `the load generator was the limit: it drove bare node:http at ${Math.round(loader.ceiling)} req/s, only ${loader.headroom}× the fastest target (${loader.fastest.id}); figures near the top are the loader's, not the servers'`,
+        `the load generator was the limit: its own ceiling is ${Math.round(loader.ownCeiling)} req/s (it drove bare node:http at ${Math.round(loader.ceiling)} req/s with ${Math.round((loader.loaderCpuShare || 0) * 100)}% of its core), only ${loader.headroom}× the fastest target (${loader.fastest.id}); figures near the top are the loader's, not the servers'`,
       );
     }
 
@@ -891,7 +898,7 @@ async function main() {
         pinned: settings.pinned,
         loadAverageBefore: loadBefore.map((x) => round(x, 2)),
         loadAverageAfter: os.loadavg().map((x) => round(x, 2)),
-        loadAverageNote: settings.spinning ? 'loadAverageAfter includes the 2 SCHED_IDLE spinners (about +2)' : undefined,
+        loadAverageNote: settings.spinning ? 'loadAverageAfter may include the 2 SCHED_IDLE spinners of the 1-connection runs' : undefined,
       },
       versions: { ...versions(), wrk: wrk.wrkVersion(wrkBin) },
       settings: { ...settings, exampleScript: path.relative(REPO_ROOT, settings.exampleScript), hi: HI, lo: LO },

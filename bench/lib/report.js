@@ -94,8 +94,10 @@ function settingsLines(r) {
     `${r.date.slice(0, 19).replace('T', ' ')} UTC · ${r.machine.cpuModel.trim()} · ${r.machine.cores} cores · Node ${r.machine.node}${s.quick ? ' · QUICK smoke run' : ''}`,
     `${s.rounds} rounds × ${s.duration} s per target and connection count, ${s.warmup} s warm-up, round-robin, medians; client auth ${s.clientAuth === 'basic' ? 'client_secret_basic' : 'client_secret_post'}`,
     `${r.machine.pinned ? `server pinned to CPU ${s.serverCpu}, load generator (wrk ${r.versions?.wrk ?? ''}, 1 thread) to CPU ${s.loadCpu}` : 'unpinned'}` +
-      `${s.spinning ? '; idle cores kept busy (SCHED_IDLE)' : ''}` +
-      (l && l.ceiling ? `; loader ceiling ${num(l.ceiling)} req/s against bare node:http (wrk at ${Math.round((l.loaderCpuShare || 0) * 100)}% of its core), ${l.headroom}× the fastest target` : ''),
+      `${s.spinning ? '; idle cores kept busy (SCHED_IDLE) during the 1-connection runs' : ''}` +
+      (l && l.ceiling
+        ? `; loader's own ceiling ${num(l.ownCeiling ?? l.ceiling)} req/s (bare node:http driven at ${num(l.ceiling)} req/s with wrk at ${Math.round((l.loaderCpuShare || 0) * 100)}% of its core), ${l.headroom}× the fastest target`
+        : ''),
   ];
 }
 
@@ -196,6 +198,11 @@ function markdown(r) {
       out.push('| Comparison | Ratio | By server CPU time | Result |');
       out.push('| :-- | --: | --: | :-: |');
       for (const c of cs) out.push(`| ${md(c.label)} | ${checkValue(c)} | ${c.byCpu == null ? '' : ratio(c.byCpu)} | ${verdictMd(c)} |`);
+      const details = cs.filter((c) => c.detail && c.short);
+      if (details.length) {
+        out.push('');
+        for (const c of details) out.push(`- ${md(c.short)}: ${md(c.detail)}`);
+      }
     } else {
       out.push('| Target | Measured | Required | Stretch | Result | By server CPU time |');
       out.push('| :-- | --: | --: | --: | :-: | --: |');
