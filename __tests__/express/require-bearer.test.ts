@@ -144,6 +144,8 @@ describe('no bearer token', () => {
     ['Basic', `Basic ${Buffer.from('user:pass').toString('base64')}`],
     ['Digest', 'Digest username="x"'],
     ['another scheme starting with Bearer', 'Bearerish abc'],
+    ['Bearer followed by a tab, not a space', 'Bearer\tabc'],
+    ['a scheme one letter off', 'Bearar abc'],
   ])('401 with a bare challenge for %s', async (_name, header) => {
     expectMissingToken(await request(t.app).get('/orders').set('Authorization', header));
   });

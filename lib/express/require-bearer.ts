@@ -34,9 +34,21 @@ declare global {
 }
 
 /** The schemes, case-insensitive: RFC 6750 §2.1 "Bearer" 1*SP b64token, RFC 9449 §7.1 "DPoP" 1*SP token68 (the same characters). */
-const BEARER_SCHEME = /^bearer(?: |$)/i;
-const DPOP_SCHEME = /^dpop(?: |$)/i;
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/**
+ * Whether `header` starts with the scheme `lower` (given in lower case),
+ * in any case, followed by a space or nothing: what /^bearer(?: |$)/i says,
+ * without a regular expression run on every request (two of them, Bearer
+ * and DPoP, were about 300 instructions of a protected request under
+ * callgrind). Letters only: `| 32` lower-cases an ASCII letter.
+ */
+function startsWithScheme(header: string, lower: string): boolean {
+  const n = lower.length;
+  if (header.length < n) return false;
+  for (let i = 0; i < n; i++) if ((header.charCodeAt(i) | 32) !== lower.charCodeAt(i)) return false;
+  return header.length === n || header.charCodeAt(n) === 32;
+}
 
 /**
  * After a scheme of `schemeLength` characters matched: the credentials after
@@ -53,7 +65,9 @@ function credentialsAfter(header: string, schemeLength: number): string | undefi
 function repeatedAuthorization(raw: string[]): boolean {
   let seen = false;
   for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === 13 && raw[i].toLowerCase() === 'authorization') {
+    const name = raw[i];
+    // the usual spellings compared as they are: toLowerCase() costs more than the rest of the loop
+    if (name.length === 13 && (name === 'Authorization' || name === 'authorization' || name.toLowerCase() === 'authorization')) {
       if (seen) return true;
       seen = true;
     }
@@ -264,7 +278,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body'));
     }
     if (header && repeatedAuthorization(req.rawHeaders)) return fail(res, new InvalidRequestError('send one Authorization header'), 'both');
-    if (mode !== 'disabled' && header && DPOP_SCHEME.test(header)) {
+    if (mode !== 'disabled' && header && startsWithScheme(header, 'dpop')) {
       const token = credentialsAfter(header, 4);
       if (token === undefined) return fail(res, new InvalidRequestError('malformed DPoP authorization header'), 'dpop');
       let known;
@@ -275,7 +289,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       }
       return dpopRequest(req, res, next, token, known);
     }
-    if (!header || !BEARER_SCHEME.test(header)) return fail(res, new MissingTokenError(), 'none');
+    if (!header || !startsWithScheme(header, 'bearer')) return fail(res, new MissingTokenError(), 'none');
     const token = credentialsAfter(header, 6);
     if (token === undefined) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
     let known;
