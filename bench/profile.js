@@ -1,0 +1,195 @@
+#!/usr/bin/env node
+/**
+ * Where a request's instructions go: the compiled example server under
+ * valgrind's callgrind, two kinds of request compared function by function.
+ * Run after `npm run build`:
+ *
+ *   node bench/profile.js protected   # GET /api/whoami against GET /health (Bearer token on both)
+ *   node bench/profile.js noauth      # the same two routes, example app with a no-op in place of requireBearer()
+ *   node bench/profile.js dpop        # GET /api/whoami with a DPoP-bound token and a fresh proof, against Bearer
+ *   node bench/profile.js pkjwt       # POST /oauth/token with a fresh private_key_jwt assertion, against client_secret_post
+ *
+ * One fresh process per run: both kinds warmed up (BENCH_PROFILE_WARMUP
+ * requests each, twice, in turn), then for each kind instrumentation on,
+ * counters zeroed, BENCH_PROFILE_REQUESTS requests on 4 kept-alive
+ * connections, a dump, instrumentation off. Printed: instructions per request
+ * of each, and the functions whose self count differs most per request
+ * (callgrind_annotate). Compiled JavaScript shows as bare addresses; V8's
+ * builtins, OpenSSL, SQLite and libc by name. Counts, not time: system calls
+ * and the kernel's share are not in them. The dumps stay in the printed folder.
+ */
+'use strict';
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const crypto = require('node:crypto');
+const { spawn, execFileSync, spawnSync } = require('node:child_process');
+const { request, pool } = require('./lib/http');
+const { ensureDebianTool } = require('./lib/wrk');
+const { freePort, readDemoClient } = require('./lib/proc');
+
+const DIST = path.resolve(__dirname, '..', 'dist');
+const HOST = '127.0.0.1';
+const REQUESTS = Number(process.env.BENCH_PROFILE_REQUESTS || 3000);
+const WARMUP = Number(process.env.BENCH_PROFILE_WARMUP || 6000);
+const TOP = Number(process.env.BENCH_PROFILE_TOP || 25);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const form = { 'content-type': 'application/x-www-form-urlencoded' };
+
+/** Each pair: which server, and how to make its two kinds of request once the server runs. */
+const PAIRS = {
+  protected: { script: 'examples/server.js', kinds: (s) => bearerKinds(s, '/api/whoami', '/health') },
+  noauth: { script: path.join(__dirname, 'servers', 'example-without-auth.js'), kinds: (s) => bearerKinds(s, '/api/whoami', '/health') },
+  dpop: { script: 'examples/server.js', kinds: dpopKinds },
+  pkjwt: { script: 'examples/server.js', kinds: pkjwtKinds },
+};
+
+function secretBody(s) {
+  return `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(s.client.clientId)}&client_secret=${encodeURIComponent(s.client.clientSecret)}`;
+}
+
+async function token(s, headers = {}) {
+  const res = await request(s.port, { method: 'POST', path: '/oauth/token', headers: { ...form, ...headers }, body: secretBody(s) });
+  if (res.status !== 200 || !res.json?.access_token) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
+  return res.json.access_token;
+}
+
+async function bearerKinds(s, a, b) {
+  const headers = { authorization: `Bearer ${await token(s)}` };
+  return { [a]: () => ({ path: a, headers }), [b]: () => ({ path: b, headers }) };
+}
+
+async function dpopKinds(s) {
+  const { DpopKey } = require(path.join(DIST, 'lib', 'jwt', 'dpop-proof.js'));
+  const meta = (await request(s.port, { path: '/.well-known/oauth-authorization-server' })).json;
+  const key = new DpopKey({ privateKey: crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey });
+  const bound = await token(s, { dpop: key.proof({ htm: 'POST', htu: meta.token_endpoint }) });
+  const htu = `${new URL(meta.issuer).origin}/api/whoami`;
+  const bearer = { authorization: `Bearer ${await token(s)}` };
+  return {
+    dpop: () => ({ path: '/api/whoami', headers: { authorization: `DPoP ${bound}`, dpop: key.proof({ htm: 'GET', htu, accessToken: bound }) } }),
+    bearer: () => ({ path: '/api/whoami', headers: bearer }),
+  };
+}
+
+async function pkjwtKinds(s) {
+  const { signClientAssertion, CLIENT_ASSERTION_TYPE } = require(path.join(DIST, 'lib', 'jwt', 'client-assertion.js'));
+  const keyFile = path.join(s.work, 'pkjwt.key.json');
+  const args = ['create', '--name', 'profile-pkjwt', '--scope', 'orders:read', '--auth', 'private_key_jwt', '--generate-key', '--out', keyFile, '--json'];
+  const r = spawnSync(process.execPath, ['-e', 'require(process.argv[1]).run()', path.join(DIST, 'lib', 'cli', 'main.js'), ...args], { env: { ...process.env, DATA_DIR: s.dataDir }, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`client-credentials create --auth private_key_jwt: exit ${r.status} ${r.stderr}`);
+  const clientId = JSON.parse(r.stdout.trim().split('\n').pop()).client_id;
+  const jwk = JSON.parse(fs.readFileSync(keyFile, 'utf8'));
+  const privateKey = crypto.createPrivateKey({ key: jwk, format: 'jwk' });
+  const audience = (await request(s.port, { path: '/.well-known/oauth-authorization-server' })).json.issuer;
+  return {
+    pkjwt: () => ({
+      method: 'POST',
+      path: '/oauth/token',
+      headers: form,
+      body:
+        `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(clientId)}` +
+        `&client_assertion_type=${encodeURIComponent(CLIENT_ASSERTION_TYPE)}&client_assertion=${signClientAssertion({ clientId, audience, privateKey, kid: jwk.kid, lifetime: 290 })}`,
+    }),
+    secret: () => ({ method: 'POST', path: '/oauth/token', headers: form, body: secretBody(s) }),
+  };
+}
+
+async function startServer(script, work) {
+  const dataDir = path.join(work, 'data');
+  const stdoutFile = path.join(work, 'stdout.log');
+  const vgdb = path.join(work, 'vgdb');
+  const port = await freePort();
+  const out = fs.openSync(stdoutFile, 'a');
+  const child = spawn(
+    'valgrind',
+    ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--vgdb-prefix=${vgdb}`, `--callgrind-out-file=${path.join(work, 'callgrind.out')}`, process.execPath, path.resolve(DIST, script)],
+    {
+      env: { ...process.env, NODE_ENV: 'production', DATA_DIR: dataDir, LOG_LEVEL: 'info', PORT: String(port), HOST, EXAMPLE_DIST: path.join(DIST, 'examples') },
+      stdio: ['ignore', out, 'pipe'],
+    },
+  );
+  fs.closeSync(out);
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr = (stderr + c).slice(-4000)));
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the server under valgrind exited (${child.exitCode}):\n${stderr}`);
+    const res = await request(port, { path: '/health' }, 2000).catch(() => null);
+    if (res && res.status === 200) break;
+    if (Date.now() > deadline) throw new Error(`the server under valgrind did not answer in 180 s:\n${stderr}`);
+    await sleep(250);
+  }
+  const control = (...args) => execFileSync('callgrind_control', [`--vgdb-prefix=${vgdb}`, ...args, String(child.pid)], { encoding: 'utf8', env: { ...process.env, HOST }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return { child, port, work, dataDir, control, client: await readDemoClient(stdoutFile, 0) };
+}
+
+function send(port, make, count) {
+  return pool(count, 4, async () => {
+    const req = make();
+    const res = await request(port, req);
+    if (res.status !== 200) throw new Error(`${req.method || 'GET'} ${req.path}: HTTP ${res.status} ${res.text.slice(0, 200)}`);
+  });
+}
+
+/** Self instructions per function of one dump, from callgrind_annotate. */
+function selfCounts(file) {
+  const text = execFileSync('callgrind_annotate', ['--threshold=100', file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const counts = new Map();
+  for (const line of text.split('\n')) {
+    const m = /^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.+)$/.exec(line);
+    if (m) counts.set(m[2].trim(), Number(m[1].replace(/,/g, '')));
+  }
+  return counts;
+}
+
+async function main() {
+  const pair = PAIRS[process.argv[2]];
+  if (!pair) {
+    console.error(`usage: node bench/profile.js ${Object.keys(PAIRS).join('|')}`);
+    process.exit(2);
+  }
+  if (!ensureDebianTool('valgrind', 'valgrind') || !ensureDebianTool('callgrind_annotate', 'valgrind')) {
+    console.error('valgrind (callgrind) is not available');
+    process.exit(3);
+  }
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-profile-'));
+  const server = await startServer(pair.script, work);
+  try {
+    const kinds = await pair.kinds(server);
+    const names = Object.keys(kinds);
+    for (let i = 0; i < 2; i++) for (const name of names) await send(server.port, kinds[name], WARMUP);
+    const dumps = {};
+    for (const [i, name] of names.entries()) {
+      server.control('-i', 'on');
+      server.control('-z');
+      await send(server.port, kinds[name], REQUESTS);
+      server.control('-d', `kind-${i}`);
+      server.control('-i', 'off');
+      dumps[name] = fs.readdirSync(work).filter((f) => f.startsWith('callgrind.out.')).sort((x, y) => Number(x.split('.').pop()) - Number(y.split('.').pop())).pop();
+    }
+    const [a, b] = names.map((n) => selfCounts(path.join(work, dumps[n])));
+    const per = (x) => Math.round(x / REQUESTS);
+    const total = (c) => c.get('PROGRAM TOTALS') ?? 0;
+    console.log(`${names[0]}: ${per(total(a)).toLocaleString('en-US')} instructions per request; ${names[1]}: ${per(total(b)).toLocaleString('en-US')} (${REQUESTS} requests each, one process)`);
+    const rows = [...new Set([...a.keys(), ...b.keys()])]
+      .filter((k) => k !== 'PROGRAM TOTALS')
+      .map((k) => ({ k, d: per((a.get(k) ?? 0) - (b.get(k) ?? 0)), a: per(a.get(k) ?? 0), b: per(b.get(k) ?? 0) }));
+    const compiled = rows.filter((r) => r.k.startsWith('???:0x')).reduce((sum, r) => sum + r.d, 0);
+    console.log(`difference ${per(total(a) - total(b)).toLocaleString('en-US')}, of which compiled JavaScript (bare addresses) ${compiled.toLocaleString('en-US')}; the named functions that differ most:`);
+    console.log(`${'difference'.padStart(10)} ${names[0].padStart(10)} ${names[1].padStart(10)}  function`);
+    for (const r of rows.filter((x) => !x.k.startsWith('???:0x')).sort((x, y) => Math.abs(y.d) - Math.abs(x.d)).slice(0, TOP)) {
+      console.log(`${String(r.d).padStart(10)} ${String(r.a).padStart(10)} ${String(r.b).padStart(10)}  ${r.k.replace(/^\?\?\?:/, '').slice(0, 110)}`);
+    }
+    console.log(`dumps: ${work}`);
+  } finally {
+    server.child.kill('SIGTERM');
+    await sleep(2000);
+    if (server.child.exitCode === null) server.child.kill('SIGKILL');
+  }
+}
+
+main().catch((err) => {
+  console.error(err.stack || String(err));
+  process.exit(1);
+});
