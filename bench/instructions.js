@@ -28,19 +28,18 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn, execFile } = require('node:child_process');
+const { execFile } = require('node:child_process');
 const { request, pool, forge } = require('./lib/http');
 const { ensureDebianTool } = require('./lib/wrk');
 const { writeRevocations, untilRefused } = require('./lib/revocations');
 const { median } = require('./lib/measure');
-const { freePort, readDemoClient } = require('./lib/proc');
+const { startUnderCallgrind, HOST } = require('./lib/callgrind');
 
 const json = process.argv.includes('--json');
 const REQUESTS = Number(process.env.BENCH_INSN_REQUESTS || 3000);
 const ROUNDS = Number(process.env.BENCH_INSN_ROUNDS || 5);
 const WARMUP = Number(process.env.BENCH_INSN_WARMUP || 6000);
 const CONNECTIONS = 4;
-const HOST = '127.0.0.1';
 const REPO_ROOT = path.resolve(__dirname, '..');
 const DIST = path.join(REPO_ROOT, 'dist');
 const log = (line) => console.log(line);
@@ -101,28 +100,9 @@ async function count(server, req) {
 }
 
 async function startExample(work) {
-  const dataDir = path.join(work, 'data');
-  const stdoutFile = path.join(work, 'stdout.log');
-  const port = await freePort();
-  const out = fs.openSync(stdoutFile, 'a');
-  const child = spawn(
-    'valgrind',
-    ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--vgdb-prefix=${vgdbPrefix}`, `--callgrind-out-file=${path.join(work, 'callgrind.out.%p')}`, process.execPath, path.join(DIST, 'examples', 'server.js')],
-    { cwd: REPO_ROOT, env: { ...process.env, NODE_ENV: 'production', DATA_DIR: dataDir, LOG_LEVEL: 'info', PORT: String(port), HOST }, stdio: ['ignore', out, 'pipe'] },
-  );
-  fs.closeSync(out);
-  let stderr = '';
-  child.stderr.on('data', (c) => (stderr = (stderr + c).slice(-4000)));
-  const deadline = Date.now() + 180_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the example under valgrind exited (${child.exitCode}):\n${stderr}`);
-    const res = await request(port, { path: '/health' }, 2000).catch(() => null);
-    if (res && res.status === 200) break;
-    if (Date.now() > deadline) throw new Error(`the example under valgrind did not answer in 180 s:\n${stderr}`);
-    await sleep(250);
-  }
-  const { clientId, clientSecret } = await readDemoClient(stdoutFile, 0);
-  return { child, pid: child.pid, port, dataDir, client: { id: clientId, secret: clientSecret } };
+  const script = path.join(DIST, 'examples', 'server.js');
+  const server = await startUnderCallgrind({ script, work, vgdbPrefix, outFile: path.join(work, 'callgrind.out.%p') });
+  return { ...server, client: { id: server.client.clientId, secret: server.client.clientSecret } };
 }
 
 /** SIGTERM (the example closes, valgrind removes its pipes), SIGKILL after 20 s. */

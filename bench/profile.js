@@ -23,13 +23,12 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const crypto = require('node:crypto');
-const { spawn, execFileSync, spawnSync } = require('node:child_process');
+const { execFileSync, spawnSync } = require('node:child_process');
 const { request, pool } = require('./lib/http');
 const { ensureDebianTool } = require('./lib/wrk');
-const { freePort, readDemoClient } = require('./lib/proc');
+const { startUnderCallgrind, HOST } = require('./lib/callgrind');
 
 const DIST = path.resolve(__dirname, '..', 'dist');
-const HOST = '127.0.0.1';
 const REQUESTS = Number(process.env.BENCH_PROFILE_REQUESTS || 3000);
 const WARMUP = Number(process.env.BENCH_PROFILE_WARMUP || 6000);
 const TOP = Number(process.env.BENCH_PROFILE_TOP || 25);
@@ -96,32 +95,11 @@ async function pkjwtKinds(s) {
 }
 
 async function startServer(script, work) {
-  const dataDir = path.join(work, 'data');
-  const stdoutFile = path.join(work, 'stdout.log');
   const vgdb = path.join(work, 'vgdb');
-  const port = await freePort();
-  const out = fs.openSync(stdoutFile, 'a');
-  const child = spawn(
-    'valgrind',
-    ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--vgdb-prefix=${vgdb}`, `--callgrind-out-file=${path.join(work, 'callgrind.out')}`, process.execPath, path.resolve(DIST, script)],
-    {
-      env: { ...process.env, NODE_ENV: 'production', DATA_DIR: dataDir, LOG_LEVEL: 'info', PORT: String(port), HOST, EXAMPLE_DIST: path.join(DIST, 'examples') },
-      stdio: ['ignore', out, 'pipe'],
-    },
-  );
-  fs.closeSync(out);
-  let stderr = '';
-  child.stderr.on('data', (c) => (stderr = (stderr + c).slice(-4000)));
-  const deadline = Date.now() + 180_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the server under valgrind exited (${child.exitCode}):\n${stderr}`);
-    const res = await request(port, { path: '/health' }, 2000).catch(() => null);
-    if (res && res.status === 200) break;
-    if (Date.now() > deadline) throw new Error(`the server under valgrind did not answer in 180 s:\n${stderr}`);
-    await sleep(250);
-  }
-  const control = (...args) => execFileSync('callgrind_control', [`--vgdb-prefix=${vgdb}`, ...args, String(child.pid)], { encoding: 'utf8', env: { ...process.env, HOST }, stdio: ['ignore', 'pipe', 'pipe'] });
-  return { child, port, work, dataDir, control, client: await readDemoClient(stdoutFile, 0) };
+  const server = await startUnderCallgrind({ script: path.resolve(DIST, script), work, vgdbPrefix: vgdb, outFile: path.join(work, 'callgrind.out'), env: { EXAMPLE_DIST: path.join(DIST, 'examples') } });
+  const control = (...args) =>
+    execFileSync('callgrind_control', [`--vgdb-prefix=${vgdb}`, ...args, String(server.pid)], { encoding: 'utf8', env: { ...process.env, HOST }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return { ...server, work, control };
 }
 
 function send(port, make, count) {
