@@ -99,11 +99,6 @@ async function count(server, req) {
   return Math.round((after - before) / REQUESTS);
 }
 
-async function startExample(work) {
-  const script = path.join(DIST, 'examples', 'server.js');
-  const server = await startUnderCallgrind({ script, work, vgdbPrefix, outFile: path.join(work, 'callgrind.out.%p') });
-  return { ...server, client: { id: server.client.clientId, secret: server.client.clientSecret } };
-}
 
 /** SIGTERM (the example closes, valgrind removes its pipes), SIGKILL after 20 s. */
 function stop(child) {
@@ -119,7 +114,7 @@ function stop(child) {
 }
 
 async function token(server) {
-  const body = `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(server.client.id)}&client_secret=${encodeURIComponent(server.client.secret)}`;
+  const body = `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(server.client.clientId)}&client_secret=${encodeURIComponent(server.client.clientSecret)}`;
   const res = await request(server.port, { method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
   if (res.status !== 200 || !res.json?.access_token) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
   return res.json.access_token;
@@ -137,7 +132,7 @@ async function main() {
   }
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-insn-'));
   vgdbPrefix = path.join(work, 'vgdb');
-  const server = await startExample(work);
+  const server = await startUnderCallgrind({ script: path.join(DIST, 'examples', 'server.js'), work, vgdbPrefix, outFile: path.join(work, 'callgrind.out.%p') });
   try {
     const live = await token(server);
     const routes = {

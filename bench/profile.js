@@ -22,18 +22,17 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const crypto = require('node:crypto');
-const { execFileSync, spawnSync } = require('node:child_process');
+const { execFileSync } = require('node:child_process');
 const { request, pool } = require('./lib/http');
 const { ensureDebianTool } = require('./lib/wrk');
 const { startUnderCallgrind, HOST } = require('./lib/callgrind');
+const { privateKeyJwtClient, dpopCaller } = require('./lib/callers');
 
 const DIST = path.resolve(__dirname, '..', 'dist');
 const REQUESTS = Number(process.env.BENCH_PROFILE_REQUESTS || 3000);
 const WARMUP = Number(process.env.BENCH_PROFILE_WARMUP || 6000);
 const TOP = Number(process.env.BENCH_PROFILE_TOP || 25);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const form = { 'content-type': 'application/x-www-form-urlencoded' };
 
 /** Each pair: which server, and how to make its two kinds of request once the server runs. */
 const PAIRS = {
@@ -43,12 +42,14 @@ const PAIRS = {
   pkjwt: { script: 'examples/server.js', kinds: pkjwtKinds },
 };
 
-function secretBody(s) {
-  return `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(s.client.clientId)}&client_secret=${encodeURIComponent(s.client.clientSecret)}`;
+/** The demo client's token request (client_secret_post). */
+function secretRequest(s) {
+  const body = `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(s.client.clientId)}&client_secret=${encodeURIComponent(s.client.clientSecret)}`;
+  return { method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body };
 }
 
-async function token(s, headers = {}) {
-  const res = await request(s.port, { method: 'POST', path: '/oauth/token', headers: { ...form, ...headers }, body: secretBody(s) });
+async function token(s) {
+  const res = await request(s.port, secretRequest(s));
   if (res.status !== 200 || !res.json?.access_token) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
   return res.json.access_token;
 }
@@ -59,39 +60,16 @@ async function bearerKinds(s, a, b) {
 }
 
 async function dpopKinds(s) {
-  const { DpopKey } = require(path.join(DIST, 'lib', 'jwt', 'dpop-proof.js'));
-  const meta = (await request(s.port, { path: '/.well-known/oauth-authorization-server' })).json;
-  const key = new DpopKey({ privateKey: crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey });
-  const bound = await token(s, { dpop: key.proof({ htm: 'POST', htu: meta.token_endpoint }) });
-  const htu = `${new URL(meta.issuer).origin}/api/whoami`;
+  const caller = dpopCaller({ dist: DIST, tokenRequest: secretRequest });
+  await caller.token(s);
   const bearer = { authorization: `Bearer ${await token(s)}` };
-  return {
-    dpop: () => ({ path: '/api/whoami', headers: { authorization: `DPoP ${bound}`, dpop: key.proof({ htm: 'GET', htu, accessToken: bound }) } }),
-    bearer: () => ({ path: '/api/whoami', headers: bearer }),
-  };
+  return { dpop: () => caller.request(), bearer: () => ({ path: '/api/whoami', headers: bearer }) };
 }
 
 async function pkjwtKinds(s) {
-  const { signClientAssertion, CLIENT_ASSERTION_TYPE } = require(path.join(DIST, 'lib', 'jwt', 'client-assertion.js'));
-  const keyFile = path.join(s.work, 'pkjwt.key.json');
-  const args = ['create', '--name', 'profile-pkjwt', '--scope', 'orders:read', '--auth', 'private_key_jwt', '--generate-key', '--out', keyFile, '--json'];
-  const r = spawnSync(process.execPath, ['-e', 'require(process.argv[1]).run()', path.join(DIST, 'lib', 'cli', 'main.js'), ...args], { env: { ...process.env, DATA_DIR: s.dataDir }, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`client-credentials create --auth private_key_jwt: exit ${r.status} ${r.stderr}`);
-  const clientId = JSON.parse(r.stdout.trim().split('\n').pop()).client_id;
-  const jwk = JSON.parse(fs.readFileSync(keyFile, 'utf8'));
-  const privateKey = crypto.createPrivateKey({ key: jwk, format: 'jwk' });
-  const audience = (await request(s.port, { path: '/.well-known/oauth-authorization-server' })).json.issuer;
-  return {
-    pkjwt: () => ({
-      method: 'POST',
-      path: '/oauth/token',
-      headers: form,
-      body:
-        `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(clientId)}` +
-        `&client_assertion_type=${encodeURIComponent(CLIENT_ASSERTION_TYPE)}&client_assertion=${signClientAssertion({ clientId, audience, privateKey, kid: jwk.kid, lifetime: 290 })}`,
-    }),
-    secret: () => ({ method: 'POST', path: '/oauth/token', headers: form, body: secretBody(s) }),
-  };
+  const client = privateKeyJwtClient({ dist: DIST, dataDir: s.dataDir, keyFile: path.join(s.work, 'pkjwt.key.json'), scope: 'orders:read' });
+  await client.setup(s);
+  return { pkjwt: () => client.request(), secret: () => secretRequest(s) };
 }
 
 async function startServer(script, work) {

@@ -32,6 +32,7 @@ const jwt = require('jsonwebtoken');
 
 const { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, killAll, readDemoClient } = require('./lib/proc');
 const { request, pool, decodeJwt, forge } = require('./lib/http');
+const { privateKeyJwtClient, dpopCaller } = require('./lib/callers');
 const { summary, round } = require('./lib/measure');
 const autocannon = require('./lib/measure');
 const wrk = require('./lib/wrk');
@@ -203,8 +204,8 @@ function defineTargets(keys, work, peerClient) {
       expiresIn: 3600,
     });
   const get = (p) => () => ({ method: 'GET', path: p });
-  const pkjwt = privateKeyJwtClient(servers.example.env.DATA_DIR, path.join(work, 'example', 'pkjwt.key.json'));
-  const dpop = dpopCaller((s) => oursTokenReq(s));
+  const pkjwt = privateKeyJwtClient({ dist: path.resolve(path.dirname(settings.exampleScript), '..'), dataDir: servers.example.env.DATA_DIR, keyFile: path.join(work, 'example', 'pkjwt.key.json'), scope: SCOPE });
+  const dpop = dpopCaller({ dist: path.join(REPO_ROOT, 'dist'), tokenRequest: (s) => oursTokenReq(s) });
 
   // kind: 'const' | 'token' | 'protected' | 'open'. optional: only with BENCH_ONLY or BENCH_ALL=1.
   // Each target stands right after the one its ratio is read against (the
@@ -259,92 +260,6 @@ function defineTargets(keys, work, peerClient) {
   }
   const used = new Set(selected.map((t) => t.server));
   return { servers: Object.fromEntries(Object.entries(servers).filter(([k]) => used.has(k))), targets: selected };
-}
-
-/**
- * A private_key_jwt client of the example server, registered with the CLI on
- * the server's DATA_DIR (the running server sees it on its next request), its
- * private key kept here. Every token request carries a fresh assertion (each
- * jti is accepted once); wrk cannot sign ES256, so writeBodies() signs them
- * in the harness (on the load generator's core) right before a measurement.
- */
-function privateKeyJwtClient(dataDir, keyFile) {
-  const dist = path.resolve(path.dirname(settings.exampleScript), '..');
-  const { signClientAssertion, CLIENT_ASSERTION_TYPE } = require(path.join(dist, 'lib', 'jwt', 'client-assertion.js'));
-  let clientId = null;
-  let privateKey = null;
-  let kid = null;
-  let audience = null;
-  const body = (assertion) =>
-    `grant_type=client_credentials&scope=${encodeURIComponent(SCOPE)}&client_id=${encodeURIComponent(clientId)}` +
-    `&client_assertion_type=${encodeURIComponent(CLIENT_ASSERTION_TYPE)}&client_assertion=${assertion}`;
-  // lifetime 290 s: the issuer accepts exp - iat <= 300 s
-  const sign = () => signClientAssertion({ clientId, audience, privateKey, kid, lifetime: 290 });
-  const req = (b) => ({ method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: b });
-  return {
-    async setup(server) {
-      if (clientId) return;
-      const cli = path.join(dist, 'lib', 'cli', 'main.js');
-      const args = ['create', '--name', 'bench-pkjwt', '--scope', SCOPE, '--auth', 'private_key_jwt', '--generate-key', '--out', keyFile, '--json'];
-      const r = require('node:child_process').spawnSync(process.execPath, ['-e', 'require(process.argv[1]).run()', cli, ...args], {
-        env: { ...process.env, DATA_DIR: dataDir },
-        encoding: 'utf8',
-      });
-      if (r.status !== 0) throw new Error(`client-credentials create --auth private_key_jwt failed (exit ${r.status}): ${r.stderr}`);
-      clientId = JSON.parse(r.stdout.trim().split('\n').pop()).client_id;
-      const jwk = JSON.parse(fs.readFileSync(keyFile, 'utf8'));
-      kid = jwk.kid;
-      privateKey = crypto.createPrivateKey({ key: jwk, format: 'jwk' });
-      // aud = the issuer identifier the server announces (ISSUER, or http://localhost:PORT)
-      const meta = await request(server.port, { method: 'GET', path: '/.well-known/oauth-authorization-server' });
-      audience = meta.json && meta.json.issuer;
-      if (typeof audience !== 'string') throw new Error(`no issuer in the example's metadata: HTTP ${meta.status}`);
-    },
-    request: () => req(body(sign())),
-    /** n token request bodies, one per line, each with its own assertion. */
-    writeBodies(n, file) {
-      const lines = new Array(n);
-      for (let i = 0; i < n; i++) lines[i] = body(sign());
-      fs.writeFileSync(file, `${lines.join('\n')}\n`);
-    },
-  };
-}
-
-/**
- * A DPoP caller of the example: a DPoP-bound token from the example's token
- * endpoint (with the demo client), then one fresh proof per API request
- * (htm GET, htu the example's public URL + /api/whoami, ath of the token):
- * the server remembers every proof's jti, so none can be sent twice.
- */
-function dpopCaller(tokenReq) {
-  const dist = path.join(REPO_ROOT, 'dist');
-  let key = null;
-  let token = null;
-  let htu = null;
-  const proof = () => key.proof({ htm: 'GET', htu, accessToken: token });
-  const req = () => ({ method: 'GET', path: '/api/whoami', headers: { authorization: `DPoP ${token}`, dpop: proof() } });
-  return {
-    async token(server) {
-      const { DpopKey } = require(path.join(dist, 'lib', 'jwt', 'dpop-proof.js'));
-      key = new DpopKey({ privateKey: crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey });
-      const meta = await request(server.port, { method: 'GET', path: '/.well-known/oauth-authorization-server' });
-      if (!meta.json || typeof meta.json.token_endpoint !== 'string') throw new Error(`no token_endpoint in the example's metadata: HTTP ${meta.status}`);
-      const base = tokenReq(server);
-      const res = await request(server.port, { ...base, headers: { ...base.headers, dpop: key.proof({ htm: 'POST', htu: meta.json.token_endpoint }) } });
-      if (res.status !== 200 || !res.json || res.json.token_type !== 'DPoP') throw new Error(`DPoP token request: HTTP ${res.status} ${res.text.slice(0, 300)}`);
-      token = res.json.access_token;
-      // the issuer-bound requireBearer() builds htu from the issuer's origin (publicUrl) + the path
-      htu = `${new URL(meta.json.issuer).origin}/api/whoami`;
-      return token;
-    },
-    request: req,
-    /** n proofs, one per line, each for its own request. */
-    writeProofs(n, file) {
-      const lines = new Array(n);
-      for (let i = 0; i < n; i++) lines[i] = proof();
-      fs.writeFileSync(file, `${lines.join('\n')}\n`);
-    },
-  };
 }
 
 function pick(k) {
