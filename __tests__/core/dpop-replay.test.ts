@@ -36,29 +36,67 @@ describe('MemoryReplayStore', () => {
     expect(s.consume('a', clock + 5_000)).toBe(false);
   });
 
-  it('when full of unexpired keys, refuses new ones with 503 instead of forgetting any', () => {
+  it('when full of unexpired keys, forgets the oldest and refuses every key expiring no later than it', () => {
     const s = store(3);
     expect(s.consume('a', clock + 10_000)).toBe(true);
     expect(s.consume('b', clock + 20_000)).toBe(true);
     expect(s.consume('c', clock + 30_000)).toBe(true);
-    let err: unknown;
-    try {
-      s.consume('d', clock + 30_000);
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(TemporarilyUnavailableError);
-    expect((err as TemporarilyUnavailableError).status).toBe(503);
-    expect((err as TemporarilyUnavailableError).headers['Retry-After']).toBeDefined();
-    // nothing was forgotten to make room
-    expect(s.consume('a', clock + 10_000)).toBe(false);
-    expect(s.consume('b', clock + 10_000)).toBe(false);
-    expect(s.consume('c', clock + 10_000)).toBe(false);
-    // once a key expires, there is room again; the others are still remembered
-    clock += 10_000;
+    expect(s.forgottenUntil).toBeUndefined();
+    // no room and nothing expired: 'a' (remembered longest) goes
     expect(s.consume('d', clock + 30_000)).toBe(true);
-    expect(s.consume('b', clock + 10_000)).toBe(false);
-    expect(s.consume('c', clock + 10_000)).toBe(false);
+    expect(s.size).toBe(3);
+    expect(s.forgottenUntil).toBe(clock + 10_000);
+    // 'a' cannot be told from a new key any more: refused, like anything expiring by then
+    expect(s.consume('a', clock + 10_000)).toBe(false);
+    expect(s.consume('never-seen', clock + 10_000)).toBe(false);
+    expect(s.consume('never-seen', clock + 5_000)).toBe(false);
+    // the others are still remembered
+    expect(s.consume('b', clock + 20_000)).toBe(false);
+    expect(s.consume('c', clock + 30_000)).toBe(false);
+    expect(s.consume('d', clock + 30_000)).toBe(false);
+    // a key expiring later than anything forgotten is accepted (and 'b' makes room)
+    expect(s.consume('e', clock + 10_001 + 1_000)).toBe(true);
+    expect(s.forgottenUntil).toBe(clock + 20_000);
+    expect(s.consume('b', clock + 20_000)).toBe(false);
+  });
+
+  it('never accepts a key twice while it is unexpired, however far over its size the flow goes', () => {
+    // 200 proofs a second, each acceptable for 30 s, client clocks up to 6 s apart: 3 times what 2 000 keys hold
+    const s = store(2_000);
+    const seen: Array<[string, number]> = [];
+    const replayAll = () => {
+      for (const [key, at] of seen) if (at > clock) expect(s.consume(key, at)).toBe(false);
+    };
+    for (let i = 0; i < 6_000; i++) {
+      clock += 5;
+      const expiresAt = clock + 30_000 - (i % 7) * 1_000;
+      // the store covers the last 10 s or so, more than the clocks' spread: every new key is accepted
+      expect(s.consume(`k${i}`, expiresAt)).toBe(true);
+      seen.push([`k${i}`, expiresAt]);
+      if (i % 499 === 0) replayAll();
+    }
+    replayAll();
+    expect(s.size).toBe(2_000);
+    expect(s.forgottenUntil).toBeGreaterThan(clock);
+  });
+
+  it('under a flow far beyond its size, refuses only keys that expire by forgottenUntil, and keeps accepting the freshest', () => {
+    // 20 proofs a second, clocks up to 6 s apart, a store that covers about 5 s
+    const s = store(100);
+    let refused = 0;
+    for (let i = 0; i < 5_000; i++) {
+      clock += 50;
+      const expiresAt = clock + 30_000 - (i % 7) * 1_000;
+      const before = s.forgottenUntil ?? Number.NEGATIVE_INFINITY;
+      const accepted = s.consume(`k${i}`, expiresAt);
+      // a new key is refused only when it could be one forgotten; one expiring last is always accepted
+      expect(accepted).toBe(expiresAt > before);
+      if (i % 7 === 0) expect(accepted).toBe(true);
+      if (!accepted) refused++;
+      expect(s.size).toBeLessThanOrEqual(100);
+    }
+    // the ones from clocks furthest behind fall outside the 5 s
+    expect(refused).toBeGreaterThan(500);
   });
 
   it('finds room among keys that expire out of insertion order', () => {
@@ -83,13 +121,33 @@ describe('MemoryReplayStore', () => {
     expect(s.size).toBeLessThanOrEqual(111);
   });
 
-  it('makes verifyDpopProof answer 503 when full', async () => {
+  it('makes verifyDpopProof refuse as too old a proof a full store may have forgotten, and accept a fresh one', () => {
     const key = newDpopKey();
-    const now = clock;
-    const options: DpopVerifyOptions = { replay: store(1), now: () => now };
-    const proof = () => key.proof({ htm: 'GET', htu: 'https://api.test/x', iat: now / 1000 });
-    verifyDpopProof(proof(), { htm: 'GET', htu: 'https://api.test/x' }, options);
-    expect(() => verifyDpopProof(proof(), { htm: 'GET', htu: 'https://api.test/x' }, options)).toThrow(TemporarilyUnavailableError);
+    let now = clock;
+    const options: DpopVerifyOptions = { replay: store(2), now: () => now, maxAge: 300, clockTolerance: 5 };
+    const proof = (iat: number) => key.proof({ htm: 'GET', htu: 'https://api.test/x', iat });
+    const first = proof(now / 1000);
+    verifyDpopProof(first, { htm: 'GET', htu: 'https://api.test/x' }, options);
+    now += 10_000;
+    verifyDpopProof(proof(now / 1000), { htm: 'GET', htu: 'https://api.test/x' }, options);
+    now += 10_000;
+    // full: the first proof's key is forgotten to make room for this one
+    verifyDpopProof(proof(now / 1000), { htm: 'GET', htu: 'https://api.test/x' }, options);
+    // the first proof, replayed: refused, as too old for what the store covers
+    let err: unknown;
+    try {
+      verifyDpopProof(first, { htm: 'GET', htu: 'https://api.test/x' }, options);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(InvalidDpopProofError);
+    expect((err as InvalidDpopProofError).reason).toBe('iat_too_old');
+    expect((err as InvalidDpopProofError).detail).toMatch(/20 s old; the full replay store covers the last 20 s/);
+    // a new proof as old as the first, never seen: refused the same way
+    expect(() => verifyDpopProof(proof(clock / 1000), { htm: 'GET', htu: 'https://api.test/x' }, options)).toThrow(InvalidDpopProofError);
+    // fresh proofs go on being accepted
+    now += 1_000;
+    expect(verifyDpopProof(proof(now / 1000), { htm: 'GET', htu: 'https://api.test/x' }, options)).toHaveProperty('jkt');
   });
 });
 

@@ -367,3 +367,43 @@ describe('DPoP refusals in token.rejected and the metrics', () => {
     }
   });
 });
+
+describe('a full in-memory replay store (dpop.replayMax)', () => {
+  it('keeps accepting fresh proofs, refuses replays and proofs older than it covers as too old, never 503', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = { info: (o: object) => void lines.push(o as Record<string, unknown>), warn() {}, error() {}, debug: (o: object) => void lines.push(o as Record<string, unknown>) };
+    const t = await setup({ logger: logger as never, dpop: { replayMax: 3 } }, (app, i) => {
+      app.use(i.router());
+      app.get('/orders', i.requireBearer(), sendAuth);
+    });
+    try {
+      const key = newDpopKey();
+      const client = await t.issuer.clients.create({ name: 'busy', scopes: 'orders:read' });
+      // proofs come in the order they were made (the token endpoint shares the store)
+      const start = now() - 20;
+      const token = (
+        await request(t.app)
+          .post('/oauth/token')
+          .set('DPoP', rawProof(key, { htm: 'POST', htu: TOKEN_URL, iat: start - 2 }))
+          .type('form')
+          .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret })
+      ).body.access_token as string;
+      const proofAt = (iat: number) => rawProof(key, { htm: 'GET', htu: `${ISSUER}/orders`, iat, accessToken: token });
+      const get = (proof: string) => request(t.app).get('/orders').set('Authorization', `DPoP ${token}`).set('DPoP', proof);
+      const proofs = Array.from({ length: 10 }, (_, i) => proofAt(start + i * 2));
+      // ten proofs, one every 2 s of iat, through a store of 3: every one accepted
+      for (const proof of proofs) expect((await get(proof)).status).toBe(200);
+      // the first ones are no longer remembered: refused as too old, replayed or not
+      expectError(await get(proofs[0]), 401, 'invalid_dpop_proof', 'DPoP');
+      expectError(await get(proofAt(start)), 401, 'invalid_dpop_proof', 'DPoP');
+      // the last ones are still remembered: a replay is refused as such
+      expectError(await get(proofs[9]), 401, 'invalid_dpop_proof', 'DPoP');
+      // fresh proofs still work
+      expect((await get(proofAt(now()))).status).toBe(200);
+      const details = lines.filter((l) => l.event === 'token.rejected').map((l) => String(l.detail));
+      expect(details[0]).toMatch(/^dpop proof: iat_too_old: \d+ s old; the full replay store covers the last \d+ s \(raise dpop.replayMax or use dpop.redis\)$/);
+    } finally {
+      await t.close();
+    }
+  });
+});

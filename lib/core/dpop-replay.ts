@@ -1,5 +1,3 @@
-import { TemporarilyUnavailableError } from '../errors';
-
 /**
  * Single-use memory for DPoP proof `jti`s (RFC 9449 §11.1): remembers a key
  * until `expiresAt` (epoch ms). `consume` answers true when the key was not
@@ -8,15 +6,25 @@ import { TemporarilyUnavailableError } from '../errors';
  */
 export interface ReplayStore {
   consume(key: string, expiresAt: number): Promise<boolean> | boolean;
+  /**
+   * For a bounded store that had to forget keys to make room: epoch ms at or
+   * before which a key may have been forgotten. A proof expiring by then can
+   * no longer be told from a replay; verifyDpopProof refuses it as too old
+   * (and consume() answers false for it).
+   */
+  readonly forgottenUntil?: number;
 }
 
 export interface MemoryReplayStoreOptions {
   /**
-   * Most keys remembered at once. Size it to the proof rate times the
-   * acceptance window: 250 000 (the default, about 20 MB at 77 bytes each) holds 830 proofs
-   * per second over a 300 s window. When full of unexpired keys, new proofs
-   * are refused with 503 until keys expire: forgetting a key early would
-   * let its proof be replayed.
+   * Most keys remembered at once (the default 250 000 is about 20 MB at 77
+   * bytes each): 830 proofs per second over a 300 s window. When it is full
+   * of unexpired keys, the oldest are forgotten and the acceptance window
+   * shrinks to what the store still holds: a proof old enough that its key
+   * may have been forgotten is refused as too old (`iat_too_old`), so none
+   * can be replayed, while fresh proofs (a client signs one per request)
+   * keep being accepted. At 5 000 proofs a second the default still holds
+   * the last 50 s. Memory stays bounded whatever the rate.
    */
   max?: number;
   now?: () => number;
@@ -36,6 +44,8 @@ export class MemoryReplayStore implements ReplayStore {
   private readonly base: number;
   /** When full, no sweep before this (epoch ms): the earliest expiry seen by the last sweep. */
   private nextSweep = Number.NEGATIVE_INFINITY;
+  /** Epoch ms: every key forgotten to make room expired by then (see forgottenUntil). */
+  private forgotten = Number.NEGATIVE_INFINITY;
 
   constructor(options: MemoryReplayStoreOptions = {}) {
     this.max = Math.max(1, Math.floor(options.max ?? 250_000));
@@ -47,23 +57,37 @@ export class MemoryReplayStore implements ReplayStore {
     return this.entries.size;
   }
 
+  get forgottenUntil(): number | undefined {
+    return this.forgotten === Number.NEGATIVE_INFINITY ? undefined : this.forgotten;
+  }
+
   consume(key: string, expiresAt: number): boolean {
     const now = this.now();
     this.trim(now);
+    // its key may have been forgotten: it cannot be told from a replay
+    if (expiresAt <= this.forgotten) return false;
     const previous = this.entries.get(key);
     if (previous !== undefined) {
       if (this.toMs(previous) > now) return false;
       this.entries.delete(key);
     }
     if (expiresAt <= now) return true; // nothing left to protect
-    if (this.entries.size >= this.max && !this.sweep(now)) {
-      const retryAfter = Math.max(1, Math.ceil((this.nextSweep - now) / 1000));
-      throw new TemporarilyUnavailableError('too many DPoP proofs in flight; retry later', {
-        detail: `dpop replay store full (${this.max} unexpired proofs); next expiry in ${retryAfter} s`,
-      });
-    }
+    if (this.entries.size >= this.max && !this.sweep(now)) this.forgetOldest();
     this.entries.set(key, Math.ceil((expiresAt - this.base) / 1000));
     return true;
+  }
+
+  /**
+   * Full of unexpired keys: forgets the one remembered longest and from then
+   * on refuses every key that expires no later than it does. Any key that
+   * expires later and was seen before is still here: keys are only ever
+   * forgotten through this, or once expired.
+   */
+  private forgetOldest(): void {
+    const oldest = this.entries.entries().next();
+    if (oldest.done) return;
+    this.entries.delete(oldest.value[0]);
+    this.forgotten = Math.max(this.forgotten, this.toMs(oldest.value[1]));
   }
 
   private toMs(relativeSeconds: number): number {

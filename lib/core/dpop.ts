@@ -200,6 +200,12 @@ export function verifyDpopProof(
   const verified: VerifiedDpopProof = { jkt: imported.jkt, jwk: imported.jwk, claims: claims as DpopProofClaims };
   // the proof stays acceptable until iat + maxAge (by any instance's clock within the tolerance)
   const expiresAt = ((iat as number) + maxAge + clockTolerance) * 1000;
+  const forgotten = options.replay.forgottenUntil;
+  if (forgotten !== undefined && expiresAt <= forgotten) {
+    // a bounded replay store, full under load, no longer remembers proofs this old
+    const window = Math.max(0, Math.floor(now / 1000 - (forgotten / 1000 - maxAge - clockTolerance)));
+    fail('iat_too_old', `${Math.round(age)} s old; the full replay store covers the last ${window} s (raise dpop.replayMax or use dpop.redis)`);
+  }
   let first: boolean | Promise<boolean>;
   try {
     first = options.replay.consume(replayKey(imported.jkt, jti as string), expiresAt);
