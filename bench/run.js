@@ -206,6 +206,7 @@ function defineTargets(keys, work, peerClient) {
   const get = (p) => () => ({ method: 'GET', path: p });
   const pkjwt = privateKeyJwtClient({ dist: path.resolve(path.dirname(settings.exampleScript), '..'), dataDir: servers.example.env.DATA_DIR, keyFile: path.join(work, 'example', 'pkjwt.key.json'), scope: SCOPE });
   const dpop = dpopCaller({ dist: path.join(REPO_ROOT, 'dist'), tokenRequest: (s) => oursTokenReq(s) });
+  const dpopRsa = dpopCaller({ dist: path.join(REPO_ROOT, 'dist'), tokenRequest: (s) => oursTokenReq(s), keyType: 'rsa' });
 
   // kind: 'const' | 'token' | 'protected' | 'open'. optional: only with BENCH_ONLY or BENCH_ALL=1.
   // Each target stands right after the one its ratio is read against (the
@@ -234,7 +235,8 @@ function defineTargets(keys, work, peerClient) {
     { id: 'ours-whoami-without-auth', group: 'protected', label: 'the example app with a no-op setting the same req.auth in place of requireBearer(), GET /api/whoami (same header sent): the route without the token check', server: 'example-without-auth', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
     { id: 'ours-health-without-auth', group: 'protected', label: 'the same no-op process, GET /health (same header sent)', server: 'example-without-auth', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
     { id: 'ours-orders', group: 'protected', ours: true, label: 'OURS example server GET /api/orders (requireBearer twice, scope)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/orders', t) },
-    { id: 'ours-dpop', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', server: 'example', kind: 'protected', token: (s) => dpop.token(s), request: () => dpop.request(), fresh: () => dpop.request(), bodies: (n, file) => dpop.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami' },
+    { id: 'ours-dpop', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', server: 'example', kind: 'protected', token: (s) => dpop.token(s), request: () => dpop.request(), fresh: () => dpop.request(), bodies: (n, file) => dpop.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami', caller: dpop },
+    { id: 'ours-dpop-ps256', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh PS256 proof (RSA 2048) per request', server: 'example', kind: 'protected', token: (s) => dpopRsa.token(s), request: () => dpopRsa.request(), fresh: () => dpopRsa.request(), bodies: (n, file) => dpopRsa.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami', caller: dpopRsa },
     // phased: measured apart from the rounds, before and after the revocations are loaded (measureRevocationPhases)
     { id: 'ours-whoami-revocation', group: 'protected', ours: true, phased: true, label: 'OURS example server GET /api/whoami, after 10,000 revoked tokens and 1,000 client cut-offs were loaded into it (a live token: both lookups miss)', server: 'example-revoked', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
     { id: 'ours-health-revocation', group: 'protected', phased: true, label: 'same process, unauthenticated GET /health (same header sent): the control of the revocation check', server: 'example-revoked', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
@@ -253,7 +255,9 @@ function defineTargets(keys, work, peerClient) {
     selected = targets.filter((t) => keep.has(t.id));
     // each target brings its baseline: the revocation check its own /health, DPoP the Bearer route, the protected route /health and the same route without the token check
     if (selected.some((t) => t.id === 'ours-whoami-revocation') && !selected.some((t) => t.id === 'ours-health-revocation')) selected.push(targets.find((t) => t.id === 'ours-health-revocation'));
-    if (selected.some((t) => t.id === 'ours-dpop') && !selected.some((t) => t.id === 'ours-whoami')) selected.push(targets.find((t) => t.id === 'ours-whoami'));
+    for (const t of [...selected]) {
+      if (t.boundedBy && !selected.some((u) => u.id === t.boundedBy)) selected.push(targets.find((u) => u.id === t.boundedBy));
+    }
     for (const id of ['ours-health', 'ours-whoami-without-auth', 'ours-health-without-auth']) {
       if (selected.some((t) => t.id === 'ours-whoami') && !selected.some((t) => t.id === id)) selected.push(targets.find((t) => t.id === id));
     }
@@ -829,6 +833,8 @@ async function main() {
       revocationPhases,
       memory,
       micro,
+      // what one proof cost the harness to sign (the caller's side of each DPoP target)
+      dpopSigning: Object.fromEntries(targets.filter((t) => t.caller && t.caller.signUs != null).map((t) => [t.id, { alg: t.caller.alg, signUs: t.caller.signUs }])),
       notes: notes(targets),
       warnings,
     };

@@ -59,10 +59,14 @@ function privateKeyJwtClient({ dist, dataDir, keyFile, scope }) {
  * endpoint (`tokenRequest(server)`: the demo client's request, to which the
  * proof header is added), then one fresh proof per API request (htm GET, htu
  * the example's public URL + /api/whoami, ath of the token): the server
- * remembers every proof's jti, so none can be sent twice.
+ * remembers every proof's jti, so none can be sent twice. `keyType`: 'ec'
+ * (P-256, ES256 proofs: the token client's usual key) or 'rsa' (2048 bits,
+ * PS256 proofs). `signUs` is what one proof cost the caller to sign, from
+ * the last writeProofs().
  */
-function dpopCaller({ dist, tokenRequest }) {
+function dpopCaller({ dist, tokenRequest, keyType = 'ec' }) {
   let key = null;
+  let signUs = null;
   let token = null;
   let htu = null;
   const proof = () => key.proof({ htm: 'GET', htu, accessToken: token });
@@ -70,7 +74,8 @@ function dpopCaller({ dist, tokenRequest }) {
   return {
     async token(server) {
       const { DpopKey } = require(path.join(dist, 'lib', 'jwt', 'dpop-proof.js'));
-      key = new DpopKey({ privateKey: crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey });
+      const pair = keyType === 'rsa' ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }) : crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      key = new DpopKey({ privateKey: pair.privateKey });
       const meta = await request(server.port, { method: 'GET', path: '/.well-known/oauth-authorization-server' });
       if (!meta.json || typeof meta.json.token_endpoint !== 'string') throw new Error(`no token_endpoint in the example's metadata: HTTP ${meta.status}`);
       const base = tokenRequest(server);
@@ -85,8 +90,16 @@ function dpopCaller({ dist, tokenRequest }) {
     /** n proofs, one per line, each for its own request. */
     writeProofs(n, file) {
       const lines = new Array(n);
+      const t0 = process.hrtime.bigint();
       for (let i = 0; i < n; i++) lines[i] = proof();
+      signUs = Math.round(Number(process.hrtime.bigint() - t0) / n / 100) / 10;
       fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    },
+    get alg() {
+      return key && key.alg;
+    },
+    get signUs() {
+      return signUs;
     },
   };
 }
