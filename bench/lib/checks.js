@@ -127,7 +127,7 @@ function build({ HI, LO }) {
       id: 'dpop-ps256',
       kind: 'peer',
       short: 'DPoP with PS256 proofs / Bearer',
-      label: `DPoP-protected route with PS256 proofs (an RSA 2048 key) / Bearer route (${HI} conn): the server verifies RSA about 3× faster than P-256, the caller signs about 10× slower`,
+      label: `DPoP-protected route with PS256 proofs (an RSA 2048 key) / Bearer route (${HI} conn): the server verifies RSA faster than P-256, the caller signs it slower`,
       unit: 'x',
       value: r('ours-dpop-ps256', 'ours-whoami'),
       detail: (ctx) => dpopDetail(ctx, 'ours-dpop-ps256', HI),
