@@ -25,27 +25,20 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn, execFileSync } = require('node:child_process');
-const { request } = require('./lib/http');
 const wrk = require('./lib/wrk');
 const { startProcess, stopProcess, readDemoClient, procCpuUs } = require('./lib/proc');
-const { dpopCaller } = require('./lib/callers');
+const { dpopCaller, secretTokenRequest, secretAccessToken } = require('./lib/callers');
 
 const DIST = path.resolve(__dirname, '..', 'dist');
 const SECONDS = Number(process.env.BENCH_PERF_SECONDS || 8);
 const CONNECTIONS = Number(process.env.BENCH_PERF_CONNECTIONS || 32);
 const TOP = Number(process.env.BENCH_PERF_TOP || 25);
-const OPENSSL = /ecp_|nistz256|^EVP_|^evp_|OPENSSL|^ossl_|^BN_|^bn_|ECDSA|ecdsa|^RSA_|^rsa_|do_name|sha256|SHA256|^EC_|^ec_|CRYPTO_|^OSSL|^ERR_|ASN1|asn1/;
+const OPENSSL = /^_*(ecp_|bn_|BN_|rsaz?_|RSA_|ossl_|OSSL|EVP_|evp_|EC_|ec_|ECDSA|ecdsa|CRYPTO_|ERR_|ASN1|asn1|OPENSSL|WPACKET|do_name|do_sigver|sha\d+_block|SHA\d+)|nistz256|_mont/;
 
-/** The demo client's token request (client_secret_post). */
-function secretRequest(s) {
-  const body = `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(s.info.clientId)}&client_secret=${encodeURIComponent(s.info.clientSecret)}`;
-  return { method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body };
-}
+const secretRequest = (s) => secretTokenRequest(s.info);
 
 async function bearer(s, p) {
-  const res = await request(s.port, secretRequest(s));
-  if (res.status !== 200) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
-  return { request: { path: p, headers: { authorization: `Bearer ${res.json.access_token}` } } };
+  return { request: { path: p, headers: { authorization: `Bearer ${await secretAccessToken(s.port, s.info)}` } } };
 }
 
 /** A kind whose every request carries a fresh proof: written to a file right before each run, sent once each. */

@@ -26,7 +26,7 @@ const { execFileSync } = require('node:child_process');
 const { request, pool } = require('./lib/http');
 const { ensureDebianTool } = require('./lib/wrk');
 const { startUnderCallgrind, HOST } = require('./lib/callgrind');
-const { privateKeyJwtClient, dpopCaller } = require('./lib/callers');
+const { privateKeyJwtClient, dpopCaller, secretTokenRequest, secretAccessToken } = require('./lib/callers');
 
 const DIST = path.resolve(__dirname, '..', 'dist');
 const REQUESTS = Number(process.env.BENCH_PROFILE_REQUESTS || 3000);
@@ -42,17 +42,8 @@ const PAIRS = {
   pkjwt: { script: 'examples/server.js', kinds: pkjwtKinds },
 };
 
-/** The demo client's token request (client_secret_post). */
-function secretRequest(s) {
-  const body = `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(s.client.clientId)}&client_secret=${encodeURIComponent(s.client.clientSecret)}`;
-  return { method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body };
-}
-
-async function token(s) {
-  const res = await request(s.port, secretRequest(s));
-  if (res.status !== 200 || !res.json?.access_token) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
-  return res.json.access_token;
-}
+const secretRequest = (s) => secretTokenRequest(s.client);
+const token = (s) => secretAccessToken(s.port, s.client);
 
 async function bearerKinds(s, a, b) {
   const headers = { authorization: `Bearer ${await token(s)}` };

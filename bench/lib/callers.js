@@ -104,4 +104,17 @@ function dpopCaller({ dist, tokenRequest, keyType = 'ec' }) {
   };
 }
 
-module.exports = { privateKeyJwtClient, dpopCaller };
+/** The example's demo client asking for a token with its secret (client_secret_post), `client` = { clientId, clientSecret }. */
+function secretTokenRequest(client, scope = 'orders:read') {
+  const body = `grant_type=client_credentials&scope=${encodeURIComponent(scope)}&client_id=${encodeURIComponent(client.clientId)}&client_secret=${encodeURIComponent(client.clientSecret)}`;
+  return { method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body };
+}
+
+/** An access token of that client from the server on `port`; throws unless it answers 200 with one. */
+async function secretAccessToken(port, client) {
+  const res = await request(port, secretTokenRequest(client));
+  if (res.status !== 200 || !res.json?.access_token) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
+  return res.json.access_token;
+}
+
+module.exports = { privateKeyJwtClient, dpopCaller, secretTokenRequest, secretAccessToken };
