@@ -193,7 +193,7 @@ function dpopDetail(ctx, id, HI) {
   const [d, b] = [cpu(id), cpu('ours-whoami')];
   const signing = ctx.dpopSigning?.[id];
   if (d == null || b == null) return null;
-  return `server CPU per request ${d} µs with a ${signing?.alg ?? 'DPoP'} proof, ${b} µs with Bearer (+${Math.round((d - b) * 10) / 10} µs)` + (signing ? `; the caller signed each proof in ${signing.signUs} µs (the harness, one core)` : '');
+  return `server CPU per request ${d} µs with ${signing?.alg ?? 'DPoP'} proofs, ${b} µs with Bearer (+${Math.round((d - b) * 10) / 10} µs)` + (signing ? `; the caller signed each proof in ${signing.signUs} µs (the harness, one core)` : '');
 }
 
 /** Evaluates every entry against a results object. */
