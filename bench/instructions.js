@@ -34,6 +34,7 @@ const { ensureDebianTool } = require('./lib/wrk');
 const { writeRevocations, untilRefused } = require('./lib/revocations');
 const { median } = require('./lib/measure');
 const { startUnderCallgrind, HOST } = require('./lib/callgrind');
+const { secretAccessToken } = require('./lib/callers');
 
 const json = process.argv.includes('--json');
 const REQUESTS = Number(process.env.BENCH_INSN_REQUESTS || 3000);
@@ -113,13 +114,6 @@ function stop(child) {
   });
 }
 
-async function token(server) {
-  const body = `grant_type=client_credentials&scope=orders%3Aread&client_id=${encodeURIComponent(server.client.clientId)}&client_secret=${encodeURIComponent(server.client.clientSecret)}`;
-  const res = await request(server.port, { method: 'POST', path: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
-  if (res.status !== 200 || !res.json?.access_token) throw new Error(`token request: HTTP ${res.status} ${res.text.slice(0, 200)}`);
-  return res.json.access_token;
-}
-
 async function refused(server, req) {
   const res = await request(server.port, req);
   if (res.status !== 401) throw new Error(`${req.path} with a forged or no token: HTTP ${res.status}, expected 401`);
@@ -134,7 +128,7 @@ async function main() {
   vgdbPrefix = path.join(work, 'vgdb');
   const server = await startUnderCallgrind({ script: path.join(DIST, 'examples', 'server.js'), work, vgdbPrefix, outFile: path.join(work, 'callgrind.out.%p') });
   try {
-    const live = await token(server);
+    const live = await secretAccessToken(server.port, server.client);
     const routes = {
       health: { path: '/health', headers: { authorization: `Bearer ${live}` } },
       whoami: { path: '/api/whoami', headers: { authorization: `Bearer ${live}` } },
@@ -161,7 +155,7 @@ async function main() {
     await warm();
     const before = await phase('before');
     // revocations written while it runs, the last for a token of its own that then gets 401
-    const doomed = await token(server);
+    const doomed = await secretAccessToken(server.port, server.client);
     const loadLater = { tokens: 10_000, clients: 1_000 };
     const writeSeconds = await writeRevocations(DIST, server.dataDir, loadLater, doomed);
     const refusedAfterSeconds = await untilRefused('example under callgrind', server.port, { path: '/api/whoami', headers: { authorization: `Bearer ${doomed}` } }, 60_000);

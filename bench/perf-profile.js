@@ -12,9 +12,10 @@
  * the kernel and to how fast each instruction runs); this samples real time
  * on the machine as it is. One example process (node --perf-basic-prof, so
  * compiled JavaScript has names), pinned to CPU 0, wrk on CPU 1 at
- * BENCH_PERF_CONNECTIONS (32); for each kind a warm-up, then
- * BENCH_PERF_SECONDS (8) of perf record at 1,999 Hz while wrk runs, the
- * server's CPU time per request read from /proc over the same run. Each
+ * BENCH_PERF_CONNECTIONS (32); for each kind a 4 s warm-up, then a wrk run
+ * of BENCH_PERF_SECONDS (8) with perf record at 1,999 Hz over all but its
+ * last second, the server's CPU time per request read from /proc over the
+ * whole run. Each
  * symbol's share of the samples times that CPU time is its µs per request.
  * Printed: both kinds' rates and CPU per request, the difference split into
  * kernel, OpenSSL, compiled JavaScript and the rest, and the symbols that

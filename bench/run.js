@@ -88,6 +88,9 @@ if (settings.rounds < 3 && !process.env.BENCH_ALLOW_FEW_ROUNDS) {
 }
 if (settings.connections.length === 0) throw new Error('BENCH_CONNECTIONS is empty');
 
+// the compiled package the example comes from: the CLI, the DPoP and assertion helpers are taken from it too
+const DIST = path.resolve(path.dirname(settings.exampleScript), '..');
+
 const HI = Math.max(...settings.connections); // "32 connections"
 const LO = Math.min(...settings.connections); // "1 connection"
 
@@ -204,9 +207,13 @@ function defineTargets(keys, work, peerClient) {
       expiresIn: 3600,
     });
   const get = (p) => () => ({ method: 'GET', path: p });
-  const pkjwt = privateKeyJwtClient({ dist: path.resolve(path.dirname(settings.exampleScript), '..'), dataDir: servers.example.env.DATA_DIR, keyFile: path.join(work, 'example', 'pkjwt.key.json'), scope: SCOPE });
-  const dpop = dpopCaller({ dist: path.join(REPO_ROOT, 'dist'), tokenRequest: (s) => oursTokenReq(s) });
-  const dpopRsa = dpopCaller({ dist: path.join(REPO_ROOT, 'dist'), tokenRequest: (s) => oursTokenReq(s), keyType: 'rsa' });
+  const pkjwt = privateKeyJwtClient({ dist: DIST, dataDir: servers.example.env.DATA_DIR, keyFile: path.join(work, 'example', 'pkjwt.key.json'), scope: SCOPE });
+  // GET /api/whoami with a DPoP-bound token and a fresh proof per request (each jti is accepted once), bounded by the Bearer route
+  const dpopTarget = (id, label, caller) => ({
+    id, group: 'protected', ours: true, label, server: 'example', kind: 'protected', token: (s) => caller.token(s), request: () => caller.request(), fresh: () => caller.request(),
+    bodies: (n, file) => caller.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami', caller,
+  });
+  const dpopCallerOf = (keyType) => dpopCaller({ dist: DIST, tokenRequest: (s) => oursTokenReq(s), keyType });
 
   // kind: 'const' | 'token' | 'protected' | 'open'. optional: only with BENCH_ONLY or BENCH_ALL=1.
   // Each target stands right after the one its ratio is read against (the
@@ -235,8 +242,8 @@ function defineTargets(keys, work, peerClient) {
     { id: 'ours-whoami-without-auth', group: 'protected', label: 'the example app with a no-op setting the same req.auth in place of requireBearer(), GET /api/whoami (same header sent): the route without the token check', server: 'example-without-auth', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
     { id: 'ours-health-without-auth', group: 'protected', label: 'the same no-op process, GET /health (same header sent)', server: 'example-without-auth', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
     { id: 'ours-orders', group: 'protected', ours: true, label: 'OURS example server GET /api/orders (requireBearer twice, scope)', server: 'example', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/orders', t) },
-    { id: 'ours-dpop', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', server: 'example', kind: 'protected', token: (s) => dpop.token(s), request: () => dpop.request(), fresh: () => dpop.request(), bodies: (n, file) => dpop.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami', caller: dpop },
-    { id: 'ours-dpop-ps256', group: 'protected', ours: true, label: 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh PS256 proof (RSA 2048) per request', server: 'example', kind: 'protected', token: (s) => dpopRsa.token(s), request: () => dpopRsa.request(), fresh: () => dpopRsa.request(), bodies: (n, file) => dpopRsa.writeProofs(n, file), lineHeader: 'dpop', boundedBy: 'ours-whoami', caller: dpopRsa },
+    dpopTarget('ours-dpop', 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh ES256 proof per request', dpopCallerOf('ec')),
+    dpopTarget('ours-dpop-ps256', 'OURS example server GET /api/whoami with a DPoP-bound token, a fresh PS256 proof (RSA 2048) per request', dpopCallerOf('rsa')),
     // phased: measured apart from the rounds, before and after the revocations are loaded (measureRevocationPhases)
     { id: 'ours-whoami-revocation', group: 'protected', ours: true, phased: true, label: 'OURS example server GET /api/whoami, after 10,000 revoked tokens and 1,000 client cut-offs were loaded into it (a live token: both lookups miss)', server: 'example-revoked', kind: 'protected', token: oursToken, request: (s, t) => bearerRequest('/api/whoami', t) },
     { id: 'ours-health-revocation', group: 'protected', phased: true, label: 'same process, unauthenticated GET /health (same header sent): the control of the revocation check', server: 'example-revoked', kind: 'open', token: oursToken, request: (s, t) => bearerRequest('/health', t) },
@@ -296,7 +303,7 @@ async function acceptedToken(server) {
 async function loadRevocations(server, def) {
   const { tokens, clients } = def.loadLater;
   const token = await acceptedToken(server);
-  const writeSeconds = await writeRevocations(path.resolve(path.dirname(settings.exampleScript), '..'), def.env.DATA_DIR, def.loadLater, token);
+  const writeSeconds = await writeRevocations(DIST, def.env.DATA_DIR, def.loadLater, token);
   const refusedAfterSeconds = await untilRefused(server.name, server.port, bearerRequest('/api/whoami', token));
   return { tokens: tokens + 1, clientGenerations: clients, writeSeconds, refusedAfterSeconds };
 }

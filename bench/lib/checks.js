@@ -49,8 +49,7 @@ function build({ HI, LO }) {
       unit: 'x',
       value: (ctx) => ratio(ratio(rps(ctx, 'ours-whoami'), rps(ctx, 'ours-health')), ratio(rps(ctx, 'ours-whoami-without-auth'), rps(ctx, 'ours-health-without-auth'))),
       detail: (ctx) => {
-        const cpu = (id) => ctx.medians[id]?.[HI]?.cpuUs?.median ?? null;
-        const [w, h, w0, h0] = ['ours-whoami', 'ours-health', 'ours-whoami-without-auth', 'ours-health-without-auth'].map(cpu);
+        const [w, h, w0, h0] = ['ours-whoami', 'ours-health', 'ours-whoami-without-auth', 'ours-health-without-auth'].map((id) => cpuUs(ctx, id, HI));
         if (w == null || h == null || w0 == null || h0 == null) return null;
         const r1 = (x) => Math.round(x * 10) / 10;
         const r2 = (x) => Math.round(x * 100) / 100;
@@ -151,9 +150,9 @@ function build({ HI, LO }) {
 
 /** ns per instruction of the example's own protected requests: server CPU per request (timed rounds) over instructions per request (callgrind). */
 function nsPerInstruction(ctx, HI) {
-  const cpuUs = ctx.medians?.['ours-whoami']?.[HI]?.cpuUs?.median;
+  const us = cpuUs(ctx, 'ours-whoami', HI);
   const insn = ctx.micro?.instructions?.least?.whoami ?? ctx.micro?.instructions?.medians?.whoami;
-  return cpuUs != null && insn ? (cpuUs * 1000) / insn : null;
+  return us != null && insn ? (us * 1000) / insn : null;
 }
 
 /** What the loaded revocations add to a protected request, in µs: their instructions (bench/instructions.js) at nsPerInstruction(). */
@@ -182,15 +181,19 @@ function safe(f) {
 /** The same ratio from the servers' CPU time per request (b's µs / a's µs): less disturbed by other processes. */
 function cpuRatio(results, [a, b]) {
   const HI = results.settings.hi;
-  const ca = results.medians[a]?.[HI]?.cpuUs?.median;
-  const cb = results.medians[b]?.[HI]?.cpuUs?.median;
+  const ca = cpuUs(results, a, HI);
+  const cb = cpuUs(results, b, HI);
   return ca != null && cb != null && ca > 0 ? Math.round((cb / ca) * 1000) / 1000 : null;
+}
+
+/** A target's median server CPU µs per request at `connections`, or null. */
+function cpuUs(results, id, connections) {
+  return results.medians?.[id]?.[connections]?.cpuUs?.median ?? null;
 }
 
 /** Server CPU per DPoP request against the Bearer route's, and what the caller paid to sign each proof. */
 function dpopDetail(ctx, id, HI) {
-  const cpu = (t) => ctx.medians[t]?.[HI]?.cpuUs?.median ?? null;
-  const [d, b] = [cpu(id), cpu('ours-whoami')];
+  const [d, b] = [cpuUs(ctx, id, HI), cpuUs(ctx, 'ours-whoami', HI)];
   const signing = ctx.dpopSigning?.[id];
   if (d == null || b == null) return null;
   return `server CPU per request ${d} µs with ${signing?.alg ?? 'DPoP'} proofs, ${b} µs with Bearer (+${Math.round((d - b) * 10) / 10} µs)` + (signing ? `; the caller signed each proof in ${signing.signUs} µs (the harness, one core)` : '');
