@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { StoreUnavailableError } from '../../lib/errors';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
 import { revocationStoreContract } from '../core/revocation-store-contract';
 import { describeStoreContract } from './contract';
@@ -117,6 +118,101 @@ describe('embedded store migration', () => {
       expect(await store.consumeJti('old', 'h', new Date(Date.now() + 60_000))).toBe(true);
     } finally {
       await store.close();
+    }
+  });
+});
+
+describe('embedded store: assertion jtis', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+  const until = () => new Date(Date.now() + 60_000);
+
+  it('answers each of the calls made together (one transaction) on its own, and another connection sees them at once', async () => {
+    const dataDir = path.join(root, 'jti-batch');
+    const a = await openEmbeddedStore({ dataDir });
+    const b = await openEmbeddedStore({ dataDir });
+    try {
+      const at = until();
+      const answers = await Promise.all([
+        a.consumeJti('c1', 'h1', at),
+        a.consumeJti('c1', 'h2', at),
+        a.consumeJti('c1', 'h1', at), // the same assertion twice in one turn: the second is a replay
+        a.consumeJti('c2', 'h1', at),
+      ]);
+      expect(answers).toEqual([true, true, false, true]);
+      // another process on the same file: every one of them is a replay there
+      expect(await Promise.all([b.consumeJti('c1', 'h1', at), b.consumeJti('c1', 'h2', at), b.consumeJti('c2', 'h1', at)])).toEqual([false, false, false]);
+      expect(await b.consumeJti('c1', 'h3', at)).toBe(true);
+      expect(await a.consumeJti('c1', 'h3', at)).toBe(false);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('writes the jtis of a pending turn before closing, and refuses calls once closed', async () => {
+    const dataDir = path.join(root, 'jti-close');
+    const store = await openEmbeddedStore({ dataDir });
+    const at = until();
+    const pending = store.consumeJti('c1', 'h1', at);
+    await store.close();
+    await expect(pending).resolves.toBe(true);
+    await expect(store.consumeJti('c1', 'h2', at)).rejects.toThrow('closed');
+    const reopened = await openEmbeddedStore({ dataDir });
+    try {
+      expect(await reopened.consumeJti('c1', 'h1', at)).toBe(false);
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('rejects every call of a turn with StoreUnavailableError when the file stays locked, records none, and works once the lock is gone', async () => {
+    const dataDir = path.join(root, 'jti-locked');
+    const store = await openEmbeddedStore({ dataDir });
+    const other = new Database(path.join(dataDir, 'store.sqlite'));
+    try {
+      const at = until();
+      other.exec('BEGIN IMMEDIATE'); // another writer holds the lock past busy_timeout (5 s)
+      const results = await Promise.allSettled([store.consumeJti('c1', 'h1', at), store.consumeJti('c1', 'h2', at)]);
+      for (const r of results) {
+        expect(r.status).toBe('rejected');
+        expect((r as PromiseRejectedResult).reason).toBeInstanceOf(StoreUnavailableError);
+      }
+      other.exec('ROLLBACK');
+      expect(await Promise.all([store.consumeJti('c1', 'h1', at), store.consumeJti('c1', 'h2', at)])).toEqual([true, true]);
+    } finally {
+      other.close();
+      await store.close();
+    }
+  }, 15_000);
+
+  it('migrates a version-4 database: jtis used before stay used, and expired ones are purged', async () => {
+    const dataDir = path.join(root, 'jti-v4');
+    await (await openEmbeddedStore({ dataDir })).close();
+    // the jti table as version 4 had it, one live and one expired entry in it
+    const db = new Database(path.join(dataDir, 'store.sqlite'));
+    const live = Date.now() + 60_000;
+    db.exec(`DROP TABLE client_assertion_jtis;
+             CREATE TABLE client_assertion_jtis (client_id TEXT NOT NULL, jti_hash TEXT NOT NULL, expires_at INTEGER NOT NULL,
+               PRIMARY KEY (client_id, jti_hash)) WITHOUT ROWID;
+             CREATE INDEX client_assertion_jtis_expiry ON client_assertion_jtis(expires_at);
+             INSERT INTO client_assertion_jtis VALUES ('c1', 'used', ${live}), ('c1', 'gone', 1000);
+             PRAGMA user_version = 4;`);
+    db.close();
+    const store = await openEmbeddedStore({ dataDir });
+    try {
+      expect(await store.consumeJti('c1', 'used', new Date(live))).toBe(false);
+      expect(await store.purgeJtis(new Date())).toBe(1);
+      expect(await store.consumeJti('c1', 'fresh', new Date(live))).toBe(true);
+    } finally {
+      await store.close();
+    }
+    const check = new Database(path.join(dataDir, 'store.sqlite'), { readonly: true });
+    try {
+      expect(check.pragma('user_version', { simple: true })).toBe(5);
+      expect(check.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'client_assertion_jtis' ORDER BY name").pluck().all()).toEqual(['client_assertion_jtis']);
+    } finally {
+      check.close();
     }
   });
 });

@@ -69,6 +69,17 @@ const MIGRATIONS: string[] = [
      generation INTEGER NOT NULL,
      updated_at INTEGER NOT NULL
    ) WITHOUT ROWID;`,
+  // used assertion jtis ordered by expiry: one B-tree, new rows at its end (a random (client, hash)
+  // key with an expiry index wrote two or three scattered pages per token request), purged from its start
+  `CREATE TABLE client_assertion_jtis_by_expiry (
+     expires_at INTEGER NOT NULL,
+     client_id  TEXT NOT NULL,
+     jti_hash   TEXT NOT NULL,
+     PRIMARY KEY (expires_at, client_id, jti_hash)
+   ) WITHOUT ROWID;
+   INSERT INTO client_assertion_jtis_by_expiry (expires_at, client_id, jti_hash) SELECT expires_at, client_id, jti_hash FROM client_assertion_jtis;
+   DROP TABLE client_assertion_jtis;
+   ALTER TABLE client_assertion_jtis_by_expiry RENAME TO client_assertion_jtis;`,
 ];
 
 interface ClientRow {
@@ -198,7 +209,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri, resources, permissions, require_dpop) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)',
     ),
     setJwks: db.prepare('UPDATE clients SET jwks = ? WHERE client_id = ?'),
-    consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (client_id, jti_hash, expires_at) VALUES (?, ?, ?)'),
+    consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (expires_at, client_id, jti_hash) VALUES (?, ?, ?)'),
     syncNormal: db.prepare('PRAGMA synchronous = NORMAL'),
     syncFull: db.prepare('PRAGMA synchronous = FULL'),
     purgeJtis: db.prepare('DELETE FROM client_assertion_jtis WHERE expires_at < ?'),
@@ -337,6 +348,46 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     return { tokens, clients: [...clients.values()] };
   });
 
+  /**
+   * Assertion jtis, one written per private_key_jwt token request, go to
+   * disk together: the calls of one event-loop turn (the requests that
+   * arrived together) wait for the check phase, then share one transaction
+   * and one WAL commit, each with its own answer. Its commit does not wait
+   * for the disk (WAL with synchronous NORMAL: safe against a crash of the
+   * process, durable at the next FULL commit or checkpoint; a power loss may
+   * forget the last jtis); everything else stays synchronous FULL. On the
+   * same connection, so it does not count as another writer's change
+   * (PRAGMA data_version) and leaves the client cache alone.
+   */
+  interface PendingJti {
+    clientId: string;
+    jtiHash: string;
+    expiresAt: number;
+    resolve: (first: boolean) => void;
+    reject: (err: unknown) => void;
+  }
+  let pendingJtis: PendingJti[] = [];
+  const insertJtis = db.transaction((batch: PendingJti[]): boolean[] => batch.map((j) => q.consumeJti.run(j.expiresAt, j.clientId, j.jtiHash).changes === 1));
+  const commitJtis = (): void => {
+    const batch = pendingJtis;
+    pendingJtis = [];
+    let first: boolean[];
+    try {
+      if (!open) throw new Error('the embedded store is closed');
+      q.syncNormal.run();
+      try {
+        first = insertJtis.immediate(batch);
+      } finally {
+        q.syncFull.run();
+      }
+    } catch (err) {
+      const error = classify(err, path);
+      for (const j of batch) j.reject(error);
+      return;
+    }
+    for (let i = 0; i < batch.length; i++) batch[i].resolve(first[i]);
+  };
+
   /** Revocation writes through this connection (see revocationsVersion). */
   let revocationWrites = 0;
   let open = true;
@@ -392,21 +443,13 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ),
     addClientKey: io((clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys)),
     removeClientKey: io((clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid)),
-    // A jti is kept only until its assertion expires (at most 300 s), and one is
-    // written per private_key_jwt token request: its commit does not wait for
-    // the disk (WAL with synchronous NORMAL: safe against a crash of the
-    // process, durable at the next FULL commit or checkpoint; a power loss may
-    // forget the last jtis). Everything else stays synchronous FULL. On the
-    // same connection, so it does not count as another writer's change
-    // (PRAGMA data_version) and leaves the client cache alone.
-    consumeJti: io((clientId: string, jtiHash: string, expiresAt: Date) => {
-      q.syncNormal.run();
-      try {
-        return q.consumeJti.run(clientId, jtiHash, expiresAt.getTime()).changes === 1;
-      } finally {
-        q.syncFull.run();
-      }
-    }),
+    // a jti is kept only until its assertion expires (at most 300 s); written with the turn's others (commitJtis)
+    consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean> {
+      if (!open) return Promise.reject(new Error('the embedded store is closed'));
+      return new Promise((resolve, reject) => {
+        if (pendingJtis.push({ clientId, jtiHash, expiresAt: expiresAt.getTime(), resolve, reject }) === 1) setImmediate(commitJtis);
+      });
+    },
     purgeJtis: io((before: Date) => q.purgeJtis.run(before.getTime()).changes),
     listKeys: io(listKeys),
     insertFirstKey: io((key: StoredKey) => insertFirstKey.immediate(key)),
@@ -433,6 +476,8 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     revocationsVersion: io(() => `${q.dataVersion.get() as number}.${revocationWrites}`),
     async close() {
       if (!open) return;
+      // jtis already accepted by this store are written before it closes
+      if (pendingJtis.length > 0) commitJtis();
       open = false;
       db.close();
     },

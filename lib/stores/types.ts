@@ -123,8 +123,13 @@ export interface ClientStore {
   removeClientKey(clientId: string, kid: string): Promise<boolean>;
   /**
    * Records a client assertion's `jti` (its SHA-256, base64url) as used,
-   * atomically: `true` the first time for (clientId, jtiHash), `false` when it
-   * was recorded already (a replay). Kept at least until `expiresAt`.
+   * atomically: `true` the first time for (clientId, jtiHash, expiresAt),
+   * `false` when it was recorded already (a replay). Kept at least until
+   * `expiresAt`. A replayed assertion comes with the same `expiresAt` (the
+   * issuer derives it from the assertion's `exp` and its `clockTolerance`,
+   * which instances sharing a store share too), so a store may key by it:
+   * the embedded one orders its entries by expiry; PostgreSQL's refuses a
+   * (clientId, jtiHash) whatever the expiry.
    */
   consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean>;
   /** Deletes recorded jtis that expired before `before`; returns how many. */
