@@ -7,6 +7,7 @@
  *   node bench/perf-profile.js protected    # GET /api/whoami against GET /health (Bearer token on both)
  *   node bench/perf-profile.js dpop         # GET /api/whoami with a DPoP-bound token and a fresh ES256 proof, against Bearer
  *   node bench/perf-profile.js dpop-ps256   # the same with an RSA key and PS256 proofs
+ *   node bench/perf-profile.js pkjwt        # POST /oauth/token with a fresh private_key_jwt assertion, against client_secret_post
  *
  * bench/profile.js counts instructions under callgrind (steady, but blind to
  * the kernel and to how fast each instruction runs); this samples real time
@@ -28,7 +29,7 @@ const path = require('node:path');
 const { spawn, execFileSync } = require('node:child_process');
 const wrk = require('./lib/wrk');
 const { startProcess, stopProcess, readDemoClient, procCpuUs } = require('./lib/proc');
-const { dpopCaller, secretTokenRequest, secretAccessToken } = require('./lib/callers');
+const { dpopCaller, privateKeyJwtClient, secretTokenRequest, secretAccessToken } = require('./lib/callers');
 
 const DIST = path.resolve(__dirname, '..', 'dist');
 const SECONDS = Number(process.env.BENCH_PERF_SECONDS || 8);
@@ -49,10 +50,18 @@ async function dpop(s, keyType) {
   return { request: caller.request(), lineHeader: 'dpop', write: (n, file) => caller.writeProofs(n, file) };
 }
 
+/** Token requests each with a fresh client assertion (the harness signs them, ES256), written to a file before each run. */
+async function pkjwt(s) {
+  const client = privateKeyJwtClient({ dist: DIST, dataDir: s.dataDir, keyFile: path.join(s.work, 'pkjwt.key.json'), scope: 'orders:read' });
+  await client.setup(s);
+  return { request: client.request(), write: (n, file) => client.writeBodies(n, file) };
+}
+
 const PAIRS = {
   protected: { '/api/whoami': (s) => bearer(s, '/api/whoami'), '/health': (s) => bearer(s, '/health') },
   dpop: { dpop: (s) => dpop(s, 'ec'), bearer: (s) => bearer(s, '/api/whoami') },
   'dpop-ps256': { 'dpop-ps256': (s) => dpop(s, 'rsa'), bearer: (s) => bearer(s, '/api/whoami') },
+  pkjwt: { pkjwt: (s) => pkjwt(s), secret: (s) => ({ request: secretRequest(s) }) },
 };
 
 /** Self share (%) of each symbol in one recording. */
@@ -82,9 +91,10 @@ async function main() {
   const bin = wrk.ensureWrk();
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-perf-'));
   const stdoutFile = path.join(work, 'stdout.log');
-  const server = await startProcess('example', path.join(DIST, 'examples', 'server.js'), { env: { DATA_DIR: path.join(work, 'data'), LOG_LEVEL: 'info' }, stdoutFile, cpu: 0, execArgv: ['--perf-basic-prof'] });
+  const dataDir = path.join(work, 'data');
+  const server = await startProcess('example', path.join(DIST, 'examples', 'server.js'), { env: { DATA_DIR: dataDir, LOG_LEVEL: 'info' }, stdoutFile, cpu: 0, execArgv: ['--perf-basic-prof'] });
   try {
-    server.info = await readDemoClient(stdoutFile);
+    Object.assign(server, { work, dataDir, info: await readDemoClient(stdoutFile) });
     const kinds = {};
     for (const [name, make] of Object.entries(pair)) kinds[name] = await make(server);
     // rate: requests a second to prepare fresh proofs for (1.5 times it); the warm-up guesses, the recording uses the warm-up's
