@@ -186,6 +186,34 @@ describe('embedded store: assertion jtis', () => {
     }
   }, 15_000);
 
+  it('purges a large backlog in steps, answering other calls between them, and only what expired', async () => {
+    const dataDir = path.join(root, 'jti-purge');
+    const store = await openEmbeddedStore({ dataDir });
+    try {
+      const now = Date.now();
+      // 5,000 expired over 50 distinct seconds (100 share each expiry), and 10 live
+      const expired = Array.from({ length: 5_000 }, (_, i) => store.consumeJti('c1', `old-${i}`, new Date(now - 60_000 + Math.floor(i / 100) * 1000)));
+      const live = Array.from({ length: 10 }, (_, i) => store.consumeJti('c1', `live-${i}`, new Date(now + 60_000)));
+      expect(new Set(await Promise.all([...expired, ...live]))).toEqual(new Set([true]));
+      const order: string[] = [];
+      const purge = store.purgeJtis(new Date(now)).then((n) => {
+        order.push('purge');
+        return n;
+      });
+      const during = store.consumeJti('c2', 'during', new Date(now + 60_000)).then((first) => {
+        order.push('jti');
+        return first;
+      });
+      expect(await Promise.all([purge, during])).toEqual([5_000, true]);
+      expect(order).toEqual(['jti', 'purge']); // answered while the purge was under way
+      expect(await store.consumeJti('c1', 'live-3', new Date(now + 60_000))).toBe(false);
+      expect(await store.consumeJti('c1', 'old-7', new Date(now - 60_000))).toBe(true); // gone: recorded anew
+      expect(await store.purgeJtis(new Date(now))).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('migrates a version-4 database: jtis used before stay used, and expired ones are purged', async () => {
     const dataDir = path.join(root, 'jti-v4');
     await (await openEmbeddedStore({ dataDir })).close();
