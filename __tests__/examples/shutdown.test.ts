@@ -1,0 +1,124 @@
+/**
+ * The example's graceful stop (examples/shutdown.ts), over raw keep-alive
+ * connections: what a client sees on the wire while the server closes.
+ */
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { gracefulClose } from '../../examples/shutdown';
+
+/** A server whose GET /slow answers when the test calls `finish()`, and GET /fast at once. */
+async function slowServer() {
+  const waiting: (() => void)[] = [];
+  const server = http.createServer((req, res) => {
+    const answer = () => res.setHeader('Content-Type', 'text/plain').end(`done ${req.url}`);
+    if (req.url === '/slow') waiting.push(answer);
+    else answer();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const released: string[] = [];
+  const close = gracefulClose(server, async () => {
+    released.push('released');
+  });
+  const arrived = async (n: number) => {
+    for (let i = 0; i < 200 && waiting.length < n; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(waiting.length).toBe(n);
+  };
+  return {
+    server,
+    close,
+    released,
+    arrived,
+    finish: () => waiting.splice(0).forEach((answer) => answer()),
+    port: (server.address() as AddressInfo).port,
+  };
+}
+
+/** A raw client connection: what it received, and whether the server ended it. */
+function connect(port: number) {
+  const socket = net.connect(port, '127.0.0.1');
+  let received = '';
+  let ended = false;
+  socket.setEncoding('utf8');
+  socket.on('data', (d: string) => (received += d));
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  socket.on('end', () => (ended = true));
+  return {
+    send: (path: string) => socket.write(`GET ${path} HTTP/1.1\r\nHost: test\r\n\r\n`),
+    received: () => received,
+    ended: () => ended,
+    closed,
+    /** Resolves once `text` has arrived. */
+    async waitFor(text: string) {
+      for (let i = 0; i < 200 && !received.includes(text); i++) await new Promise((r) => setTimeout(r, 5));
+      expect(received).toContain(text);
+    },
+    destroy: () => socket.destroy(),
+  };
+}
+
+describe('gracefulClose (examples/shutdown.ts)', () => {
+  it('lets an in-flight request finish with Connection: close, then ends its connection and releases', async () => {
+    const s = await slowServer();
+    const client = connect(s.port);
+    try {
+      client.send('/slow');
+      await s.arrived(1);
+      const closed = s.close();
+      expect(s.released).toEqual([]); // not before the request is answered
+      s.finish();
+      await client.waitFor('done /slow');
+      await closed;
+      await client.closed;
+      expect(client.ended()).toBe(true);
+      expect(client.received()).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+      expect(client.received()).toMatch(/\r\nConnection: close\r\n/i);
+      expect(s.released).toEqual(['released']);
+      expect(s.server.listening).toBe(false);
+    } finally {
+      client.destroy();
+    }
+  });
+
+  it('ends an idle keep-alive connection at once, and the same close() answers every caller', async () => {
+    const s = await slowServer();
+    const client = connect(s.port);
+    try {
+      client.send('/fast');
+      await client.waitFor('done /fast');
+      expect(client.received()).toMatch(/\r\nConnection: keep-alive\r\n/i); // before closing: kept alive
+      const started = Date.now();
+      const [a, b] = [s.close(), s.close()];
+      expect(a).toBe(b);
+      await a;
+      await client.closed;
+      expect(Date.now() - started).toBeLessThan(5_000); // not the 10 s limit
+      expect(s.released).toEqual(['released']);
+    } finally {
+      client.destroy();
+    }
+  });
+
+  it('says Connection: close on each of several in-flight requests on different connections, and closes each once answered', async () => {
+    const s = await slowServer();
+    const clients = [connect(s.port), connect(s.port), connect(s.port)];
+    const idle = connect(s.port);
+    try {
+      idle.send('/fast');
+      await idle.waitFor('done /fast');
+      for (const c of clients) c.send('/slow');
+      await s.arrived(3);
+      const closed = s.close();
+      await idle.closed; // the idle one goes first
+      s.finish();
+      await closed;
+      for (const c of clients) {
+        await c.closed;
+        expect(c.received()).toContain('done /slow');
+        expect(c.received()).toMatch(/\r\nConnection: close\r\n/i);
+      }
+    } finally {
+      for (const c of [...clients, idle]) c.destroy();
+    }
+  });
+});
