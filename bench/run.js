@@ -647,10 +647,14 @@ async function main() {
       /* best effort */
     }
   };
-  process.on('SIGINT', () => {
-    cleanup();
-    process.exit(130);
-  });
+  // SIGTERM too (pkill, a CI timeout): without a handler node exits at once, and the
+  // servers and the stopped SCHED_IDLE spinners it started were left behind
+  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+    process.on(signal, () => {
+      cleanup();
+      process.exit(code);
+    });
+  }
   process.on('exit', () => killAll());
 
   try {
