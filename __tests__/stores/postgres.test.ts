@@ -67,6 +67,20 @@ describeIfPostgres('PostgreSQL store', () => {
     };
   });
 
+  it('consumeJti, committed without waiting for the WAL flush, records once and leaves the pooled connection\'s synchronous_commit as it was', async () => {
+    const pool = new Pool({ connectionString: postgresUrl(), max: 1 }); // one connection: the next query runs on it
+    const store = await createPostgresStore({ pool, schema: freshSchema() });
+    try {
+      const until = new Date(Date.now() + 60_000);
+      expect(await store.consumeJti('c1', 'h1', until)).toBe(true);
+      expect(await store.consumeJti('c1', 'h1', until)).toBe(false);
+      expect((await pool.query('SHOW synchronous_commit')).rows[0].synchronous_commit).toBe('on');
+    } finally {
+      await store.close();
+      await pool.end();
+    }
+  });
+
   describe('revocations: persisted, shared, pushed', () => {
     it('two stores on one schema: the second sees the first one’s revocations, also after reopening', async () => {
       const schema = freshSchema();
