@@ -127,7 +127,7 @@ describe('embedded store: assertion jtis', () => {
   const Database = require('better-sqlite3') as typeof import('better-sqlite3');
   const until = () => new Date(Date.now() + 60_000);
 
-  it('answers each of the calls made together (one transaction) on its own, and another connection sees them at once', async () => {
+  it('answers each of the calls made in one turn on its own, and another connection sees them at once', async () => {
     const dataDir = path.join(root, 'jti-batch');
     const a = await openEmbeddedStore({ dataDir });
     const b = await openEmbeddedStore({ dataDir });

@@ -374,6 +374,15 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     resolve: (first: boolean) => void;
     reject: (err: unknown) => void;
   }
+  /** Runs `write` with synchronous NORMAL (its commit does not wait for the disk), then FULL again: the jti writes and purges. */
+  const withoutWaitingForDisk = <T>(write: () => T): T => {
+    q.syncNormal.run();
+    try {
+      return write();
+    } finally {
+      q.syncFull.run();
+    }
+  };
   let pendingJtis: PendingJti[] = [];
   const insertJtis = db.transaction((batch: PendingJti[]): boolean[] => batch.map((j) => q.consumeJti.run(j.expiresAt, j.clientId, j.jtiHash).changes === 1));
   const commitJtis = (): void => {
@@ -382,12 +391,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     let first: boolean[];
     try {
       if (!open) throw new Error('the embedded store is closed');
-      q.syncNormal.run();
-      try {
-        first = insertJtis.immediate(batch);
-      } finally {
-        q.syncFull.run();
-      }
+      first = withoutWaitingForDisk(() => insertJtis.immediate(batch));
     } catch (err) {
       const error = classify(err, path);
       for (const j of batch) j.reject(error);
@@ -466,12 +470,8 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
         if (!open) throw new Error('the embedded store is closed');
         let n: number;
         try {
-          q.syncNormal.run(); // as for the writes: a purge lost in a power cut is done again
-          try {
-            n = q.purgeJtis.run({ before: before.getTime() }).changes;
-          } finally {
-            q.syncFull.run();
-          }
+          // as for the writes: a purge lost in a power cut is done again
+          n = withoutWaitingForDisk(() => q.purgeJtis.run({ before: before.getTime() }).changes);
         } catch (err) {
           throw classify(err, path);
         }
