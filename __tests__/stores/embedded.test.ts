@@ -94,6 +94,51 @@ describe('embedded store shared by two connections (server and CLI)', () => {
   });
 });
 
+describe('embedded store shared by cluster workers: what moves the others’ caches', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+
+  it('another connection’s assertion jtis neither reload its revocations nor re-read its clients; revocations and client writes do', async () => {
+    const dataDir = path.join(root, 'cluster');
+    fs.mkdirSync(dataDir);
+    const worker1 = await openEmbeddedStore({ dataDir });
+    const worker2 = await openEmbeddedStore({ dataDir });
+    // an operator's own SQL, on a connection of its own
+    const sql = new Database(path.join(dataDir, 'store.sqlite'));
+    try {
+      const now = new Date();
+      await worker1.createClient({ clientId: 'c', name: 'c', scopes: ['a'], grantTypes: ['client_credentials'], createdAt: now, secret: null });
+      expect((await worker2.findClient('c'))!.name).toBe('c');
+      const version = await worker2.revocationsVersion();
+
+      // a change worker2 could only see by reading the row again: made without the triggers that count it
+      const trigger = sql.prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'clients_update_changes'").pluck().get() as string;
+      sql.exec("DROP TRIGGER clients_update_changes; UPDATE clients SET name = 'renamed' WHERE client_id = 'c'");
+      sql.exec(trigger);
+      for (let i = 0; i < 5; i++) expect(await worker1.consumeJti('c', `jti-${i}`, new Date(Date.now() + 60_000))).toBe(true);
+      expect(await worker2.revocationsVersion()).toBe(version);
+      expect((await worker2.findClient('c'))!.name).toBe('c'); // still the record found before
+
+      // counted changes, by any connection, reach it
+      await worker1.revokeToken({ jti: 'j1', clientId: 'c', exp: new Date(Date.now() + 60_000) });
+      const afterToken = await worker2.revocationsVersion();
+      expect(afterToken).not.toBe(version);
+      await worker1.bumpTokenGeneration('c', new Date());
+      const afterGeneration = await worker2.revocationsVersion();
+      expect(afterGeneration).not.toBe(afterToken);
+      sql.exec(`UPDATE clients SET revoked_at = ${Date.now()} WHERE client_id = 'c'`);
+      expect(await worker2.revocationsVersion()).not.toBe(afterGeneration);
+      expect(await worker2.findClient('c')).toMatchObject({ name: 'renamed', revokedAt: expect.any(Date) });
+      sql.exec("INSERT INTO client_secrets (client_id, hash, created_at, expires_at) VALUES ('c', 'h9', 1, NULL)");
+      expect((await worker2.findClient('c'))!.secrets.map((s) => s.hash)).toEqual(['h9']);
+    } finally {
+      sql.close();
+      await worker1.close();
+      await worker2.close();
+    }
+  });
+});
+
 describe('embedded store migration', () => {
   it('migrates a version-1 database: existing clients become client_secret clients without keys', async () => {
     const dataDir = path.join(root, 'v1');
@@ -220,7 +265,10 @@ describe('embedded store: assertion jtis', () => {
     // the jti table as version 4 had it, one live and one expired entry in it
     const db = new Database(path.join(dataDir, 'store.sqlite'));
     const live = Date.now() + 60_000;
-    db.exec(`DROP TABLE client_assertion_jtis;
+    const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'").pluck().all() as string[];
+    db.exec(`${triggers.map((name) => `DROP TRIGGER ${name};`).join(' ')}
+             DROP TABLE store_changes;
+             DROP TABLE client_assertion_jtis;
              CREATE TABLE client_assertion_jtis (client_id TEXT NOT NULL, jti_hash TEXT NOT NULL, expires_at INTEGER NOT NULL,
                PRIMARY KEY (client_id, jti_hash)) WITHOUT ROWID;
              CREATE INDEX client_assertion_jtis_expiry ON client_assertion_jtis(expires_at);
@@ -237,7 +285,7 @@ describe('embedded store: assertion jtis', () => {
     }
     const check = new Database(path.join(dataDir, 'store.sqlite'), { readonly: true });
     try {
-      expect(check.pragma('user_version', { simple: true })).toBe(5);
+      expect(check.pragma('user_version', { simple: true })).toBe(6);
       expect(check.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'client_assertion_jtis' ORDER BY name").pluck().all()).toEqual(['client_assertion_jtis']);
     } finally {
       check.close();

@@ -16,6 +16,13 @@ export interface EmbeddedStore extends Store {
   readonly path: string;
 }
 
+/** Triggers that count every change to `table` under `counter` in store_changes, whichever connection makes it. */
+function changeTriggers(table: string, counter: 'clients' | 'revocations'): string {
+  return ['INSERT', 'UPDATE', 'DELETE']
+    .map((op) => `CREATE TRIGGER ${table}_${op.toLowerCase()}_changes AFTER ${op} ON ${table} BEGIN UPDATE store_changes SET n = n + 1 WHERE name = '${counter}'; END;`)
+    .join('\n   ');
+}
+
 const MIGRATIONS: string[] = [
   `CREATE TABLE clients (
      client_id   TEXT PRIMARY KEY,
@@ -80,6 +87,20 @@ const MIGRATIONS: string[] = [
    INSERT INTO client_assertion_jtis_by_expiry (expires_at, client_id, jti_hash) SELECT expires_at, client_id, jti_hash FROM client_assertion_jtis;
    DROP TABLE client_assertion_jtis;
    ALTER TABLE client_assertion_jtis_by_expiry RENAME TO client_assertion_jtis;`,
+  // what other connections' commits changed: PRAGMA data_version moves for any table, so each
+  // assertion jti written by one cluster worker emptied the other workers' client caches and
+  // reloaded their revocations; these counters move only with the tables those depend on
+  `CREATE TABLE store_changes (
+     name TEXT PRIMARY KEY,
+     n    INTEGER NOT NULL
+   ) WITHOUT ROWID;
+   INSERT INTO store_changes (name, n) VALUES ('clients', 0), ('revocations', 0);
+   ${changeTriggers('clients', 'clients')}
+   ${changeTriggers('client_secrets', 'clients')}
+   ${changeTriggers('revoked_tokens', 'revocations')}
+   ${changeTriggers('token_generations', 'revocations')}
+   CREATE TRIGGER clients_revoked_changes AFTER UPDATE OF revoked_at ON clients
+     BEGIN UPDATE store_changes SET n = n + 1 WHERE name = 'revocations'; END;`,
 ];
 
 interface ClientRow {
@@ -204,6 +225,7 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
 function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
   const q = {
     dataVersion: db.prepare('PRAGMA data_version').pluck(),
+    changes: db.prepare<[string], number>('SELECT n FROM store_changes WHERE name = ?').pluck(),
     client: db.prepare<[string], ClientRow>('SELECT * FROM clients WHERE client_id = ?'),
     secrets: db.prepare<[string], SecretRow>('SELECT * FROM client_secrets WHERE client_id = ? ORDER BY created_at DESC, id DESC'),
     allClients: db.prepare<[], ClientRow>('SELECT * FROM clients ORDER BY created_at, rowid'),
@@ -255,18 +277,27 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     return row ? toClient(row, q.secrets.all(clientId)) : null;
   });
 
-  // Found clients are kept in memory until the database changes. SQLite's
+  // Found clients are kept in memory until a client changes. SQLite's
   // data_version moves whenever another connection (the CLI, another
-  // process) commits; this connection's own writes clear the cache directly.
-  // So a revoke from the CLI counts from the next request, and a lookup
-  // costs one PRAGMA instead of a transaction and two queries.
+  // process) commits, whatever it wrote; only then is the clients counter
+  // (store_changes, kept by triggers) read, and the cache emptied if it
+  // moved. This connection's own writes clear the cache directly. So a
+  // revoke from the CLI counts from the next request, a lookup costs one
+  // PRAGMA instead of a transaction and two queries, and the assertion jtis
+  // other cluster workers write leave the cache alone.
   const cache = new LRUCache<string, ClientRecord>({ max: 10_000 });
   let seenVersion = q.dataVersion.get() as number;
+  let seenClientChanges = q.changes.get('clients') as number;
   const findClient = (clientId: string): ClientRecord | null => {
     const version = q.dataVersion.get() as number;
     if (version !== seenVersion) {
-      cache.clear();
+      // read after data_version: a change committed in between is seen now, or moves data_version again
       seenVersion = version;
+      const changes = q.changes.get('clients') as number;
+      if (changes !== seenClientChanges) {
+        cache.clear();
+        seenClientChanges = changes;
+      }
     }
     const hit = cache.get(clientId);
     if (hit) return hit;
@@ -363,9 +394,9 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
    * and one WAL commit, each with its own answer. Its commit does not wait
    * for the disk (WAL with synchronous NORMAL: safe against a crash of the
    * process, durable at the next FULL commit or checkpoint; a power loss may
-   * forget the last jtis); everything else stays synchronous FULL. On the
-   * same connection, so it does not count as another writer's change
-   * (PRAGMA data_version) and leaves the client cache alone.
+   * forget the last jtis); everything else stays synchronous FULL. No
+   * trigger counts it (store_changes), so it leaves client caches and
+   * revocation lists alone, this connection's and other connections'.
    */
   interface PendingJti {
     clientId: string;
@@ -400,8 +431,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     for (let i = 0; i < batch.length; i++) batch[i].resolve(first[i]);
   };
 
-  /** Revocation writes through this connection (see revocationsVersion). */
-  let revocationWrites = 0;
   let open = true;
   /** A store method: refused once closed; SQLite's outage errors become StoreUnavailableError. */
   const io =
@@ -447,7 +476,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       return q.allClients.all().map((row) => toClient(row, secrets.get(row.client_id) ?? []));
     }),
     revokeClient: io((clientId: string, at: Date) => {
-      revocationWrites++;
       return wrote(revokeClient.immediate)(clientId, at.getTime());
     }),
     rotateSecret: io((clientId: string, secret: StoredSecret, keepOldUntil: Date | null) =>
@@ -488,21 +516,18 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       ping.get();
     }),
     revokeToken: io(({ jti, clientId, exp }: { jti: string; clientId: string; exp: Date }) => {
-      revocationWrites++;
       q.revokeToken.run(jti, clientId, exp.getTime());
     }),
     bumpTokenGeneration: io((clientId: string, at: Date) => {
-      revocationWrites++;
       return q.bumpGeneration.get(clientId, at.getTime())!.generation;
     }),
     listRevocations: io((now: Date, revokedSince: Date) => listRevocations(now.getTime(), revokedSince.getTime())),
     purgeExpiredRevocations: io((now: Date) => {
-      revocationWrites++;
       return q.purgeRevokedTokens.run(now.getTime()).changes;
     }),
-    // another connection's commit moves data_version (any table: a reload too many, never one too few);
-    // this connection's own revocation writes are counted here
-    revocationsVersion: io(() => `${q.dataVersion.get() as number}.${revocationWrites}`),
+    // every change to a revoked token, a token generation or a client's revoked_at, by any connection
+    // (this one's too), moves the counter; other writes (assertion jtis, secrets, keys) leave it
+    revocationsVersion: io(() => q.changes.get('revocations') as number),
     async close() {
       if (!open) return;
       // jtis already accepted by this store are written before it closes
