@@ -81,6 +81,44 @@ describeIfPostgres('PostgreSQL store', () => {
     }
   });
 
+  it('consumeJti: the calls of one turn share one INSERT, each with its own answer; a failed INSERT refuses each with StoreUnavailableError', async () => {
+    const schema = freshSchema();
+    const pool = new Pool({ connectionString: postgresUrl(), max: 4 });
+    const store = await createPostgresStore({ pool, schema });
+    const other = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 1 });
+    const query = jest.spyOn(pool, 'query');
+    try {
+      const until = new Date(Date.now() + 60_000);
+      const turn = await Promise.all([
+        store.consumeJti('c1', 'a', until),
+        store.consumeJti('c1', 'b', until),
+        store.consumeJti('c2', 'a', until),
+        store.consumeJti('c1', 'a', until), // the same jti twice in one turn: first only for the first caller
+      ]);
+      expect(turn).toEqual([true, true, true, false]);
+      expect(query).toHaveBeenCalledTimes(1);
+      // another instance on the same schema refuses them all
+      expect(await Promise.all([other.consumeJti('c1', 'a', until), other.consumeJti('c1', 'b', until), other.consumeJti('c2', 'a', until), other.consumeJti('c2', 'b', until)])).toEqual([false, false, false, true]);
+
+      query.mockImplementationOnce((() => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }))) as never);
+      const refused = await Promise.allSettled([store.consumeJti('c3', 'x', until), store.consumeJti('c3', 'y', until)]);
+      for (const r of refused) expect(r).toMatchObject({ status: 'rejected', reason: expect.any(StoreUnavailableError) });
+      expect(await store.consumeJti('c3', 'x', until)).toBe(true); // nothing was recorded by the failed turn
+
+      // jtis of a turn still pending when the store closes are written before its pool ends
+      const pending = store.consumeJti('c4', 'z', until);
+      await store.close();
+      expect(await pending).toBe(true);
+      expect(await other.consumeJti('c4', 'z', until)).toBe(false);
+      await expect(store.consumeJti('c4', 'w', until)).rejects.toThrow(/closed/);
+    } finally {
+      query.mockRestore();
+      await store.close();
+      await other.close();
+      await pool.end();
+    }
+  });
+
   describe('revocations: persisted, shared, pushed', () => {
     it('two stores on one schema: the second sees the first one’s revocations, also after reopening', async () => {
       const schema = freshSchema();

@@ -383,6 +383,56 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
   }
 
   let closed = false;
+
+  /**
+   * Assertion jtis waiting for the end of this event-loop turn: the token
+   * requests that arrived together share one INSERT (one round trip, one
+   * pooled connection, one commit), as in the embedded store. Its commit does
+   * not wait for the WAL flush (synchronous_commit off for that statement's
+   * transaction, the embedded store's synchronous NORMAL): a crash of
+   * PostgreSQL itself may forget the last few hundred milliseconds of jtis;
+   * the unique key still refuses every replay it holds.
+   * Measured here, one insert at a time: 210-260 µs each with the flush,
+   * 120 µs without; 32 calls a turn: 47-53 µs wall and 25 µs of this
+   * process's CPU per jti with an INSERT each, 18-21 µs and 9-15 µs in one
+   * INSERT a turn.
+   */
+  interface PendingJti {
+    clientId: string;
+    jtiHash: string;
+    expiresAt: Date;
+    resolve: (first: boolean) => void;
+    reject: (err: unknown) => void;
+  }
+  let pendingJtis: PendingJti[] = [];
+  const commitJtis = (): Promise<void> => {
+    const batch = pendingJtis;
+    pendingJtis = [];
+    // close() may have written this turn's jtis already
+    if (batch.length === 0) return Promise.resolve();
+    // one alone as plain parameters: unnest() of one-element arrays took ~40 µs longer a round trip
+    const [source, params] =
+      batch.length === 1
+        ? ['SELECT $1::text, $2::text, $3::timestamptz FROM relaxed', [batch[0].clientId, batch[0].jtiHash, batch[0].expiresAt]]
+        : ['SELECT j.* FROM relaxed, unnest($1::text[], $2::text[], $3::timestamptz[]) AS j', [batch.map((j) => j.clientId), batch.map((j) => j.jtiHash), batch.map((j) => j.expiresAt)]];
+    return pool
+      .query<{ client_id: string; jti_hash: string }>(
+        `WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)) ` +
+          `INSERT INTO ${S}.client_assertion_jtis (client_id, jti_hash, expires_at) ${source} ` +
+          `ON CONFLICT DO NOTHING RETURNING client_id, jti_hash`,
+        params,
+      )
+      .then(
+        ({ rows }) => {
+          // the rows this INSERT added; a jti sent twice in one turn is first only for its first caller
+          const added = new Set(rows.map((r) => `${r.client_id}\n${r.jti_hash}`));
+          for (const j of batch) j.resolve(added.delete(`${j.clientId}\n${j.jtiHash}`));
+        },
+        (err: unknown) => {
+          for (const j of batch) j.reject(err);
+        },
+      );
+  };
   const channel = `ecc_rev_${schema}`.slice(0, 63);
   const listeners = new Set<() => Promise<void>>();
   const clientConfig: ClientConfig = options.pool ? { ...(options.pool as unknown as { options: ClientConfig }).options } : { connectionString: options.connectionString };
@@ -495,18 +545,13 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       });
     },
 
-    // One per private_key_jwt token request, kept only until its assertion expires: its commit
-    // does not wait for the WAL flush (synchronous_commit off for this statement's transaction,
-    // as the embedded store's synchronous NORMAL). A crash of PostgreSQL itself may forget the
-    // last few hundred milliseconds of jtis; the unique key still refuses every replay it holds.
-    // Measured here, sequential inserts: 210-260 µs each with the flush, 120 µs without.
-    async consumeJti(clientId, jtiHash, expiresAt) {
-      const result = await pool.query(
-        `WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)) ` +
-          `INSERT INTO ${S}.client_assertion_jtis (client_id, jti_hash, expires_at) SELECT $1, $2, $3 FROM relaxed ON CONFLICT DO NOTHING`,
-        [clientId, jtiHash, expiresAt],
-      );
-      return result.rowCount === 1;
+    // One per private_key_jwt token request, kept only until its assertion expires; the calls of
+    // one event-loop turn go in one INSERT (commitJtis), each with its own answer.
+    consumeJti(clientId, jtiHash, expiresAt) {
+      return new Promise<boolean>((resolve, reject) => {
+        if (closed) reject(new Error('the PostgreSQL store is closed'));
+        else if (pendingJtis.push({ clientId, jtiHash, expiresAt, resolve, reject }) === 1) setImmediate(commitJtis);
+      });
     },
 
     async purgeJtis(before) {
@@ -670,6 +715,8 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
     async close() {
       if (closed) return;
       closed = true;
+      // jtis already accepted are written before the pool ends
+      if (pendingJtis.length > 0) await commitJtis();
       await Promise.all([...listeners].map((stop) => stop()));
       if (ownsPool) await pool.end();
     },
