@@ -23,6 +23,32 @@ describe('MemoryReplayStore', () => {
     expect(s.consume('a', clock + 10_000)).toBe(true);
   });
 
+  it('a key remembered again after it expired stays remembered when its first stay is trimmed away', () => {
+    const s = store();
+    expect(s.consume('long', clock + 5_000)).toBe(true);
+    expect(s.consume('a', clock + 1_000)).toBe(true); // expires before the key remembered before it
+    clock += 1_000;
+    expect(s.consume('a', clock + 10_000)).toBe(true); // expired: a new use
+    clock += 4_000;
+    expect(s.consume('b', clock + 10_000)).toBe(true); // trims 'long' and the first stay of 'a'
+    expect(s.consume('a', clock + 10_000)).toBe(false);
+    expect(s.size).toBe(2);
+  });
+
+  it('answers the same through thousands of keys coming and going (its queue grows and shrinks)', () => {
+    const s = store(20_000);
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 5_000; i++) expect(s.consume(`k${i}`, clock + 10_000 + (i % 3) * 1_000)).toBe(true);
+      for (let i = 0; i < 5_000; i += 7) expect(s.consume(`k${i}`, clock + 10_000)).toBe(false);
+      expect(s.size).toBe(5_000);
+      clock += 12_000; // all expired: the same keys are new again
+      expect(s.consume('tick', clock + 1_000)).toBe(true);
+      expect(s.size).toBe(1);
+      clock += 1_000;
+    }
+    expect(s.forgottenUntil).toBeUndefined();
+  });
+
   it('keeps nothing for a key that has already expired', () => {
     const s = store();
     expect(s.consume('a', clock)).toBe(true);
