@@ -49,6 +49,16 @@ describe('MemoryReplayStore', () => {
     expect(s.forgottenUntil).toBeUndefined();
   });
 
+  it('remembers a key with an expiry decades ahead like any other', () => {
+    const s = store(2);
+    expect(s.consume('far', clock + 100 * 365 * 86_400_000)).toBe(true);
+    expect(s.consume('far', clock + 1_000)).toBe(false);
+    expect(s.consume('b', clock + 1_000)).toBe(true);
+    expect(s.consume('c', clock + 2_000)).toBe(true); // full: the oldest, 'far', is forgotten
+    expect(s.size).toBe(2);
+    expect(s.forgottenUntil).toBeGreaterThan(clock + 60 * 365 * 86_400_000);
+  });
+
   it('keeps nothing for a key that has already expired', () => {
     const s = store();
     expect(s.consume('a', clock)).toBe(true);

@@ -130,7 +130,8 @@ export class MemoryReplayStore implements ReplayStore {
     }
     if (expiresAt <= now) return true; // nothing left to protect
     if (this.entries.size >= this.max && !this.sweep(now)) this.forgetOldest();
-    const expiry = Math.ceil((expiresAt - this.base) / 1000);
+    // the queue holds it as an Int32 (68 years from start): the Map gets the same value
+    const expiry = Math.min(Math.ceil((expiresAt - this.base) / 1000), 0x7fffffff);
     this.entries.set(key, expiry);
     this.queue.push(key, expiry);
     return true;
