@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError } from '../errors';
 import type { RevocationSnapshot } from '../core/revocation';
+import { TurnBatch, type JtiUse } from './turn-batch';
 import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 /**
@@ -398,13 +399,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
    * trigger counts it (store_changes), so it leaves client caches and
    * revocation lists alone, this connection's and other connections'.
    */
-  interface PendingJti {
-    clientId: string;
-    jtiHash: string;
-    expiresAt: number;
-    resolve: (first: boolean) => void;
-    reject: (err: unknown) => void;
-  }
   /** Runs `write` with synchronous NORMAL (its commit does not wait for the disk), then FULL again: the jti writes and purges. */
   const withoutWaitingForDisk = <T>(write: () => T): T => {
     q.syncNormal.run();
@@ -414,22 +408,15 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       q.syncFull.run();
     }
   };
-  let pendingJtis: PendingJti[] = [];
-  const insertJtis = db.transaction((batch: PendingJti[]): boolean[] => batch.map((j) => q.consumeJti.run(j.expiresAt, j.clientId, j.jtiHash).changes === 1));
-  const commitJtis = (): void => {
-    const batch = pendingJtis;
-    pendingJtis = [];
-    let first: boolean[];
+  const insertJtis = db.transaction((batch: JtiUse[]): boolean[] => batch.map((j) => q.consumeJti.run(j.expiresAt.getTime(), j.clientId, j.jtiHash).changes === 1));
+  const jtis = new TurnBatch<JtiUse, boolean>((batch) => {
     try {
       if (!open) throw new Error('the embedded store is closed');
-      first = withoutWaitingForDisk(() => insertJtis.immediate(batch));
+      return withoutWaitingForDisk(() => insertJtis.immediate(batch));
     } catch (err) {
-      const error = classify(err, path);
-      for (const j of batch) j.reject(error);
-      return;
+      throw classify(err, path);
     }
-    for (let i = 0; i < batch.length; i++) batch[i].resolve(first[i]);
-  };
+  });
 
   let open = true;
   /** A store method: refused once closed; SQLite's outage errors become StoreUnavailableError. */
@@ -483,12 +470,10 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ),
     addClientKey: io((clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys)),
     removeClientKey: io((clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid)),
-    // a jti is kept only until its assertion expires (at most 300 s); written with the turn's others (commitJtis)
+    // a jti is kept only until its assertion expires (at most 300 s); written with the turn's others (TurnBatch)
     consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean> {
       if (!open) return Promise.reject(new Error('the embedded store is closed'));
-      return new Promise((resolve, reject) => {
-        if (pendingJtis.push({ clientId, jtiHash, expiresAt: expiresAt.getTime(), resolve, reject }) === 1) setImmediate(commitJtis);
-      });
+      return jtis.add({ clientId, jtiHash, expiresAt });
     },
     // in chunks, the event loop served between them: at thousands of assertions a second, one
     // DELETE of a minute's expired jtis (350,000 rows) held every request for a quarter of a second
@@ -530,9 +515,10 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     revocationsVersion: io(() => q.changes.get('revocations') as number),
     async close() {
       if (!open) return;
-      // jtis already accepted by this store are written before it closes
-      if (pendingJtis.length > 0) commitJtis();
+      // jtis already accepted by this store are written before it closes (the write runs at once, inside flush())
+      const flushed = jtis.flush();
       open = false;
+      await flushed;
       db.close();
     },
   };
