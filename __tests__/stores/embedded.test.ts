@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../lib/errors';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
 import { revocationStoreContract } from '../core/revocation-store-contract';
@@ -14,9 +15,15 @@ afterAll(() => {
   fs.rmSync(root, { recursive: true, force: true });
 });
 
-describeStoreContract('embedded', async () => {
-  const dataDir = path.join(root, `store-${++counter}`);
+/** A new, empty data directory under the suite's temp dir. */
+function freshDir(name: string): string {
+  const dataDir = path.join(root, name);
   fs.mkdirSync(dataDir);
+  return dataDir;
+}
+
+describeStoreContract('embedded', async () => {
+  const dataDir = freshDir(`store-${++counter}`);
   const store = await openEmbeddedStore({ dataDir });
   return {
     store,
@@ -28,8 +35,7 @@ describeStoreContract('embedded', async () => {
 });
 
 revocationStoreContract('embedded', async () => {
-  const dataDir = path.join(root, `revocations-${++counter}`);
-  fs.mkdirSync(dataDir);
+  const dataDir = freshDir(`revocations-${++counter}`);
   const store = await openEmbeddedStore({ dataDir });
   return {
     store,
@@ -44,8 +50,7 @@ revocationStoreContract('embedded', async () => {
 
 describe('embedded store: revocations survive a restart', () => {
   it('reopening the file gives the same denylist and generations', async () => {
-    const dataDir = path.join(root, 'revocations-restart');
-    fs.mkdirSync(dataDir);
+    const dataDir = freshDir('revocations-restart');
     const exp = new Date(Date.now() + 600_000);
     const first = await openEmbeddedStore({ dataDir });
     await first.revokeToken({ jti: 'j1', clientId: 'c1', exp });
@@ -64,8 +69,7 @@ describe('embedded store: revocations survive a restart', () => {
 
 describe('embedded store shared by two connections (server and CLI)', () => {
   it('sees the other connection’s writes on the next lookup, though it keeps found clients in memory', async () => {
-    const dataDir = path.join(root, 'shared');
-    fs.mkdirSync(dataDir);
+    const dataDir = freshDir('shared');
     const server = await openEmbeddedStore({ dataDir });
     const cli = await openEmbeddedStore({ dataDir });
     try {
@@ -95,12 +99,9 @@ describe('embedded store shared by two connections (server and CLI)', () => {
 });
 
 describe('embedded store shared by cluster workers: what moves the others’ caches', () => {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const Database = require('better-sqlite3') as typeof import('better-sqlite3');
 
   it('another connection’s assertion jtis neither reload its revocations nor re-read its clients; revocations and client writes do', async () => {
-    const dataDir = path.join(root, 'cluster');
-    fs.mkdirSync(dataDir);
+    const dataDir = freshDir('cluster');
     const worker1 = await openEmbeddedStore({ dataDir });
     const worker2 = await openEmbeddedStore({ dataDir });
     // an operator's own SQL, on a connection of its own
@@ -142,10 +143,7 @@ describe('embedded store shared by cluster workers: what moves the others’ cac
 
 describe('embedded store migration', () => {
   it('migrates a version-1 database: existing clients become client_secret clients without keys', async () => {
-    const dataDir = path.join(root, 'v1');
-    fs.mkdirSync(dataDir);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+    const dataDir = freshDir('v1');
     const db = new Database(path.join(dataDir, 'store.sqlite'));
     db.exec(`CREATE TABLE clients (client_id TEXT PRIMARY KEY, name TEXT NOT NULL, scopes TEXT NOT NULL, grant_types TEXT NOT NULL,
                created_at INTEGER NOT NULL, revoked_at INTEGER);
@@ -169,8 +167,6 @@ describe('embedded store migration', () => {
 });
 
 describe('embedded store: assertion jtis', () => {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const Database = require('better-sqlite3') as typeof import('better-sqlite3');
   const until = () => new Date(Date.now() + 60_000);
 
   it('answers each of the calls made in one turn on its own, and another connection sees them at once', async () => {

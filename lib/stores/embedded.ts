@@ -4,8 +4,8 @@ import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError } from '../errors';
 import type { RevocationSnapshot } from '../core/revocation';
-import { TurnBatch, type JtiUse } from './turn-batch';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, NewClient, Store, StoredKey, StoredSecret } from './types';
+import { TurnBatch } from './turn-batch';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 /**
  * The default store: one SQLite database (`store.sqlite`) under `dataDir`,
@@ -409,9 +409,9 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     }
   };
   const insertJtis = db.transaction((batch: JtiUse[]): boolean[] => batch.map((j) => q.consumeJti.run(j.expiresAt.getTime(), j.clientId, j.jtiHash).changes === 1));
+  // consumeJti() refuses calls once closed, and close() writes the pending turn first: the store is open here
   const jtis = new TurnBatch<JtiUse, boolean>((batch) => {
     try {
-      if (!open) throw new Error('the embedded store is closed');
       return withoutWaitingForDisk(() => insertJtis.immediate(batch));
     } catch (err) {
       throw classify(err, path);

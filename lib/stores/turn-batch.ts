@@ -1,10 +1,3 @@
-/** One jti as the stores write it: who used it, its hash, until when it is kept. */
-export interface JtiUse {
-  clientId: string;
-  jtiHash: string;
-  expiresAt: Date;
-}
-
 /**
  * Gathers the calls of one event-loop turn and hands them to `write` together
  * at setImmediate (the requests that arrived together share one commit);

@@ -191,3 +191,10 @@ export interface RevocationNotifier {
 }
 
 export type Store = ClientStore & KeyStore & RevocationStore & Partial<RevocationNotifier>;
+
+/** One used assertion jti as a store writes it (Store.consumeJti's arguments): who used it, its hash, until when it is kept. */
+export interface JtiUse {
+  clientId: string;
+  jtiHash: string;
+  expiresAt: Date;
+}
