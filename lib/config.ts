@@ -82,7 +82,7 @@ export interface DpopOptions {
   keyPrefix?: string;
   /** Seconds a proof is accepted after its `iat`. Default 300. */
   maxAge?: number;
-  /** Most proofs remembered by the in-memory replay store (default 250000); beyond it the oldest are forgotten and older proofs refused as too old. */
+  /** Most proofs remembered by the in-memory replay store (default 250000); beyond it those that expire first are forgotten and older proofs refused as too old. */
   replayMax?: number;
 }
 

@@ -35,7 +35,7 @@ describe('MemoryReplayStore', () => {
     expect(s.size).toBe(2);
   });
 
-  it('answers the same through thousands of keys coming and going (its queue grows and shrinks)', () => {
+  it('answers the same through thousands of keys coming and going (its heap grows and shrinks)', () => {
     const s = store(20_000);
     for (let round = 0; round < 3; round++) {
       for (let i = 0; i < 5_000; i++) expect(s.consume(`k${i}`, clock + 10_000 + (i % 3) * 1_000)).toBe(true);
@@ -53,10 +53,15 @@ describe('MemoryReplayStore', () => {
     const s = store(2);
     expect(s.consume('far', clock + 100 * 365 * 86_400_000)).toBe(true);
     expect(s.consume('far', clock + 1_000)).toBe(false);
-    expect(s.consume('b', clock + 1_000)).toBe(true);
-    expect(s.consume('c', clock + 2_000)).toBe(true); // full: the oldest, 'far', is forgotten
-    expect(s.size).toBe(2);
-    expect(s.forgottenUntil).toBeGreaterThan(clock + 60 * 365 * 86_400_000);
+    clock += 2_000;
+    expect(s.consume('b', clock + 1_000)).toBe(true); // drops what has expired: not 'far'
+    expect(s.consume('far', clock + 1_000)).toBe(false);
+    expect(s.consume('c', clock + 2_000)).toBe(true); // full: 'b' expires first and is forgotten
+    expect(s.forgottenUntil).toBe(clock + 1_000);
+    const one = store(1);
+    expect(one.consume('far', clock + 100 * 365 * 86_400_000)).toBe(true);
+    expect(one.consume('d', clock + 1_000)).toBe(true); // full: the only key, 'far', is forgotten
+    expect(one.forgottenUntil).toBeGreaterThan(clock + 60 * 365 * 86_400_000);
   });
 
   it('keeps nothing for a key that has already expired', () => {
@@ -72,13 +77,13 @@ describe('MemoryReplayStore', () => {
     expect(s.consume('a', clock + 5_000)).toBe(false);
   });
 
-  it('when full of unexpired keys, forgets the oldest and refuses every key expiring no later than it', () => {
+  it('when full of unexpired keys, forgets the one that expires first and refuses every key expiring no later than it', () => {
     const s = store(3);
     expect(s.consume('a', clock + 10_000)).toBe(true);
     expect(s.consume('b', clock + 20_000)).toBe(true);
     expect(s.consume('c', clock + 30_000)).toBe(true);
     expect(s.forgottenUntil).toBeUndefined();
-    // no room and nothing expired: 'a' (remembered longest) goes
+    // no room and nothing expired: 'a' (the first to expire) goes
     expect(s.consume('d', clock + 30_000)).toBe(true);
     expect(s.size).toBe(3);
     expect(s.forgottenUntil).toBe(clock + 10_000);
@@ -117,12 +122,12 @@ describe('MemoryReplayStore', () => {
   });
 
   it('under a flow far beyond its size, refuses only keys that expire by forgottenUntil, and keeps accepting the freshest', () => {
-    // 20 proofs a second, clocks up to 6 s apart, a store that covers about 5 s
+    // 20 proofs a second, clocks up to 18 s apart, a store that holds 5 s of them
     const s = store(100);
     let refused = 0;
     for (let i = 0; i < 5_000; i++) {
       clock += 50;
-      const expiresAt = clock + 30_000 - (i % 7) * 1_000;
+      const expiresAt = clock + 30_000 - (i % 7) * 3_000;
       const before = s.forgottenUntil ?? Number.NEGATIVE_INFINITY;
       const accepted = s.consume(`k${i}`, expiresAt);
       // a new key is refused only when it could be one forgotten; one expiring last is always accepted
@@ -131,8 +136,24 @@ describe('MemoryReplayStore', () => {
       if (!accepted) refused++;
       expect(s.size).toBeLessThanOrEqual(100);
     }
-    // the ones from clocks furthest behind fall outside the 5 s
+    // it keeps the keys that expire last: those from the clocks furthest behind are the ones refused
     expect(refused).toBeGreaterThan(500);
+  });
+
+  it('when full, forgets the keys that expire first, not those that came first', () => {
+    const s = store(3);
+    s.consume('late', clock + 60_000);
+    s.consume('mid', clock + 30_000);
+    s.consume('early', clock + 20_000);
+    expect(s.consume('new', clock + 50_000)).toBe(true); // forgets 'early'
+    expect(s.forgottenUntil).toBe(clock + 20_000);
+    expect(s.consume('late', clock + 60_000)).toBe(false);
+    expect(s.consume('mid', clock + 30_000)).toBe(false);
+    expect(s.consume('new', clock + 50_000)).toBe(false);
+    expect(s.consume('early', clock + 20_000)).toBe(false); // may be a replay: refused as forgotten
+    expect(s.consume('later', clock + 40_000)).toBe(true); // forgets 'mid'
+    expect(s.forgottenUntil).toBe(clock + 30_000);
+    expect(s.consume('late', clock + 60_000)).toBe(false);
   });
 
   it('finds room among keys that expire out of insertion order', () => {
