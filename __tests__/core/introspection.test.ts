@@ -43,6 +43,31 @@ describe('introspect (RFC 7662)', () => {
     });
   });
 
+  it("a token past its exp on the issuer's clock → inactive, even within the verifier's clock tolerance", async () => {
+    const lenient = new AccessTokenVerifier({ issuer: ISSUER, audience: AUD, keys, clockTolerance: 30, cacheMax: 0, now: () => clock });
+    const { token, claims } = issue('c1', state);
+    const now = () => clock;
+    const saved = clock;
+    try {
+      clock = claims.exp * 1000 - 1;
+      expect((await introspect(token, (t) => lenient.verify(t), state, { now })).active).toBe(true);
+      clock = claims.exp * 1000 + 10_000;
+      // the verifier alone still takes it (10 s past exp, 30 s tolerance)...
+      expect(lenient.verify(token)).toMatchObject({ clientId: 'c1' });
+      // ...introspection does not: the answer would state an exp already past
+      expect(await introspect(token, (t) => lenient.verify(t), state, { now })).toStrictEqual({ active: false });
+    } finally {
+      clock = saved;
+    }
+  });
+
+  it('a token granted no scope → active without a scope member', async () => {
+    const { accessToken } = signAccessToken(key, { issuer: ISSUER, audience: AUD, clientId: 'c9', scopes: [], ttl: 600, now: clock });
+    const answer = await introspect(accessToken, verify, state, { now: () => clock });
+    expect(answer.active).toBe(true);
+    expect(answer).not.toHaveProperty('scope');
+  });
+
   it('IN2: revoked (one token, the client, revoke-tokens), expired, forged, foreign, garbage → exactly { active: false }', async () => {
     const s = new RevocationState({ maxTokenTtl: 600, now: () => clock });
     const one = issue('c1', s);

@@ -76,6 +76,7 @@ describe('reasons', () => {
     ['exp a string', () => signRaw(key, { exp: 'tomorrow' }), 'invalid_claim', { claim: 'exp', received: 'tomorrow' }],
     ['scope an array', () => signRaw(key, { scope: ['a', 'b'] }), 'invalid_claim', { claim: 'scope', received: '["a","b"]' }],
     ['iss a number', () => mint(key, { claims: { iss: 42 } }), 'invalid_claim', { claim: 'iss', received: '42' }],
+    ['a crit header (RFC 7515 §4.1.11: no extension is understood here)', () => mint(key, { header: { crit: ['exp'] } as never }), 'malformed', {}],
     ['not three segments', () => 'abcdef', 'malformed', {}],
     ['garbage segments', () => 'abc.def.ghi', 'malformed', {}],
     ['claims that are no JSON object', () => `${mint(key).split('.')[0]}.${Buffer.from('[1]').toString('base64url')}.sig`, 'malformed', {}],

@@ -1,3 +1,5 @@
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import express from 'express';
 import jwt from 'jsonwebtoken';
 import request from 'supertest';
@@ -109,6 +111,16 @@ describe('POST /oauth/token: success', () => {
 });
 
 describe('POST /oauth/token: scope', () => {
+  it('leaves scope out of the response and the token for a client granted none (RFC 6749 §3.3 has no empty scope)', async () => {
+    const bare = await t.issuer.clients.create({ name: 'no-scopes' });
+    const res = await tokenRequest({ grant_type: 'client_credentials', client_id: bare.clientId, client_secret: bare.clientSecret });
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body).sort()).toEqual(['access_token', 'expires_in', 'token_type']);
+    const claims = jwt.decode(res.body.access_token) as Record<string, unknown>;
+    expect(claims).not.toHaveProperty('scope');
+    expect(claims.client_id).toBe(bare.clientId);
+  });
+
   it('grants all the client scopes when none is requested', async () => {
     expect((await tokenRequest(bodyCredentials())).body.scope).toBe('orders:read orders:write');
   });
@@ -129,11 +141,11 @@ describe('POST /oauth/token: scope', () => {
     expectOAuthError(await tokenRequest(bodyCredentials({ scope })), 400, 'invalid_scope');
   });
 
-  it('grants an empty scope to a client created without scopes', async () => {
+  it('grants no scope to a client created without scopes, and refuses it any', async () => {
     const bare = await t.issuer.clients.create({ name: 'bare' });
     const res = await tokenRequest({ grant_type: 'client_credentials', client_id: bare.clientId, client_secret: bare.clientSecret });
     expect(res.status).toBe(200);
-    expect(res.body.scope).toBe('');
+    expect(res.body).not.toHaveProperty('scope');
     expectOAuthError(
       await tokenRequest({ grant_type: 'client_credentials', client_id: bare.clientId, client_secret: bare.clientSecret, scope: 'orders:read' }),
       400,
@@ -188,6 +200,25 @@ describe('POST /oauth/token: client authentication', () => {
     const res = await request(t.app).post(`/oauth/token?${query}`).type('form').send({ grant_type: 'client_credentials' });
     expectOAuthError(res, 400, 'invalid_request');
     expect(res.body.access_token).toBeUndefined();
+  });
+
+  it.each([['client_assertion'], ['client_assertion_type']])('never takes %s from the query string', async (name) => {
+    const res = await request(t.app).post(`/oauth/token?${name}=x`).type('form').send(bodyCredentials());
+    expectOAuthError(res, 400, 'invalid_request');
+  });
+
+  it('refuses two Authorization headers (Node keeps only the first) and issues nothing', async () => {
+    const other = await t.issuer.clients.create({ name: 'other', scopes: 'orders:read' });
+    for (const second of [basic(other.clientId, other.clientSecret), basic(other.clientId, 'wrong')]) {
+      const res = await request(t.app).post('/oauth/token')
+        .set('Authorization', [basic(client.clientId, client.clientSecret), second])
+        .type('form').send({ grant_type: 'client_credentials' });
+      expectOAuthError(res, 400, 'invalid_request');
+      expect(res.body.error_description).toBe('send one Authorization header');
+    }
+    // neither client was counted as failing: both still get tokens
+    expect((await tokenRequest(bodyCredentials())).status).toBe(200);
+    expect((await tokenRequest({ grant_type: 'client_credentials', client_id: other.clientId, client_secret: other.clientSecret })).status).toBe(200);
   });
 
   it.each([['Basic'], ['Basic !!!'], ['Basic ' + Buffer.from('no-colon').toString('base64')], ['Basic ' + Buffer.from('a%zz:b').toString('base64')]])(
@@ -290,6 +321,44 @@ describe('POST /oauth/token: request errors', () => {
   it('answers 413 for a body over 8 KiB', async () => {
     const res = await tokenRequest(bodyCredentials({ padding: 'x'.repeat(9 * 1024) }));
     expectOAuthError(res, 413, 'invalid_request');
+  });
+
+  it('answers 413 for a body over 8 KiB sent without Content-Length, past 1 MiB too, before the client has sent it all', async () => {
+    const server = t.app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      for (const total of [100 * 1024, 3 * 1024 * 1024]) {
+        const answer = await new Promise<{ status: number; headers: IncomingHttpHeaders; body: string; sent: number }>((resolve, reject) => {
+          let sent = 0;
+          const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: '/oauth/token', headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'Transfer-Encoding': 'chunked' } });
+          req.on('response', (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => (body += c));
+            res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body, sent }));
+          });
+          // the server may drop the connection once it has answered: only the answer counts
+          req.on('error', (err) => (sent >= total ? undefined : reject(err)));
+          const chunk = Buffer.alloc(16 * 1024, 'a');
+          const pump = (): void => {
+            while (sent < total) {
+              sent += chunk.length;
+              if (!req.write(chunk)) return void req.once('drain', pump);
+            }
+            req.end();
+          };
+          req.write('grant_type=client_credentials&x=');
+          pump();
+        });
+        expect(answer.status).toBe(413);
+        expect(answer.headers['cache-control']).toBe('no-store');
+        expect(JSON.parse(answer.body)).toEqual({ error: 'invalid_request', error_description: 'request body larger than 8192 bytes' });
+      }
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('answers 400 unauthorized_client for a client not allowed the client_credentials grant', async () => {

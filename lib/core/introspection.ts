@@ -13,7 +13,8 @@ export type VerifyAccessToken = (token: string) => { claims: AccessTokenClaims &
 export interface ActiveIntrospection {
   active: true;
   client_id: string;
-  scope: string;
+  /** Absent for a token granted no scope. */
+  scope?: string;
   exp: number;
   iat: number;
   sub: string;
@@ -35,6 +36,13 @@ const INACTIVE: { active: false } = Object.freeze({ active: false }) as { active
 export interface IntrospectOptions {
   /** Whether this caller may learn about this token (e.g. it is the token's audience); `false` → inactive. Default: yes. */
   mayIntrospect?: (claims: AccessTokenClaims & Record<string, unknown>) => boolean;
+  /**
+   * The issuer's clock (epoch ms; default Date.now). A token whose `exp` has
+   * passed on it is inactive, whatever clock tolerance the verifier grants:
+   * the tolerance is for verifiers on other machines, while the answer here
+   * is the issuer's own (RFC 7662 §4), and states its `exp`.
+   */
+  now?: () => number;
 }
 
 /**
@@ -58,6 +66,7 @@ export async function introspect(
     if (err instanceof InvalidTokenError) return { ...INACTIVE };
     throw err;
   }
+  if (claims.exp * 1000 <= (options.now ?? Date.now)()) return { ...INACTIVE };
   if (revocation.isRevoked(claims) !== false) return { ...INACTIVE };
   if (options.mayIntrospect && !options.mayIntrospect(claims)) return { ...INACTIVE };
   const cnf = claims.cnf as { jkt?: unknown } | undefined;
@@ -65,7 +74,8 @@ export async function introspect(
   const answer: ActiveIntrospection = {
     active: true,
     client_id: claims.client_id,
-    scope: claims.scope ?? '',
+    // a token granted no scope carries none (RFC 6749 §3.3: a scope is one or more scope-tokens)
+    ...(claims.scope ? { scope: claims.scope } : {}),
     exp: claims.exp,
     iat: claims.iat,
     sub: claims.sub,

@@ -111,7 +111,7 @@ export class IssuerRevocations {
       this.options.logger.warn({ event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission' }, 'introspection by a client without the introspect permission');
       return { active: false };
     }
-    return introspect(token, verify, this.state);
+    return introspect(token, verify, this.state, { now: this.options.now });
   }
 
   async close(): Promise<void> {

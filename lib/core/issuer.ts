@@ -12,7 +12,8 @@ export interface AccessTokenClaims {
   iat: number;
   exp: number;
   jti: string;
-  scope: string;
+  /** The granted scopes, space-separated; absent when none were granted (RFC 6749 §3.3 has no empty scope). */
+  scope?: string;
   /** RFC 9449 §6.1: the thumbprint of the DPoP key the token is bound to. */
   cnf?: { jkt: string };
   /** The client's token generation when above 0 (see core/revocation.ts): `revoke-tokens` refuses lower ones. */
@@ -40,8 +41,8 @@ export function signAccessToken(
     iat,
     exp: iat + input.ttl,
     jti: randomUUID(),
-    scope: formatScope(input.scopes),
   };
+  if (input.scopes.length > 0) claims.scope = formatScope(input.scopes);
   if (input.jkt !== undefined) claims.cnf = { jkt: input.jkt };
   // generation 0 is what a token without the claim counts as: most tokens never carry it
   if (input.generation) claims.gen = input.generation;

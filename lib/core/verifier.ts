@@ -149,6 +149,8 @@ export class AccessTokenVerifier {
     if (!isString(header.typ) || !TYP.test(header.typ)) {
       reject('wrong_typ', `typ ${clip(header.typ)} is not at+jwt`, { ...context(header, claims), expected: 'at+jwt', received: clip(header.typ) });
     }
+    // RFC 7515 §4.1.11: a crit extension not understood makes the JWS invalid, and none is understood here
+    if (header.crit !== undefined) reject('malformed', `crit header parameter ${clip(header.crit)} is not supported`, context(header, claims));
     if (token.endsWith('.')) reject('bad_signature', 'the signature is empty', context(header, claims));
     if (!isString(kid)) reject('unknown_kid', 'no kid in the header', context(header, claims));
     this.checkClaims(header, claims);

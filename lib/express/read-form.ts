@@ -60,12 +60,19 @@ export function readForm(req: IncomingMessage & { body?: unknown; _body?: boolea
     let size = 0;
     const onData = (chunk: Buffer): void => {
       size += chunk.length;
-      if (size <= MAX_FORM_BYTES) chunks.push(chunk);
-      else if (size > MAX_DRAIN_BYTES) req.destroy();
+      if (size <= MAX_FORM_BYTES) return void chunks.push(chunk);
+      // over the limit (a body without Content-Length): answer now, as for a declared one, while
+      // what still comes is read and dropped, up to 1 MiB; past that the connection is dropped
+      cleanup();
+      let drained = size;
+      req.on('data', (more: Buffer) => {
+        drained += more.length;
+        if (drained > MAX_DRAIN_BYTES) req.destroy();
+      });
+      reject(tooLarge());
     };
     const onEnd = (): void => {
       cleanup();
-      if (size > MAX_FORM_BYTES) return reject(tooLarge());
       resolve([...new URLSearchParams(Buffer.concat(chunks).toString('utf8'))]);
     };
     const onError = (err: Error): void => {

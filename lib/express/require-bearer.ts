@@ -20,6 +20,7 @@ import type { RejectionLog } from '../core/rejection-log';
 import { atMostEvery } from '../core/throttle';
 import { bearerCheck, type BearerCheck, type Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
+import { repeatedAuthorization } from './headers';
 import { queryNames } from './read-form';
 import { sendError } from './respond';
 
@@ -59,20 +60,6 @@ function credentialsAfter(header: string, schemeLength: number): string | undefi
   let i = schemeLength;
   while (header.charCodeAt(i) === 32) i++;
   return i > schemeLength && i < header.length ? header.slice(i) : undefined;
-}
-
-/** Whether the request has more than one Authorization header line (Node keeps only the first). */
-function repeatedAuthorization(raw: string[]): boolean {
-  let seen = false;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i];
-    // the usual spellings compared as they are: toLowerCase() costs more than the rest of the loop
-    if (name.length === 13 && (name === 'Authorization' || name === 'authorization' || name.toLowerCase() === 'authorization')) {
-      if (seen) return true;
-      seen = true;
-    }
-  }
-  return false;
 }
 
 /** `dpop` of requireBearer(): whether DPoP-bound tokens are accepted, required, or not at all. */

@@ -8,6 +8,7 @@ import type { ClientRecord } from '../stores/types';
 import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
 import { tokenOutcome, type Counts, type TokenOutcome } from '../metrics/counts';
 import { clientCredentialsExchange, type GrantExchange } from './oauth2orize';
+import { repeatedAuthorization } from './headers';
 import { queryNames, readForm } from './read-form';
 import { sendJson, sendTokenError } from './respond';
 
@@ -45,6 +46,13 @@ function onlyMethods(...methods: string[]) {
   };
 }
 
+/** RFC 6749 §2.3: one client authentication per request; two Authorization lines would be two (Node keeps only the first). */
+function refuseRepeatedAuthorization(req: Request): void {
+  if (req.headers.authorization !== undefined && repeatedAuthorization(req.rawHeaders)) {
+    throw new InvalidRequestError('send one Authorization header', { detail: 'repeated_authorization' });
+  }
+}
+
 /**
  * Validates the token request and authenticates the client, then hands the
  * grant to oauth2orize: form body only, no repeated parameters, no
@@ -59,9 +67,10 @@ function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchang
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     try {
       const query = queryNames(req.url);
-      if (query.has('client_secret') || query.has('client_id')) {
+      if (query.has('client_secret') || query.has('client_id') || query.has('client_assertion') || query.has('client_assertion_type')) {
         throw new InvalidRequestError('client credentials must be sent in the request body or the Authorization header, never in the URL');
       }
+      refuseRepeatedAuthorization(req);
       const { params, scope, resource } = parseTokenRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
       if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
@@ -90,9 +99,10 @@ function tokenManagement(server: AuthorizationServer, answer: (client: ClientRec
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     try {
       const query = queryNames(req.url);
-      if (query.has('client_secret') || query.has('token')) {
+      if (query.has('client_secret') || query.has('client_assertion') || query.has('client_assertion_type') || query.has('token')) {
         throw new InvalidRequestError('credentials and tokens must be sent in the request body, never in the URL');
       }
+      refuseRepeatedAuthorization(req);
       const { params, token } = parseTokenManagementRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
       if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
