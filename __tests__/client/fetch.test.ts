@@ -25,6 +25,22 @@ describe('6. a 401 from the API', () => {
     expect(fx.events.find((e) => e.type === 'token.requested' && e.reason === 'renew_401')).toBeDefined();
   });
 
+  it('a 401 while a Retry-After runs asks for no token: the caller gets the 401, then the block error until it ends', async () => {
+    const c = client();
+    await c.getToken();
+    fx.endpoint.reply = () => ({ status: 429, headers: { 'retry-after': '120' }, body: { error: 'slow_down' } });
+    fx.time.advance(3361);
+    await c.getToken(); // the background refresh meets the 429
+    await until(() => count('token.refresh_failed') === 1);
+    fx.time.advance(10);
+    fx.api.reply = () => refuse('invalid_token');
+    const res = await c.fetch(`${fx.api.url}/orders`);
+    expect(res.status).toBe(401);
+    expect(tokenRequests()).toBe(2);
+    await expect(c.getToken()).rejects.toMatchObject({ status: 429, retryAfter: 110 });
+    expect(tokenRequests()).toBe(2);
+  });
+
   it('a second 401 goes back to the caller: no third attempt, no second renewal', async () => {
     fx.api.reply = () => refuse('invalid_token');
     const c = client();

@@ -1,4 +1,5 @@
 /** Client authentication, the shared store, the proof-of-possession hook, option checks and event hygiene (behaviours 8 and 9). */
+import { generateKeyPairSync } from 'node:crypto';
 import {
   clientSecretBasic,
   clientSecretPost,
@@ -161,6 +162,34 @@ describe('8. shared store', () => {
     expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);
     await new Promise((r) => setTimeout(r, 10));
     expect(fx.events.filter((e) => e.type === 'store.error').map((e) => (e as { operation: string }).operation).sort()).toEqual(['get', 'set']);
+  });
+
+  it('instances with different DPoP keys never take each other\'s tokens; the same key shares them', async () => {
+    const store = new MemoryStore();
+    fx.endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: req.headers.dpop ? 'DPoP' : 'Bearer', expires_in: 3600 } });
+    const keyA = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+    const keyB = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+    expect((await client({ store, dpop: { privateKey: keyA } }).getToken()).accessToken).toBe('tok-1');
+    await new Promise((r) => setTimeout(r, 10));
+    expect((await client({ store, dpop: { privateKey: keyB } }).getToken()).accessToken).toBe('tok-2');
+    expect((await client({ store }).getToken()).tokenType).toBe('Bearer');
+    expect(fx.endpoint.requests).toHaveLength(3);
+    await new Promise((r) => setTimeout(r, 10));
+    expect((await client({ store, dpop: { privateKey: keyA } }).getToken()).accessToken).toBe('tok-1');
+    expect((await client({ store, dpop: { privateKey: keyB } }).getToken()).accessToken).toBe('tok-2');
+    expect(fx.endpoint.requests).toHaveLength(3);
+  });
+
+  it('a store that does not answer is skipped after the request timeout, with a store.error event', async () => {
+    const hanging: TokenStore = { get: () => new Promise(() => undefined), set: () => new Promise(() => undefined), delete: () => new Promise(() => undefined) };
+    const c = client({ store: hanging, timeout: 0.2 });
+    const started = Date.now();
+    expect((await c.getToken()).accessToken).toBe('tok-1');
+    expect(Date.now() - started).toBeLessThan(2000);
+    await new Promise((r) => setTimeout(r, 300));
+    const errors = fx.events.filter((e) => e.type === 'store.error') as { operation: string; message: string }[];
+    expect(errors.map((e) => e.operation).sort()).toEqual(['get', 'set']);
+    expect(errors[0].message).toBe('no answer within 200 ms');
   });
 
   it('a token the API refused is not read back from the store', async () => {

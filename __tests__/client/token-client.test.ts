@@ -49,6 +49,14 @@ describe('2. cache key', () => {
     for (const r of fx.api.requests) expect(scopeOf.get(r.headers.authorization!)).toBe(r.path === '/r' ? 'orders:read' : 'orders:write');
   });
 
+  it('a resource holding a space is one resource, not the two it spells', async () => {
+    const c = client();
+    const one = await c.getToken({ resource: 'https://a.example/ https://b.example/' });
+    const two = await c.getToken({ resource: ['https://a.example/', 'https://b.example/'] });
+    expect(one.accessToken).not.toBe(two.accessToken);
+    expect(fx.endpoint.requests.map((r) => r.form.getAll('resource'))).toEqual([['https://a.example/ https://b.example/'], ['https://a.example/', 'https://b.example/']]);
+  });
+
   it('a different resource is a different key, sent as resource', async () => {
     const c = client();
     await c.getToken({ resource: 'https://a.example/' });
@@ -294,6 +302,42 @@ describe('5. outages', () => {
     expect(count('token.refresh_failed')).toBe(tokenRequests());
   });
 
+  it('a Retry-After holds for every scope and resource: other keys make no token request until it ends', async () => {
+    fx.endpoint.reply = (req, n) =>
+      n === 1 ? { status: 429, headers: { 'retry-after': '10' }, body: { error: 'slow_down' } } : { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } };
+    const c = client();
+    await expect(c.getToken({ scope: 'a' })).rejects.toMatchObject({ status: 429, retryAfter: 10 });
+    fx.time.advance(2);
+    for (const params of [{ scope: 'b' }, { scope: 'c', resource: 'https://r.example/' }, {}]) {
+      const e = (await c.getToken(params).catch((x: unknown) => x)) as TokenEndpointError;
+      expect(e).toBeInstanceOf(TokenEndpointError);
+      expect(e).toMatchObject({ status: 429, error: 'slow_down', retryAfter: 8 });
+    }
+    expect(tokenRequests()).toBe(1);
+    fx.time.advance(8.1);
+    expect((await c.getToken({ scope: 'b' })).accessToken).toBe('tok-2');
+    // a success lifts it for the others at once
+    expect((await c.getToken({ scope: 'c' })).accessToken).toBe('tok-3');
+  });
+
+  it.each(['invalid_client', 'unauthorized_client'])('%s holds for every scope: 20 other scopes within 2 s make no token request', async (error) => {
+    fx.endpoint.reply = () => ({ status: error === 'invalid_client' ? 401 : 400, body: { error } });
+    const c = client();
+    await expect(c.getToken({ scope: 'a' })).rejects.toMatchObject({ error });
+    for (let i = 0; i < 20; i++) {
+      await expect(c.getToken({ scope: `s${i}` })).rejects.toMatchObject({ error });
+      fx.time.advance(0.1);
+    }
+    expect(tokenRequests()).toBe(1);
+  });
+
+  it('invalid_scope holds for its own scope only: another scope is asked for', async () => {
+    fx.endpoint.reply = (req, n) => (req.form.get('scope') === 'bad' ? { status: 400, body: { error: 'invalid_scope' } } : { body: { access_token: `tok-${n}`, token_type: 'Bearer' } });
+    const c = client();
+    await expect(c.getToken({ scope: 'bad' })).rejects.toMatchObject({ error: 'invalid_scope' });
+    expect((await c.getToken({ scope: 'good' })).accessToken).toBe('tok-2');
+  });
+
   it('a token endpoint that does not answer fails the call with error "timeout" after `timeout` seconds', async () => {
     fx.endpoint.gate = new Promise(() => undefined);
     const c = client({ timeout: 0.3 });
@@ -326,6 +370,35 @@ describe('7. abort', () => {
     expect(responses.map((r) => r.status)).toEqual(Array(9).fill(200));
     expect(tokenRequests()).toBe(1);
     expect(fx.api.requests).toHaveLength(9);
+  });
+
+  it('an already aborted signal: the call rejects at once, no token request is sent, nothing is left unhandled', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      fx.endpoint.reply = () => ({ status: 500, body: { error: 'server_error' } });
+      const c = client();
+      const controller = new AbortController();
+      controller.abort();
+      await expect(c.getToken({ signal: controller.signal })).rejects.toMatchObject({ name: 'AbortError' });
+      await expect(c.fetch(`${fx.api.url}/x`, { signal: controller.signal })).rejects.toMatchObject({ name: 'AbortError' });
+      await new Promise((r) => setTimeout(r, 50));
+      expect(tokenRequests()).toBe(0);
+      expect(fx.api.requests).toHaveLength(0);
+      // while another caller's request is under way, an aborted caller leaves it alone
+      const held = gate();
+      fx.endpoint.gate = held.promise;
+      const other = c.getToken().catch((e: unknown) => e);
+      await until(() => tokenRequests() === 1);
+      await expect(c.getToken({ signal: controller.signal })).rejects.toMatchObject({ name: 'AbortError' });
+      held.open();
+      expect(await other).toMatchObject({ error: 'server_error' });
+      await new Promise((r) => setTimeout(r, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 
   it('getToken() takes a signal too', async () => {

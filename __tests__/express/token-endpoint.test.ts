@@ -211,7 +211,7 @@ describe('POST /oauth/token: client authentication', () => {
     const other = await t.issuer.clients.create({ name: 'other', scopes: 'orders:read' });
     for (const second of [basic(other.clientId, other.clientSecret), basic(other.clientId, 'wrong')]) {
       const res = await request(t.app).post('/oauth/token')
-        .set('Authorization', [basic(client.clientId, client.clientSecret), second])
+        .set('Authorization', [basic(client.clientId, client.clientSecret), second] as unknown as string)
         .type('form').send({ grant_type: 'client_credentials' });
       expectOAuthError(res, 400, 'invalid_request');
       expect(res.body.error_description).toBe('send one Authorization header');

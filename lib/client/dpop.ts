@@ -39,6 +39,11 @@ export class DpopProof implements ProofOfPossession {
     this.key = new DpopKey({ privateKey: options.privateKey, alg: options.alg });
   }
 
+  /** The key's RFC 7638 thumbprint: the `cnf.jkt` of the tokens bound to it. */
+  get keyId(): string {
+    return this.key.jkt;
+  }
+
   tokenRequest(request: TokenProofRequest): void {
     request.headers.DPoP = this.key.proof({ htm: 'POST', htu: request.url, nonce: this.nonces.get(originOf(request.url)) });
   }

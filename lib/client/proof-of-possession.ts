@@ -33,6 +33,12 @@ export interface RefusedAnswer {
 export interface ProofOfPossession {
   /** The token type and Authorization scheme it handles, e.g. `DPoP`. */
   readonly scheme: string;
+  /**
+   * Names the key tokens get bound to (DPoP: its RFC 7638 thumbprint). Part
+   * of the shared token store's key, so that instances holding different
+   * keys never take each other's tokens; without it they share by scheme.
+   */
+  readonly keyId?: string;
   /** Adds a proof to a token request (each attempt). */
   tokenRequest(request: TokenProofRequest): void | Promise<void>;
   /** Adds a proof to an API request that carries a token of type `scheme`. */

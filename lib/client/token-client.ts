@@ -50,6 +50,12 @@ export class Entry {
 
 const noop = (): void => undefined;
 
+/** A cache key that no two (scope, resource list) pairs share: a resource may hold spaces or line breaks (new URL() accepts them). */
+const entryKey = (scope: string, resource: readonly string[]): string => `${scope}\n${JSON.stringify(resource)}`;
+
+/** Token endpoint errors about the client, not the scope or resource asked for (RFC 6749 §5.2). */
+const CLIENT_ERRORS = new Set(['invalid_client', 'unauthorized_client', 'unsupported_grant_type']);
+
 function abortError(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
 }
@@ -57,7 +63,11 @@ function abortError(signal: AbortSignal): unknown {
 /** `promise`, or a rejection when `signal` aborts first; the promise itself goes on for others. */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | null | undefined): Promise<T> {
   if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(abortError(signal));
+  if (signal.aborted) {
+    // the request goes on for others; its failure is theirs to see, not an unhandled rejection
+    promise.catch(noop);
+    return Promise.reject(abortError(signal));
+  }
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => reject(abortError(signal));
     signal.addEventListener('abort', onAbort, { once: true });
@@ -85,6 +95,8 @@ export class TokenCache {
   private readonly closing = new AbortController();
   private endpoint: Promise<{ url: string; auth: ClientAuthentication }> | undefined;
   private closed = false;
+  /** A refusal that holds for every entry: a Retry-After, or an answer about the client (see CLIENT_ERRORS). */
+  private clientBlock: { until: number; error: TokenEndpointError } | undefined;
   readonly defaultEntryKey: string;
   /** Refuses an API URL a token must not be sent to (see checkTransport()); remembers the origins it allowed. */
   readonly checkApiUrl: (url: string) => void;
@@ -92,7 +104,7 @@ export class TokenCache {
   constructor(readonly config: ClientConfig) {
     this.fetch = config.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.checkApiUrl = transportChecker(config.allowInsecureHttp, 'client.fetch()');
-    this.defaultEntryKey = `${config.scope}\n${config.resource.join(' ')}`;
+    this.defaultEntryKey = entryKey(config.scope, config.resource);
   }
 
   get fetchImpl(): FetchLike {
@@ -117,7 +129,7 @@ export class TokenCache {
     if (params !== undefined && (params.scope !== undefined || params.resource !== undefined)) {
       if (params.scope !== undefined) scope = normaliseScope(params.scope);
       if (params.resource !== undefined) resource = normaliseResource(params.resource);
-      key = `${scope}\n${resource.join(' ')}`;
+      key = entryKey(scope, resource);
     }
     const entries = this.entries;
     let entry = entries.get(key);
@@ -135,21 +147,37 @@ export class TokenCache {
   /** A usable token of `entry`: at once from memory when it has one, else after (at most) one shared token request. */
   token(entry: Entry, signal?: AbortSignal | null): CachedToken | Promise<CachedToken> {
     if (this.closed) return Promise.reject(new Error('the token client is closed'));
+    // an aborted caller asks for nothing: no token request is started for it
+    if (signal?.aborted) return Promise.reject(abortError(signal));
     const now = this.config.now();
     const token = entry.token;
     if (token !== undefined && now < token.usableUntil) {
-      if (now >= token.refreshAt && entry.inflight === undefined && now >= entry.blockedUntil) this.start(entry, 'refresh', undefined).catch(noop);
+      if (now >= token.refreshAt && entry.inflight === undefined && this.blocked(entry, now) === undefined) this.start(entry, 'refresh', undefined).catch(noop);
       if (this.config.onEvent) this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'memory' });
       return token;
     }
     let pending = entry.inflight;
     if (pending === undefined) {
-      if (now < entry.blockedUntil && entry.lastError) {
-        return Promise.reject(entry.lastError.again(Math.ceil((entry.blockedUntil - now) / 1000)));
-      }
+      const refusal = this.blocked(entry, now);
+      if (refusal) return Promise.reject(refusal);
       pending = this.start(entry, token === undefined ? 'initial' : 'expired', undefined);
     }
     return untilAborted(pending, signal);
+  }
+
+  /**
+   * Why no token request may be sent for `entry` now, if one may not: the
+   * entry's own backoff, or the client's (a Retry-After, or an answer about
+   * the client itself such as invalid_client, holds for every scope and
+   * resource). The error says how long is left.
+   */
+  private blocked(entry: Entry, now: number): TokenEndpointError | undefined {
+    let until = 0;
+    let error: TokenEndpointError | undefined;
+    if (now < entry.blockedUntil && entry.lastError) ({ blockedUntil: until, lastError: error } = entry);
+    const client = this.clientBlock;
+    if (client !== undefined && now < client.until && client.until > until) ({ until, error } = client);
+    return error?.again(Math.ceil((until - now) / 1000));
   }
 
   /**
@@ -164,7 +192,8 @@ export class TokenCache {
       if (now - entry.lastRenewal < this.config.minRenewalIntervalMs) return undefined;
       entry.lastRenewal = now;
       entry.token = undefined;
-      if (entry.inflight === undefined) this.start(entry, 'renew_401', rejected.value.accessToken).catch(noop);
+      // a Retry-After or backoff still running holds for renewals too: the callers get that error
+      if (entry.inflight === undefined && this.blocked(entry, now) === undefined) this.start(entry, 'renew_401', rejected.value.accessToken).catch(noop);
     }
     if (!wait) return undefined;
     try {
@@ -191,6 +220,7 @@ export class TokenCache {
         entry.failures = 0;
         entry.blockedUntil = 0;
         entry.lastError = undefined;
+        this.clientBlock = undefined;
         return token;
       },
       (err: unknown) => {
@@ -216,6 +246,10 @@ export class TokenCache {
           ? Math.min(300_000, 10_000 * 2 ** n) * (0.75 + 0.25 * Math.random())
           : Math.min(30_000, 1_000 * 2 ** n) * (0.5 + 0.5 * Math.random());
     entry.blockedUntil = now + delay;
+    // the endpoint's Retry-After, or an answer about the client itself, is not about this scope or resource alone
+    if (error.retryAfter !== undefined || CLIENT_ERRORS.has(error.error)) {
+      if (this.clientBlock === undefined || this.clientBlock.until < entry.blockedUntil) this.clientBlock = { until: entry.blockedUntil, error };
+    }
     const token = entry.token;
     this.emit({
       type: 'token.refresh_failed',
@@ -316,18 +350,48 @@ export class TokenCache {
 
   private storeKeyPrefix: string | undefined;
 
+  /**
+   * The shared store's key: endpoint, client, the proof-of-possession key
+   * tokens get bound to (instances with different DPoP keys cannot use each
+   * other's tokens; Bearer-only instances share theirs), scope and resource.
+   */
   private async storeKey(entry: Entry): Promise<string> {
-    const origin = this.config.tokenEndpoint ?? this.config.issuer!;
-    this.storeKeyPrefix ??= `${origin}\n${this.config.clientId}\n`;
+    if (this.storeKeyPrefix === undefined) {
+      const origin = this.config.tokenEndpoint ?? this.config.issuer!;
+      const pop = this.config.pop;
+      const binding = pop ? `${pop.scheme} ${pop.keyId ?? ''}` : 'Bearer';
+      this.storeKeyPrefix = `${origin}\n${this.config.clientId}\n${binding}\n`;
+    }
     return createHash('sha256').update(this.storeKeyPrefix + entry.key).digest('base64url');
   }
 
-  private async storeCall<T>(operation: 'get' | 'set' | 'delete', run: () => Promise<T>): Promise<T | undefined> {
-    try {
-      return await run();
-    } catch (err) {
-      this.emit({ type: 'store.error', operation, message: err instanceof Error ? err.message : String(err) });
-      return undefined;
-    }
+  /**
+   * A store operation that cannot hold callers up: an error, or no answer
+   * within the request timeout, is reported (store.error) and the store
+   * skipped for this request.
+   */
+  private storeCall<T>(operation: 'get' | 'set' | 'delete', run: () => Promise<T>): Promise<T | undefined> {
+    return new Promise<T | undefined>((resolve) => {
+      const skip = (message: string): void => {
+        clearTimeout(timer);
+        this.emit({ type: 'store.error', operation, message });
+        resolve(undefined);
+      };
+      const timer = setTimeout(() => skip(`no answer within ${this.config.timeoutMs} ms`), this.config.timeoutMs);
+      timer.unref?.();
+      let pending: Promise<T>;
+      try {
+        pending = run();
+      } catch (err) {
+        return skip(err instanceof Error ? err.message : String(err));
+      }
+      Promise.resolve(pending).then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => skip(err instanceof Error ? err.message : String(err)),
+      );
+    });
   }
 }
