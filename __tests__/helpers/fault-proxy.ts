@@ -12,6 +12,12 @@ export interface FaultProxy {
   cut(): void;
   blackHole(): void;
   restore(): void;
+  /**
+   * Forwards new connections again but leaves the black-holed ones open and
+   * silent, as a network that recovers does: nobody tells their ends they
+   * are dead, so only the ends' own timeouts can find out.
+   */
+  heal(): void;
   close(): Promise<void>;
 }
 
@@ -78,6 +84,9 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
         }
         pairs.clear();
       }
+      mode = 'up';
+    },
+    heal() {
       mode = 'up';
     },
     close() {

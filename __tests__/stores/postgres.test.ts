@@ -2,6 +2,7 @@ import { Pool } from 'pg';
 import { StoreUnavailableError } from '../../lib/errors';
 import { createPostgresStore, isPostgresUnavailable, type PostgresStore } from '../../lib/stores/postgres';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
+import { startFaultProxy } from '../helpers/fault-proxy';
 import { revocationStoreContract } from '../core/revocation-store-contract';
 import { describeStoreContract } from './contract';
 import { RevocationState, type RevocationStore } from '../../lib/core/revocation';
@@ -180,6 +181,70 @@ describeIfPostgres('PostgreSQL store', () => {
         expect(heard).toBe(2);
       } finally {
         await a.close();
+      }
+    });
+
+    /** A store whose connections go through a fault proxy, and one that connects directly to notify it. */
+    async function listenerBehindProxy(timeouts: { connectionTimeoutMillis: number; queryTimeoutMillis: number; listenCheckMillis?: number }) {
+      const schema = freshSchema();
+      const target = new URL(postgresUrl());
+      const proxy = await startFaultProxy(Number(target.port || 5432), target.hostname);
+      const viaProxy = new URL(postgresUrl());
+      viaProxy.hostname = '127.0.0.1';
+      viaProxy.port = String(proxy.port);
+      const listening = await createPostgresStore({ connectionString: viaProxy.toString(), schema, max: 2, ...timeouts });
+      const direct = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
+      let heard = 0;
+      await listening.listenRevocations!(() => heard++);
+      return {
+        proxy,
+        direct,
+        heard: () => heard,
+        async close() {
+          await Promise.all([listening.close(), direct.close()]);
+          await proxy.close();
+        },
+      };
+    }
+
+    /** Waits until `check()` holds (at most `ms`), returning whether it did. */
+    async function eventually(check: () => boolean, ms: number): Promise<boolean> {
+      const end = Date.now() + ms;
+      while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
+      return check();
+    }
+
+    it('a listener whose new connection never completes gives up on it after connectionTimeoutMillis and listens again', async () => {
+      const t = await listenerBehindProxy({ connectionTimeoutMillis: 500, queryTimeoutMillis: 1000 });
+      try {
+        // the LISTEN connection is dropped, and the next attempt (a second later) meets a network that answers nothing
+        t.proxy.cut();
+        t.proxy.blackHole();
+        await new Promise((r) => setTimeout(r, 1300));
+        // the network recovers; the stalled attempt stays stalled, as nobody resets it
+        t.proxy.heal();
+        expect(await eventually(() => t.heard() >= 1, 5000)).toBe(true); // the catch-up call once it listens again
+        const before = t.heard();
+        await t.direct.notifyRevocations!();
+        expect(await eventually(() => t.heard() > before, 2000)).toBe(true);
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('a listening connection the network dropped without a word is found by its check and replaced', async () => {
+      const t = await listenerBehindProxy({ connectionTimeoutMillis: 500, queryTimeoutMillis: 500, listenCheckMillis: 300 });
+      try {
+        t.proxy.blackHole();
+        t.proxy.heal();
+        // the old connection is open and silent: a notification sent now is lost on it, the catch-up call makes up for it
+        await t.direct.notifyRevocations!();
+        expect(await eventually(() => t.heard() >= 1, 5000)).toBe(true);
+        const before = t.heard();
+        await t.direct.notifyRevocations!();
+        expect(await eventually(() => t.heard() > before, 2000)).toBe(true);
+      } finally {
+        await t.close();
       }
     });
 

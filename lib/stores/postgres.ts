@@ -22,6 +22,14 @@ export interface PostgresStoreOptions {
   connectionTimeoutMillis?: number;
   /** How long to wait for a query's answer, in ms, so a database that stopped answering fails fast. Default 5000 (ignored with `pool`). */
   queryTimeoutMillis?: number;
+  /**
+   * How often the connection that LISTENs for revocations checks that it
+   * still reaches the database, in ms (a `SELECT 1` within the query
+   * timeout). A connection lost without a word (a network that dropped it)
+   * is replaced at most this long plus the query timeout later; meanwhile
+   * the 2 s reload still applies revocations. Default 30000.
+   */
+  listenCheckMillis?: number;
 }
 
 export interface PostgresStore extends Store {
@@ -416,7 +424,11 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
   });
   const channel = `ecc_rev_${schema}`.slice(0, 63);
   const listeners = new Set<() => Promise<void>>();
-  const clientConfig: ClientConfig = options.pool ? { ...(options.pool as unknown as { options: ClientConfig }).options } : { connectionString: options.connectionString };
+  // the LISTEN connection waits no longer than the pool's: a connection attempt that never completes would leave it deaf for good
+  const clientConfig: ClientConfig = options.pool
+    ? { ...(options.pool as unknown as { options: ClientConfig }).options }
+    : { connectionString: options.connectionString, connectionTimeoutMillis: options.connectionTimeoutMillis ?? 3000, query_timeout: options.queryTimeoutMillis ?? 5000 };
+  const listenCheckMillis = options.listenCheckMillis ?? 30_000;
 
   return guarded<PostgresStore>({
     kind: 'postgres',
@@ -648,9 +660,11 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
         if (stopped) return;
         const c = new Client({ ...clientConfig, keepAlive: true });
         let lost = false;
+        let check: NodeJS.Timeout | undefined;
         const onLost = (): void => {
           if (lost) return;
           lost = true;
+          clearInterval(check);
           if (current === c) current = undefined;
           c.end().catch(() => undefined);
           if (!stopped) {
@@ -675,6 +689,9 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
           return;
         }
         current = c;
+        // an idle LISTEN connection hears nothing when the network drops it: ask now and then
+        check = setInterval(() => void c.query('SELECT 1').catch(onLost), listenCheckMillis);
+        check.unref();
         if (everListened) onNotify(); // catch up on what was sent while no connection listened
         everListened = true;
       };
