@@ -209,6 +209,16 @@ describe('create', () => {
     expect(JSON.parse(r.stdout).scope).toBe('a b c');
   });
 
+  test('a repeated --resource is stored and printed once', async () => {
+    const r = await cli(['create', '--name', 'api-caller', '--resource', 'https://a.example/api', '--resource', 'https://a.example/api', '--resource', 'https://b.example/api', '--json']);
+    expect(r.code).toBe(0);
+    const body = JSON.parse(r.stdout);
+    expect(body.resources).toEqual(['https://a.example/api', 'https://b.example/api']);
+    expect((await withStore((s) => s.findClient(body.client_id)))!.resources).toEqual(['https://a.example/api', 'https://b.example/api']);
+    const text = await cli(['create', '--name', 'api-caller-2', '--resource', 'https://a.example/api', '--resource', 'https://a.example/api']);
+    expect(text.stdout.match(/https:\/\/a\.example\/api/g)).toHaveLength(1);
+  });
+
   test('missing --name is a usage error and touches no store', async () => {
     expectUsageError(await cli(['create', '--scope', 'a']), 'missing required option --name', 'create');
     expect(fs.existsSync(dataDir)).toBe(false);
@@ -629,6 +639,23 @@ describe('errors', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^error: PostgreSQL is unavailable: connect ECONNREFUSED 127\.0\.0\.1:1\n$/);
+  });
+
+  test.each([
+    [{ LOG_LEVEL: 'bogus' }, 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "bogus"'],
+    [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test', DATABASE_SCHEMA: 'bad-schema' }, 'Invalid PostgreSQL schema name "bad-schema" (DATABASE_SCHEMA'],
+  ])('a bad environment %j: one line naming the variable, exit 2, nothing created', async (env, problem) => {
+    const r = await cli(['list'], env);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.trimEnd().split('\n')).toEqual([expect.stringContaining(`error: ${problem}`)]);
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test('a DATA_DIR that cannot be made (under /proc): one line, exit 1, at once', async () => {
+    const r = await cli(['list'], { DATA_DIR: '/proc/ecc-cannot-be-made/data' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: .*ENOENT.*\n$/);
   });
 
   test('anything unexpected: one line "error: <message>", exit 1, no stack trace', async () => {

@@ -143,6 +143,11 @@ describe('create --auth private_key_jwt --jwks-uri', () => {
     const printed = JSON.parse(r.stdout);
     expect(printed).toMatchObject({ auth: 'private_key_jwt', jwks_uri: 'https://client.example/jwks' });
     expectRefused(await cli(['create', '--name', 'x', '--auth', 'private_key_jwt', '--jwks-uri', 'http://client.example/jwks']), 'https');
+    // --out writes a generated key only: with a remote key set it is refused, and nothing is created
+    const out = path.join(tmp, 'never.json');
+    expectRefused(await cli(['create', '--name', 'y', '--auth', 'private_key_jwt', '--jwks-uri', 'https://client.example/jwks', '--out', out]), '--out goes with --generate-key');
+    expect(fs.existsSync(out)).toBe(false);
+    expect(JSON.parse((await cli(['list', '--json'])).stdout).map((c: { name: string }) => c.name)).toEqual(['remote']);
     const add = await cli(['client-key', 'add', printed.client_id, writeJson('k.json', ecPair('k').pub)]);
     expect(add.code).toBe(1);
     expect(add.stderr).toContain('publishes its keys at');
@@ -175,6 +180,10 @@ describe('client-key add | remove | list', () => {
     expect(last.code).toBe(1);
     expect(last.stderr).toContain('last key');
     expect((await cli(['client-key', 'remove', clientId, 'nope'])).code).toBe(1);
+    // a missing argument is named: only the KID here
+    expectRefused(await cli(['client-key', 'remove', clientId]), /^error: missing KID \(/);
+    expectRefused(await cli(['client-key', 'remove']), /^error: missing CLIENT_ID and KID \(/);
+    expectRefused(await cli(['client-key', 'add', clientId]), /^error: missing FILE \(/);
   });
 
   it('refuses a duplicate kid, a private key and a secret-based client', async () => {

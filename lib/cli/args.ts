@@ -103,8 +103,8 @@ function protectPositionals(args: string[], options: OptionSpec, shape: RegExp |
 export interface PositionalSpec {
   min: number;
   max: number;
-  /** Name in messages, e.g. `CLIENT_ID`. */
-  name?: string;
+  /** Name in messages, e.g. `CLIENT_ID`; one per positional (`['CLIENT_ID', 'KID']`) names just those missing. */
+  name?: string | readonly string[];
   /** A positional of this shape is taken as one even when it starts with "-". */
   shape?: RegExp;
 }
@@ -121,7 +121,11 @@ export function parseCommand<S extends OptionSpec>(
 ): { values: OptionValues<S>; positionals: string[] } {
   const parsed = strictParse(command, protectPositionals(args, options, positionals.shape), options);
   const found = parsed.positionals;
-  if (found.length < positionals.min) throw new UsageError(`missing ${positionals.name ?? 'argument'}`, command);
+  if (found.length < positionals.min) {
+    const { name } = positionals;
+    const missing = name === undefined ? 'argument' : typeof name === 'string' ? name : name.slice(found.length, positionals.min).join(' and ');
+    throw new UsageError(`missing ${missing}`, command);
+  }
   if (found.length > positionals.max) throw new UsageError(`unexpected argument '${found[positionals.max]}'`, command);
   return { values: parsed.values as OptionValues<S>, positionals: found };
 }

@@ -72,9 +72,9 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
   if (!values['generate-key'] && values.jwks === undefined && values['jwks-uri'] === undefined) {
     throw new UsageError('--auth private_key_jwt needs --jwks FILE, --jwks-uri URL or --generate-key --out FILE', 'create');
   }
+  if (!values['generate-key'] && values.out !== undefined) throw new UsageError('--out goes with --generate-key', 'create');
   if (values['jwks-uri'] !== undefined) return createRemoteKeyClient(ctx, name, scope, values['jwks-uri'], values);
   if (values['generate-key'] && values.out === undefined) throw new UsageError('--generate-key needs --out FILE for the private key', 'create');
-  if (!values['generate-key'] && values.out !== undefined) throw new UsageError('--out goes with --generate-key', 'create');
 
   let keys: ReturnType<typeof checkClientKeys>;
   let outFile: string | undefined;
@@ -139,7 +139,7 @@ async function createRemoteKeyClient(ctx: Context, name: string, scope: string |
 }
 
 const keyAdd: Handler = async (args, ctx) => {
-  const { values, positionals } = parseCommand('client-key add', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: 'CLIENT_ID and FILE', shape: CLIENT_ID_SHAPE });
+  const { values, positionals } = parseCommand('client-key add', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: ['CLIENT_ID', 'FILE'], shape: CLIENT_ID_SHAPE });
   const [clientId, file] = positionals;
   const input = readJwkFile(file, 'client-key add');
   const keys = checked(input, 'client-key add');
@@ -163,7 +163,7 @@ const keyAdd: Handler = async (args, ctx) => {
 };
 
 const keyRemove: Handler = async (args, ctx) => {
-  const { values, positionals } = parseCommand('client-key remove', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: 'CLIENT_ID and KID', shape: CLIENT_ID_SHAPE });
+  const { values, positionals } = parseCommand('client-key remove', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: ['CLIENT_ID', 'KID'], shape: CLIENT_ID_SHAPE });
   const [clientId, kid] = positionals;
   const service = services(ctx);
   const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since})`);

@@ -32,8 +32,12 @@ export const CLIENT_ID_SHAPE = /^[A-Za-z0-9_-]{22}$/;
  * pino JSON lines to stderr when LOG_LEVEL is set; stdout stays the CLI's own.
  */
 export function auditLogger(env: NodeJS.ProcessEnv): Logger {
-  if (!env.LOG_LEVEL) return silentLogger;
-  return pino({ name: 'client-credentials', level: env.LOG_LEVEL }, pino.destination(2));
+  const level = env.LOG_LEVEL;
+  if (!level) return silentLogger;
+  if (level !== 'silent' && !(level in pino.levels.values)) {
+    throw new TypeError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')}, got ${JSON.stringify(level)}`);
+  }
+  return pino({ name: 'client-credentials', level }, pino.destination(2));
 }
 
 /** Opens the store on first use only, so a usage error never creates a data folder or a connection. */
@@ -139,7 +143,7 @@ export function clientPolicy(values: { introspect?: boolean; 'require-dpop'?: bo
   requireDpop: boolean;
   resources: string[];
 } {
-  return { permissions: values.introspect ? ['introspect'] : [], requireDpop: values['require-dpop'] === true, resources: values.resource ?? [] };
+  return { permissions: values.introspect ? ['introspect'] : [], requireDpop: values['require-dpop'] === true, resources: [...new Set(values.resource ?? [])] };
 }
 
 /** What `create` prints about them, labels padded to `width` (nothing for a plain client). */

@@ -5,8 +5,12 @@ export const BIN = 'client-credentials';
 const ENVIRONMENT = `Environment:
   DATA_DIR                folder of the embedded store (default ./data)
   DATABASE_URL            postgres:// URL; when set, PostgreSQL is used and DATA_DIR is ignored
+  DATABASE_SCHEMA         the PostgreSQL schema of the issuer's tables (default client_credentials);
+                          set it as the server has it, or the CLI works on another set of clients
   REDIS_URL               the Redis the issuers share: revoke and revoke-tokens ring them there,
-                          so they reload revocations at once (REVOCATION_CHANNEL: its channel)`;
+                          so they reload revocations at once (REVOCATION_CHANNEL: its channel)
+  LOG_LEVEL               when set (info, debug, ...), audit lines (client.created, client.revoked,
+                          ...) go to stderr as JSON`;
 
 const KEY_ENVIRONMENT = `${ENVIRONMENT}
   ACCESS_TOKEN_TTL        access token lifetime in seconds, as the server has it (default 3600)
@@ -20,8 +24,9 @@ export const HELP: Record<string, string> = {
 Manages the clients and signing keys of an express-client-credentials issuer.
 
 Commands:
-  create --name NAME [--scope "a b"] [--json]    create a client; shows its secret once
-  create --name NAME --auth private_key_jwt (--jwks FILE | --generate-key --out FILE)
+  create --name NAME [--scope "a b"] [--resource URL]... [--introspect] [--require-dpop] [--json]
+                                                 create a client; shows its secret once
+  create --name NAME --auth private_key_jwt (--jwks FILE | --jwks-uri URL | --generate-key --out FILE)
                                                  create a key-based client (no secret)
   list [--json]                                  list clients (never secrets)
   revoke CLIENT_ID [--json]                      revoke a client, its secrets and its tokens
@@ -100,8 +105,9 @@ ${ENVIRONMENT}
 
   revoke: `Usage: ${BIN} revoke CLIENT_ID [--json]
 
-Revokes the client: all its secrets and keys stop working at once, for good,
-and the access tokens it holds are refused by every issuer on the same store
+Revokes the client, for good: its secrets and keys stop working at once on
+the instance that revoked, and on the others once their client cache expires
+(clientCacheTtl, 2 s by default), and the access tokens it holds are refused by every issuer on the same store
 within its revocation reload interval (revocationResync, 2 s by default; at
 once on the instance that revoked and, with PostgreSQL, on every instance
 notified), and by standalone verifiers polling the revocation list within

@@ -1,5 +1,5 @@
 import { chmodSync, mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError } from '../errors';
@@ -203,12 +203,34 @@ function migrate(db: Database.Database): void {
   }).immediate();
 }
 
+/**
+ * mkdir -p with mode 0700, one level at a time: Node 20's recursive
+ * mkdirSync loops forever where a folder cannot be made though its parent
+ * exists (ENOENT under /proc, say); here that is one error.
+ */
+function makeDir(dir: string): void {
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+    return;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return;
+    if (code !== 'ENOENT' || dirname(dir) === dir) throw err;
+  }
+  makeDir(dirname(dir));
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
 export async function openEmbeddedStore(options: { dataDir: string }): Promise<EmbeddedStore> {
   const dir = resolve(options.dataDir);
   const path = join(dir, 'store.sqlite');
   let db: Database.Database | undefined;
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDir(dir);
     db = new Database(path);
     chmodSync(path, 0o600);
     db.pragma('busy_timeout = 5000');

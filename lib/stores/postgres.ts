@@ -325,7 +325,7 @@ async function migrate(pool: Pool, S: string): Promise<void> {
 export async function createPostgresStore(options: PostgresStoreOptions = {}): Promise<PostgresStore> {
   const schema = options.schema ?? 'client_credentials';
   if (!SCHEMA_PATTERN.test(schema)) {
-    throw new Error(`Invalid PostgreSQL schema name ${JSON.stringify(schema)}: must match ${SCHEMA_PATTERN}`);
+    throw new TypeError(`Invalid PostgreSQL schema name ${JSON.stringify(schema)} (DATABASE_SCHEMA, option schema): must match ${SCHEMA_PATTERN}`);
   }
   const S = `"${schema}"`; // safe: the pattern admits no quotes
 
