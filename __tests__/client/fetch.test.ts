@@ -41,6 +41,16 @@ describe('6. a 401 from the API', () => {
     expect(tokenRequests()).toBe(2);
   });
 
+  it('after the clock stepped back, a 401 is renewed again: the last renewal is not taken to be in the future', async () => {
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-3' ? { body: {} } : refuse('invalid_token'));
+    const c = client();
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(401); // tok-1 refused, tok-2 refused: back to the caller
+    expect(tokenRequests()).toBe(2);
+    fx.time.advance(-3600);
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);
+    expect(tokenRequests()).toBe(3);
+  });
+
   it('a second 401 goes back to the caller: no third attempt, no second renewal', async () => {
     fx.api.reply = () => refuse('invalid_token');
     const c = client();

@@ -338,6 +338,18 @@ describe('5. outages', () => {
     expect((await c.getToken({ scope: 'good' })).accessToken).toBe('tok-2');
   });
 
+  it('a clock that steps back does not stretch a backoff: an hour back, the endpoint is asked again', async () => {
+    fx.endpoint.reply = (req, n) =>
+      n === 1 ? { status: 429, headers: { 'retry-after': '120' }, body: { error: 'slow_down' } } : { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } };
+    const c = client();
+    await expect(c.getToken()).rejects.toMatchObject({ retryAfter: 120 });
+    fx.time.advance(10);
+    await expect(c.getToken()).rejects.toMatchObject({ retryAfter: 110 });
+    fx.time.advance(-3600);
+    expect((await c.getToken()).accessToken).toBe('tok-2');
+    expect(tokenRequests()).toBe(2);
+  });
+
   it('a token endpoint that does not answer fails the call with error "timeout" after `timeout` seconds', async () => {
     fx.endpoint.gate = new Promise(() => undefined);
     const c = client({ timeout: 0.3 });

@@ -38,6 +38,8 @@ export class Entry {
   token: CachedToken | undefined;
   inflight: Promise<CachedToken> | undefined;
   failures = 0;
+  /** When the backoff below was set: a clock read earlier than this stepped back, and the backoff no longer counts. */
+  blockedAt = 0;
   blockedUntil = 0;
   lastError: TokenEndpointError | undefined;
   lastRenewal = -Infinity;
@@ -96,7 +98,7 @@ export class TokenCache {
   private endpoint: Promise<{ url: string; auth: ClientAuthentication }> | undefined;
   private closed = false;
   /** A refusal that holds for every entry: a Retry-After, or an answer about the client (see CLIENT_ERRORS). */
-  private clientBlock: { until: number; error: TokenEndpointError } | undefined;
+  private clientBlock: { at: number; until: number; error: TokenEndpointError } | undefined;
   readonly defaultEntryKey: string;
   /** Refuses an API URL a token must not be sent to (see checkTransport()); remembers the origins it allowed. */
   readonly checkApiUrl: (url: string) => void;
@@ -172,11 +174,12 @@ export class TokenCache {
    * resource). The error says how long is left.
    */
   private blocked(entry: Entry, now: number): TokenEndpointError | undefined {
+    // a clock that stepped back since a backoff was set (now < its start) would stretch it by the step: it is over
     let until = 0;
     let error: TokenEndpointError | undefined;
-    if (now < entry.blockedUntil && entry.lastError) ({ blockedUntil: until, lastError: error } = entry);
+    if (now < entry.blockedUntil && now >= entry.blockedAt && entry.lastError) ({ blockedUntil: until, lastError: error } = entry);
     const client = this.clientBlock;
-    if (client !== undefined && now < client.until && client.until > until) ({ until, error } = client);
+    if (client !== undefined && now < client.until && now >= client.at && client.until > until) ({ until, error } = client);
     return error?.again(Math.ceil((until - now) / 1000));
   }
 
@@ -189,7 +192,9 @@ export class TokenCache {
     const now = this.config.now();
     const current = entry.token;
     if (current !== undefined && current.value.accessToken === rejected.value.accessToken) {
-      if (now - entry.lastRenewal < this.config.minRenewalIntervalMs) return undefined;
+      const since = now - entry.lastRenewal;
+      // (a negative interval: the clock stepped back, and the last renewal's time says nothing)
+      if (since >= 0 && since < this.config.minRenewalIntervalMs) return undefined;
       entry.lastRenewal = now;
       entry.token = undefined;
       // a Retry-After or backoff still running holds for renewals too: the callers get that error
@@ -245,10 +250,11 @@ export class TokenCache {
         : error.permanent
           ? Math.min(300_000, 10_000 * 2 ** n) * (0.75 + 0.25 * Math.random())
           : Math.min(30_000, 1_000 * 2 ** n) * (0.5 + 0.5 * Math.random());
+    entry.blockedAt = now;
     entry.blockedUntil = now + delay;
     // the endpoint's Retry-After, or an answer about the client itself, is not about this scope or resource alone
     if (error.retryAfter !== undefined || CLIENT_ERRORS.has(error.error)) {
-      if (this.clientBlock === undefined || this.clientBlock.until < entry.blockedUntil) this.clientBlock = { until: entry.blockedUntil, error };
+      if (this.clientBlock === undefined || this.clientBlock.until < entry.blockedUntil) this.clientBlock = { at: now, until: entry.blockedUntil, error };
     }
     const token = entry.token;
     this.emit({
