@@ -107,11 +107,11 @@ ${ENVIRONMENT}
 
 Revokes the client, for good: its secrets and keys stop working at once on
 the instance that revoked, and on the others once their client cache expires
-(clientCacheTtl, 2 s by default), and the access tokens it holds are refused by every issuer on the same store
-within its revocation reload interval (revocationResync, 2 s by default; at
-once on the instance that revoked and, with PostgreSQL, on every instance
-notified), and by standalone verifiers polling the revocation list within
-their poll interval.
+(clientCacheTtl, 2 s by default). The access tokens it holds are refused by
+every issuer on the same store within its revocation reload interval
+(revocationResync, 2 s by default; at once on the instance that revoked and,
+with PostgreSQL, on every instance notified), and by standalone verifiers
+polling the revocation list within their poll interval.
 
 Options:
   --json      print one JSON object {client_id, status, revoked_at}
