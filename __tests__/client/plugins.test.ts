@@ -1,5 +1,6 @@
 /** Client authentication, the shared store, the proof-of-possession hook, option checks and event hygiene (behaviours 8 and 9). */
 import { generateKeyPairSync } from 'node:crypto';
+import { inspect } from 'node:util';
 import {
   clientSecretBasic,
   clientSecretPost,
@@ -211,6 +212,54 @@ describe('8. shared store', () => {
 });
 
 describe('9. hygiene', () => {
+  it.each([['client_secret_basic'], ['client_secret_post']])('no error carries the secret (%s): message, cause chain, inspection', async (method) => {
+    const authMethod = method as 'client_secret_basic' | 'client_secret_post';
+    const failures: unknown[] = [];
+    fx.endpoint.reply = () => ({ status: 401, body: { error: 'invalid_client', error_description: 'no such client' } });
+    failures.push(await client({ authMethod }).getToken().catch((e: unknown) => e));
+    failures.push(await client({ authMethod, tokenEndpoint: 'http://127.0.0.1:1/token' }).getToken().catch((e: unknown) => e));
+    fx.endpoint.gate = new Promise(() => undefined);
+    failures.push(await client({ authMethod, timeout: 0.2 }).getToken().catch((e: unknown) => e));
+    expect(failures.map((e) => (e as { error: string }).error)).toEqual(['invalid_client', 'network_error', 'timeout']);
+    // the secret as given, form-encoded, and inside the Basic header
+    const formEncoded = new URLSearchParams({ s: SECRET }).toString().slice(2);
+    const encoded = [SECRET, formEncoded, encodeURIComponent(SECRET), Buffer.from(`svc+id:${formEncoded}`).toString('base64')];
+    for (const e of failures) {
+      const seen = [String(e), inspect(e, { depth: 10 }), JSON.stringify(e)];
+      for (let c = (e as Error).cause; c; c = (c as Error).cause) seen.push(String(c), inspect(c, { depth: 10 }));
+      for (const text of seen) for (const secret of encoded) expect(text).not.toContain(secret);
+    }
+  });
+
+  it('Retry-After as an HTTP date counts from now; a longer one than an hour is held for an hour', async () => {
+    const c = client();
+    fx.endpoint.reply = (req, n) =>
+      n === 1
+        ? { status: 503, headers: { 'retry-after': new Date(fx.time.t + 90_000).toUTCString() }, body: { error: 'temporarily_unavailable' } }
+        : n === 2
+          ? { status: 429, headers: { 'retry-after': '86400' }, body: { error: 'slow_down' } }
+          : { body: { access_token: `tok-${n}`, token_type: 'Bearer' } };
+    await expect(c.getToken()).rejects.toMatchObject({ status: 503, retryAfter: 90 });
+    fx.time.advance(90);
+    await expect(c.getToken()).rejects.toMatchObject({ status: 429, retryAfter: 3600 });
+    fx.time.advance(3599);
+    await expect(c.getToken()).rejects.toMatchObject({ status: 429, retryAfter: 1 });
+    fx.time.advance(1);
+    expect((await c.getToken()).accessToken).toBe('tok-3');
+  });
+
+  it('a token request is never redirected: a 3xx is a TokenEndpointError, and the credentials go nowhere else', async () => {
+    const elsewhere = await fakeServer(() => ({ body: { access_token: 'stolen', token_type: 'Bearer' } }));
+    try {
+      fx.endpoint.reply = () => ({ status: 307, headers: { location: `${elsewhere.url}/token` } });
+      const e = await client().getToken().catch((x: unknown) => x);
+      expect(e).toMatchObject({ name: 'TokenEndpointError' });
+      expect(elsewhere.requests).toHaveLength(0);
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
   it('no event carries a token or the secret', async () => {
     const token = 'eyJ.secret-token.sig';
     fx.endpoint.reply = (req, n) =>
