@@ -109,6 +109,13 @@ describe('introspect (RFC 7662)', () => {
     expect(await introspect(token, verify, state)).toMatchObject({ active: true, token_type: 'DPoP', cnf: { jkt: 'thumbprint' } });
   });
 
+  it('a token whose cnf names no key thumbprint (unusable at any API) → inactive, not a Bearer token', async () => {
+    for (const cnf of [{}, { jkt: 42 }, 'x5t', null]) {
+      const { token } = issue('c1', state, { cnf });
+      expect(await introspect(token, verify, state)).toStrictEqual({ active: false });
+    }
+  });
+
   it('a dependency outage is thrown (→ 503), not reported as inactive', async () => {
     const { token } = issue('c1', state);
     const down: VerifyAccessToken = () => Promise.reject(new TemporarilyUnavailableError());

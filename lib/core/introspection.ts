@@ -71,6 +71,8 @@ export async function introspect(
   if (options.mayIntrospect && !options.mayIntrospect(claims)) return { ...INACTIVE };
   const cnf = claims.cnf as { jkt?: unknown } | undefined;
   const jkt = cnf && typeof cnf === 'object' && typeof cnf.jkt === 'string' ? cnf.jkt : undefined;
+  // a confirmation without a key thumbprint binds the token to nothing it can prove: requireBearer() refuses it either way
+  if (cnf !== undefined && jkt === undefined) return { ...INACTIVE };
   const answer: ActiveIntrospection = {
     active: true,
     client_id: claims.client_id,
