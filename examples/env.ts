@@ -8,7 +8,8 @@
  * brute-force counters), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256),
  * KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
- * Prometheus metrics at GET /metrics, per process).
+ * Prometheus metrics at GET /metrics, per process), DEMO_CLIENT (0: no demo
+ * client on the first start; server.ts reads it).
  */
 import Redis from 'ioredis';
 import pino from 'pino';

@@ -35,7 +35,8 @@ export async function startServer(
   const port = intFromEnv(env, 'PORT', 3000);
   const logger = loggerFromEnv(env);
   const { issuer, publicUrl, redis, metrics } = await issuerFromEnv(env, logger);
-  if (options.demoClient !== false) await createDemoClient(issuer, publicUrl, print);
+  // DEMO_CLIENT=0: no demo client, so no secret is printed into a stdout that a log collector keeps
+  if (options.demoClient !== false && env.DEMO_CLIENT !== '0') await createDemoClient(issuer, publicUrl, print);
 
   const { server, url } = await listen(createApp(issuer, { metrics }), port, env.HOST);
   logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);

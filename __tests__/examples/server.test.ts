@@ -41,6 +41,19 @@ describe('examples/server.ts', () => {
     expect(printed.join('\n')).toContain(`curl -s -u '${demo.id}:${demo.secret}' -d grant_type=client_credentials http://localhost:3000/oauth/token`);
   });
 
+  it('DEMO_CLIENT=0: no demo client on a first start, nothing printed about one', async () => {
+    const other = tempDir();
+    const lines: string[] = [];
+    const quiet = await startServer(env(other, { DEMO_CLIENT: '0' }), (l) => lines.push(l));
+    try {
+      expect(lines.join('\n')).not.toMatch(/client_secret|demo client/i);
+      expect(await quiet.issuer.clients.list()).toEqual([]);
+    } finally {
+      await quiet.close();
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+
   it('serves /health without a token', async () => {
     const res = await request(running.url).get('/health');
     expect(res.status).toBe(200);
