@@ -154,13 +154,13 @@ export class TokenCache {
     const now = this.config.now();
     const token = entry.token;
     if (token !== undefined && now < token.usableUntil) {
-      if (now >= token.refreshAt && entry.inflight === undefined && this.blocked(entry, now) === undefined) this.start(entry, 'refresh', undefined).catch(noop);
+      if (now >= token.refreshAt && entry.inflight === undefined && this.blockedUntil(entry, now) === 0) this.start(entry, 'refresh', undefined).catch(noop);
       if (this.config.onEvent) this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'memory' });
       return token;
     }
     let pending = entry.inflight;
     if (pending === undefined) {
-      const refusal = this.blocked(entry, now);
+      const refusal = this.refusal(entry, now);
       if (refusal) return Promise.reject(refusal);
       pending = this.start(entry, token === undefined ? 'initial' : 'expired', undefined);
     }
@@ -168,19 +168,26 @@ export class TokenCache {
   }
 
   /**
-   * Why no token request may be sent for `entry` now, if one may not: the
-   * entry's own backoff, or the client's (a Retry-After, or an answer about
-   * the client itself such as invalid_client, holds for every scope and
-   * resource). The error says how long is left.
+   * Until when no token request may be sent for `entry` (0: it may be now):
+   * the entry's own backoff, or the client's (a Retry-After, or an answer
+   * about the client itself such as invalid_client, holds for every scope and
+   * resource). Allocates nothing: cache hits ask it while a refresh is due.
    */
-  private blocked(entry: Entry, now: number): TokenEndpointError | undefined {
+  private blockedUntil(entry: Entry, now: number): number {
     // a clock that stepped back since a backoff was set (now < its start) would stretch it by the step: it is over
     let until = 0;
-    let error: TokenEndpointError | undefined;
-    if (now < entry.blockedUntil && now >= entry.blockedAt && entry.lastError) ({ blockedUntil: until, lastError: error } = entry);
+    if (now < entry.blockedUntil && now >= entry.blockedAt && entry.lastError) until = entry.blockedUntil;
     const client = this.clientBlock;
-    if (client !== undefined && now < client.until && now >= client.at && client.until > until) ({ until, error } = client);
-    return error?.again(Math.ceil((until - now) / 1000));
+    if (client !== undefined && now < client.until && now >= client.at && client.until > until) until = client.until;
+    return until;
+  }
+
+  /** The error a call gets while blockedUntil() holds, saying how long is left; undefined when not blocked. */
+  private refusal(entry: Entry, now: number): TokenEndpointError | undefined {
+    const until = this.blockedUntil(entry, now);
+    if (until === 0) return undefined;
+    const error = until === entry.blockedUntil && entry.lastError ? entry.lastError : this.clientBlock!.error;
+    return error.again(Math.ceil((until - now) / 1000));
   }
 
   /**
@@ -198,7 +205,7 @@ export class TokenCache {
       entry.lastRenewal = now;
       entry.token = undefined;
       // a Retry-After or backoff still running holds for renewals too: the callers get that error
-      if (entry.inflight === undefined && this.blocked(entry, now) === undefined) this.start(entry, 'renew_401', rejected.value.accessToken).catch(noop);
+      if (entry.inflight === undefined && this.blockedUntil(entry, now) === 0) this.start(entry, 'renew_401', rejected.value.accessToken).catch(noop);
     }
     if (!wait) return undefined;
     try {
