@@ -318,7 +318,11 @@ describe('issuer discovery', () => {
       expect(meta.requests).toHaveLength(1);
       expect(fx.endpoint.requests[0].form.get('client_secret')).toBe(SECRET); // the only method the metadata lists
       const wrong = client({ tokenEndpoint: undefined, issuer: `${meta.url}/` });
-      await expect(wrong.getToken()).rejects.toMatchObject({ error: 'invalid_metadata' });
+      const refused = (await wrong.getToken().catch((e: unknown) => e)) as Error;
+      expect(refused).toMatchObject({ error: 'invalid_metadata', status: 200 });
+      // both issuers named, so the caller sees which option to fix
+      expect(refused.message).toContain(`names issuer ${JSON.stringify(meta.url)}, not ${JSON.stringify(`${meta.url}/`)}`);
+      expect(refused.message).toMatch(/^token request failed \(HTTP 200\)/);
     } finally {
       await meta.close();
     }

@@ -35,10 +35,15 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
       throw new TokenEndpointError({ status: response.status, error: 'discovery_failed', error_description: `no metadata document at ${url}` });
     }
     if (doc.issuer !== issuer) {
-      throw new TokenEndpointError({ error: 'invalid_metadata', error_description: `the metadata at ${url} names another issuer` });
+      const named = (JSON.stringify(doc.issuer) ?? 'nothing').slice(0, 200);
+      throw new TokenEndpointError({
+        status: response.status,
+        error: 'invalid_metadata',
+        error_description: `the metadata at ${url} names issuer ${named}, not ${JSON.stringify(issuer)}: the issuer option must be exactly the issuer the server announces (RFC 8414 §3.3)`,
+      });
     }
     if (typeof doc.token_endpoint !== 'string') {
-      throw new TokenEndpointError({ error: 'invalid_metadata', error_description: `the metadata at ${url} has no token_endpoint` });
+      throw new TokenEndpointError({ status: response.status, error: 'invalid_metadata', error_description: `the metadata at ${url} has no token_endpoint` });
     }
     const methods = doc.token_endpoint_auth_methods_supported;
     return {
