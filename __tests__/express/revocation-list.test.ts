@@ -301,12 +301,15 @@ describe('when the list cannot be had', () => {
   let r: Running;
   let proxy: LoopbackServer;
   let mode: 'pass' | 'down' | 'forged' = 'pass';
+  /** When each request for /own-list reached the proxy (other tests' pollers go on asking for /list). */
+  const hits: number[] = [];
   const forger = freshKey();
   beforeAll(async () => {
     r = await startIssuer();
     proxy = await loopbackServer();
     const app = express();
-    app.get('/list', async (req, res) => {
+    app.get(['/list', '/own-list'], async (req, res) => {
+      if (req.path === '/own-list') hits.push(Date.now());
       if (mode === 'down') return void res.status(503).end();
       if (mode === 'forged') {
         // well-formed, signed by a key the issuer never published
@@ -349,6 +352,27 @@ describe('when the list cannot be had', () => {
     expect(back).toBeLessThan(1000);
     expect(lines.filter((l) => l.event === 'revocation_list.unavailable')).toHaveLength(1);
     expect(lines.filter((l) => l.event === 'revocation_list.recovered')).toHaveLength(1);
+  });
+
+  it('a cached token refused while the list is stale waits for a poll of its own: the first request after the issuer answers passes, before the next tick', async () => {
+    mode = 'pass';
+    // interval = maxStale = 3 s: the timer polls at t0 + 3 s, t0 + 6 s...; the list is stale from t0 + 3 s
+    const api = resourceServer(r, { uri: `${proxy.url}/own-list`, interval: 3, maxStale: 3 });
+    const at = await token(r);
+    expect((await call(api, at)).status).toBe(200); // the first poll; the token is now in the verified-token cache
+    const first = hits.length;
+    mode = 'down';
+    // the timer's poll at t0 + 3 s fails
+    const deadline = Date.now() + 5000;
+    while (hits.length === first && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(hits.length).toBe(first + 1);
+    mode = 'pass';
+    // past the once-a-second limit on polls by requests, well before the next tick (t0 + 6 s)
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, hits[hits.length - 1] + 1100 - Date.now())));
+    const res = await call(api, at);
+    expect(res.status).toBe(200);
+    expect(hits.length).toBe(first + 2); // the request's own poll
+    expect(Date.now() - hits[first]).toBeLessThan(2900);
   });
 
   it('failOpen: past maxStale tokens pass unchecked', async () => {

@@ -13,6 +13,7 @@ import {
   InvalidRequestError,
   InvalidTokenError,
   MissingTokenError,
+  TemporarilyUnavailableError,
   toOAuthError,
   type OAuthError,
 } from '../errors';
@@ -259,7 +260,26 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     else verify();
   };
 
-  return function requireBearer(req: Request, res: Response, next: NextFunction): void {
+  /** Requests already checked once more after a wait for pending() (see afterPending). */
+  const waited = new WeakSet<Request>();
+  /**
+   * A cached token refused with a 503 (its revocation status cannot be known:
+   * the standalone verifier's list is stale) waits, once, for what pending()
+   * offers (a new poll of the list, at most one a second) and is checked
+   * again, as an uncached token is; so traffic of cached tokens recovers as
+   * soon as the issuer answers, not at the poller's next tick. False when
+   * there is nothing to wait for: the caller answers with the error.
+   */
+  const afterPending = (err: unknown, req: Request, res: Response, next: NextFunction, scheme: Scheme): boolean => {
+    if (!pending || !(err instanceof TemporarilyUnavailableError) || waited.has(req)) return false;
+    const waiting = pending();
+    if (!waiting) return false;
+    waited.add(req);
+    waiting.then(() => middleware(req, res, next), (e: unknown) => fail(res, e, scheme));
+    return true;
+  };
+
+  const middleware = function requireBearer(req: Request, res: Response, next: NextFunction): void {
     const header = req.headers.authorization;
     if ((req.url.includes('?') && queryNames(req.url).has('access_token')) || (req.body && typeof req.body === 'object' && 'access_token' in req.body)) {
       return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body'));
@@ -272,6 +292,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       try {
         known = cachedOrWellFormed(token, 'DPoP');
       } catch (err) {
+        if (afterPending(err, req, res, next, 'dpop')) return;
         return fail(res, err, 'dpop');
       }
       return dpopRequest(req, res, next, token, known);
@@ -283,6 +304,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     try {
       known = cachedOrWellFormed(token, 'Bearer');
     } catch (err) {
+      if (afterPending(err, req, res, next, 'bearer')) return;
       return fail(res, err);
     }
     if (mode === 'required') return fail(res, binding('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
@@ -305,4 +327,5 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     if (waiting) waiting.then(() => runStrategy(authorization, done, known), (err: unknown) => fail(res, err));
     else runStrategy(authorization, done, known);
   };
+  return middleware;
 }
