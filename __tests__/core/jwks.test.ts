@@ -48,6 +48,41 @@ describe('RemoteJwks', () => {
     expect(await r.resolve('made-up')).toBeUndefined(); // found nothing: an unknown kid again
   });
 
+  it('a failed fetch is tried again after 5 s, as its Retry-After says, not after the whole cooldown', async () => {
+    let down = true;
+    const flaky = (async () => {
+      fetches++;
+      if (down) throw new TypeError('fetch failed');
+      return new Response(JSON.stringify({ keys: set }), { status: 200 });
+    }) as unknown as typeof fetch;
+    const r = new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: flaky });
+    await expect(Promise.resolve().then(() => r.resolve('a'))).rejects.toMatchObject({ status: 503, retryAfter: 5 });
+    clock += 2_000;
+    expect(() => r.resolve('a')).toThrow(expect.objectContaining({ status: 503, retryAfter: 3 }));
+    expect(fetches).toBe(1);
+    // the JWKS is back (with a key rotated in meanwhile): asked again 5 s after the failure
+    down = false;
+    set = [jwk('rotated')];
+    clock += 3_000;
+    expect(await r.resolve('rotated')).toBeDefined();
+    expect(fetches).toBe(2);
+  });
+
+  it('peek() with the time refreshes a set older than maxAge in the background (cache hits only), at most once a cooldown; without it, never', async () => {
+    const r = remote();
+    await r.resolve('a');
+    clock += 120_001;
+    expect(r.peek('a')).toBeDefined();
+    expect(fetches).toBe(1); // no time given: no refresh
+    set = [set[0], jwk('b')];
+    expect(r.peek('a', clock)).toBeDefined();
+    expect(fetches).toBe(2);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(r.peek('b')).toBeDefined(); // the refreshed set
+    for (let i = 0; i < 10; i++) r.peek('a', clock + 1_000);
+    expect(fetches).toBe(2);
+  });
+
   it('finds a new kid at once, then holds back after a fetch that found nothing', async () => {
     const r = remote();
     await r.resolve('a');

@@ -63,6 +63,7 @@ describe('reasons', () => {
     ['aud array without ours', () => mint(key, { claims: { aud: ['http://a.test', 'http://b.test'] } }), 'wrong_audience', { expected: TEST_AUDIENCE, received: ['http://a.test', 'http://b.test'] }],
     ['expired beyond the tolerance', () => mint(key, { claims: { iat: nowSeconds() - 120, exp: nowSeconds() - 60 } }), 'expired', {}],
     ['not yet valid', () => mint(key, { claims: { nbf: nowSeconds() + 600 } }), 'not_yet_valid', {}],
+    ['issued in the future beyond the tolerance', () => mint(key, { claims: { iat: nowSeconds() + 600, exp: nowSeconds() + 1200 } }), 'not_yet_valid', {}],
     ['another key under our kid', () => mint(other), 'bad_signature', { kid: 'key-1' }],
     ['an empty signature', () => mint(key).replace(/[^.]+$/, ''), 'bad_signature', {}],
     ['an unknown kid', () => mint(freshKey('ES256', 'nobody')), 'unknown_kid', { kid: 'nobody' }],

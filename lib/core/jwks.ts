@@ -76,9 +76,16 @@ export interface RemoteJwksOptions {
  * The issuer's JWKS fetched over HTTP and cached. An unknown `kid` triggers a
  * refetch, unless a refetch in the last cooldown already failed to find a
  * kid; concurrent misses share one fetch. So a new key is found at once,
- * while a flood of made-up kids costs one fetch per cooldown. The set is also
- * refreshed in the background once older than `maxAgeMs`.
+ * while a flood of made-up kids costs one fetch per cooldown. A fetch that
+ * failed (the JWKS could not be had) is tried again after at most
+ * FAILED_FETCH_RETRY_MS, which is what the 503 meanwhile says in Retry-After:
+ * a key rotated in during an outage is found soon after it ends. The set is
+ * also refreshed in the background once older than `maxAgeMs`, on cache hits
+ * too (peek() with the time).
  */
+/** Longest wait before a failed JWKS fetch is tried again (shorter when the cooldown is). */
+const FAILED_FETCH_RETRY_MS = 5_000;
+
 export class RemoteJwks implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private fetchedAt = 0;
@@ -93,7 +100,9 @@ export class RemoteJwks implements KeyResolver {
     private readonly options: RemoteJwksOptions,
   ) {}
 
-  peek(kid: string): LoadedKey | undefined {
+  /** The key without fetching; with `now` (a cache hit's clock), a set older than maxAgeMs is refreshed in the background. */
+  peek(kid: string, now?: number): LoadedKey | undefined {
+    if (now !== undefined && now - this.fetchedAt > this.options.maxAgeMs && this.canRefresh(now)) this.refresh().catch(() => undefined);
     return this.keys.get(kid);
   }
 
@@ -104,10 +113,15 @@ export class RemoteJwks implements KeyResolver {
       if (now - this.fetchedAt > this.options.maxAgeMs && this.canRefresh(now)) this.refresh().catch(() => undefined);
       return key;
     }
-    if (!this.inFlight && now - this.lastFruitless < this.options.cooldownMs) {
-      // within the cooldown: a set that did not have the kid says so; a set that could not be fetched cannot tell
-      if (this.lastFailure) throw this.unavailable(this.lastFailure);
-      return undefined;
+    if (!this.inFlight) {
+      if (this.lastFailure !== undefined) {
+        // the last fetch failed: a set that could not be fetched cannot tell, so 503 until it may be tried again
+        const wait = this.lastFruitless + this.failedRetryMs() - now;
+        if (wait > 0) throw this.unavailable(this.lastFailure, wait);
+      } else if (now - this.lastFruitless < this.options.cooldownMs) {
+        // within the cooldown: a set that did not have the kid says so
+        return undefined;
+      }
     }
     return this.refresh().then(
       () => {
@@ -119,15 +133,21 @@ export class RemoteJwks implements KeyResolver {
       (err: unknown) => {
         this.lastFruitless = this.options.now();
         this.lastFailure = err;
-        throw this.unavailable(err);
+        throw this.unavailable(err, this.failedRetryMs());
       },
     );
   }
 
-  private unavailable(err: unknown): TemporarilyUnavailableError {
+  private failedRetryMs(): number {
+    return Math.min(this.options.cooldownMs, FAILED_FETCH_RETRY_MS);
+  }
+
+  /** A 503 whose Retry-After says when the JWKS will be asked again. */
+  private unavailable(err: unknown, waitMs: number): TemporarilyUnavailableError {
     return new TemporarilyUnavailableError('the authorization server keys cannot be fetched; retry later', {
       detail: `JWKS fetch from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`,
       cause: err,
+      retryAfter: waitMs / 1000,
     });
   }
 

@@ -29,8 +29,8 @@ export interface LoadedKey {
 
 /** Finds the verification key for a `kid`; may fetch or reload, so it may answer with a promise. */
 export interface KeyResolver {
-  /** The key when it is known now, without fetching. */
-  peek(kid: string): LoadedKey | undefined;
+  /** The key when it is known now, without fetching or I/O. `now` (epoch ms), when given, lets a remote set refresh itself in the background once old. */
+  peek(kid: string, now?: number): LoadedKey | undefined;
   resolve(kid: string): LoadedKey | undefined | Promise<LoadedKey | undefined>;
 }
 

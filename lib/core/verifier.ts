@@ -129,7 +129,8 @@ export class AccessTokenVerifier {
     const hit = this.cache.get(key);
     if (hit && hit.auth.token === token) {
       // still unexpired, and its key still published: nothing else can have changed
-      if (hit.auth.claims.exp * 1000 > this.options.now() && this.options.keys.peek(hit.key.kid) === hit.key) {
+      const now = this.options.now();
+      if (hit.auth.claims.exp * 1000 > now && this.options.keys.peek(hit.key.kid, now) === hit.key) {
         this.cacheStats.hits++;
         return this.options.revocation ? assertNotRevoked(hit.auth, this.options.revocation) : hit.auth;
       }
@@ -204,12 +205,13 @@ export class AccessTokenVerifier {
     if (key.alg !== alg) {
       reject('wrong_alg', `kid ${key.kid} is a ${key.alg} key, the token says ${alg}`, { ...context(header, claims), expected: key.alg, received: alg });
     }
+    const clockTimestamp = Math.floor(this.options.now() / 1000);
     try {
       // issuer, audience and the claims' types are checked above; jsonwebtoken checks the signature, then exp and nbf
       jwt.verify(token, key.publicKey, {
         algorithms: [key.alg as jwt.Algorithm],
         clockTolerance: this.options.clockTolerance,
-        clockTimestamp: Math.floor(this.options.now() / 1000),
+        clockTimestamp,
       });
     } catch (err) {
       if (err instanceof jwt.TokenExpiredError) {
@@ -220,6 +222,10 @@ export class AccessTokenVerifier {
       }
       // everything else about the token was checked above: what jsonwebtoken refuses now is the signature
       return reject('bad_signature', err instanceof Error ? err.message : 'signature verification failed', { ...context(header, claims), alg });
+    }
+    // issued later than now, beyond the clock tolerance: the issuer's clock or the token is wrong (jsonwebtoken does not check iat)
+    if (claims.iat > clockTimestamp + this.options.clockTolerance) {
+      reject('not_yet_valid', `issued in the future (iat ${claims.iat}, now ${clockTimestamp})`, { ...context(header, claims), received: claims.iat });
     }
     const auth: AccessTokenAuth = {
       clientId: claims.client_id,
