@@ -72,6 +72,9 @@ export interface RemoteJwksOptions {
   fetch?: typeof fetch;
 }
 
+/** Longest wait before a failed JWKS fetch is tried again (shorter when the cooldown is). */
+const FAILED_FETCH_RETRY_MS = 5_000;
+
 /**
  * The issuer's JWKS fetched over HTTP and cached. An unknown `kid` triggers a
  * refetch, unless a refetch in the last cooldown already failed to find a
@@ -83,9 +86,6 @@ export interface RemoteJwksOptions {
  * also refreshed in the background once older than `maxAgeMs`, on cache hits
  * too (peek() with the time).
  */
-/** Longest wait before a failed JWKS fetch is tried again (shorter when the cooldown is). */
-const FAILED_FETCH_RETRY_MS = 5_000;
-
 export class RemoteJwks implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private fetchedAt = 0;
