@@ -16,6 +16,17 @@ describe('RemoteJwks', () => {
   }) as unknown as typeof fetch;
   const remote = () => new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: fakeFetch });
 
+  /** A RemoteJwks whose JWKS cannot be fetched while `jwks.down`. */
+  const flakyRemote = () => {
+    const jwks = { down: true };
+    const flaky = (async () => {
+      fetches++;
+      if (jwks.down) throw new TypeError('fetch failed');
+      return new Response(JSON.stringify({ keys: set }), { status: 200 });
+    }) as unknown as typeof fetch;
+    return { jwks, r: new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: flaky }) };
+  };
+
   beforeEach(() => {
     clock = 1_000_000;
     fetches = 0;
@@ -32,36 +43,24 @@ describe('RemoteJwks', () => {
   });
 
   it('a JWKS that cannot be fetched is unavailable (503), also within the cooldown: never "unknown kid" for a key it could not look for', async () => {
-    let down = true;
-    const flaky = (async () => {
-      fetches++;
-      if (down) throw new TypeError('fetch failed');
-      return new Response(JSON.stringify({ keys: set }), { status: 200 });
-    }) as unknown as typeof fetch;
-    const r = new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: flaky });
+    const { r, jwks } = flakyRemote();
     await expect(Promise.resolve().then(() => r.resolve('a'))).rejects.toMatchObject({ code: 'temporarily_unavailable', status: 503 });
     expect(() => r.resolve('a')).toThrow(expect.objectContaining({ code: 'temporarily_unavailable' }));
-    expect(fetches).toBe(1); // within the cooldown: no second fetch
-    down = false;
+    expect(fetches).toBe(1); // before the retry (5 s after a failure): no second fetch
+    jwks.down = false;
     clock += 30_000;
     expect(await r.resolve('a')).toBeDefined();
     expect(await r.resolve('made-up')).toBeUndefined(); // found nothing: an unknown kid again
   });
 
   it('a failed fetch is tried again after 5 s, as its Retry-After says, not after the whole cooldown', async () => {
-    let down = true;
-    const flaky = (async () => {
-      fetches++;
-      if (down) throw new TypeError('fetch failed');
-      return new Response(JSON.stringify({ keys: set }), { status: 200 });
-    }) as unknown as typeof fetch;
-    const r = new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: flaky });
+    const { r, jwks } = flakyRemote();
     await expect(Promise.resolve().then(() => r.resolve('a'))).rejects.toMatchObject({ status: 503, retryAfter: 5 });
     clock += 2_000;
     expect(() => r.resolve('a')).toThrow(expect.objectContaining({ status: 503, retryAfter: 3 }));
     expect(fetches).toBe(1);
     // the JWKS is back (with a key rotated in meanwhile): asked again 5 s after the failure
-    down = false;
+    jwks.down = false;
     set = [jwk('rotated')];
     clock += 3_000;
     expect(await r.resolve('rotated')).toBeDefined();
