@@ -142,6 +142,14 @@ describe('RFC 7009 revocation at the issuer', () => {
     expect({ status: repeated.status, error: repeated.body.error }).toEqual({ status: 400, error: 'invalid_request' });
     const inUrl = await request(app).post('/oauth/revoke?token=abc').type('form').auth(c1.clientId, c1.clientSecret).send('token=abc');
     expect(inUrl.status).toBe(400);
+    // client credentials in the URL are refused as at the token endpoint, client_id included
+    for (const path of [`/oauth/revoke?client_id=${c1.clientId}`, `/oauth/introspect?client_assertion=x`]) {
+      const refused = await request(app).post(path).type('form').auth(c1.clientId, c1.clientSecret).send('token=abc');
+      expect({ status: refused.status, body: refused.body }).toEqual({
+        status: 400,
+        body: { error: 'invalid_request', error_description: 'credentials and tokens must be sent in the request body, never in the URL' },
+      });
+    }
   });
 
   it('RV7: revoking the client refuses its tokens at once on this instance; other clients are untouched', async () => {

@@ -46,8 +46,22 @@ function onlyMethods(...methods: string[]) {
   };
 }
 
-/** RFC 6749 §2.3: one client authentication per request; two Authorization lines would be two (Node keeps only the first). */
-function refuseRepeatedAuthorization(req: Request): void {
+/** Client credentials, never taken from a URL (logged by every proxy on the way). */
+const CREDENTIAL_PARAMS = ['client_id', 'client_secret', 'client_assertion', 'client_assertion_type'];
+/** The same, and the token asked about, for /oauth/revoke and /oauth/introspect. */
+const TOKEN_MANAGEMENT_PARAMS = [...CREDENTIAL_PARAMS, 'token'];
+
+/**
+ * What the token, revocation and introspection endpoints check before they
+ * read the form: none of `secretParams` in the URL, and one Authorization
+ * header (RFC 6749 §2.3: one client authentication per request; Node keeps
+ * only the first of two).
+ */
+function checkRequestLine(req: Request, secretParams: readonly string[], inUrl: string): void {
+  if (req.url.includes('?')) {
+    const query = queryNames(req.url);
+    if (secretParams.some((name) => query.has(name))) throw new InvalidRequestError(inUrl);
+  }
   if (req.headers.authorization !== undefined && repeatedAuthorization(req.rawHeaders)) {
     throw new InvalidRequestError('send one Authorization header', { detail: 'repeated_authorization' });
   }
@@ -66,11 +80,7 @@ function refuseRepeatedAuthorization(req: Request): void {
 function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchange) {
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     try {
-      const query = queryNames(req.url);
-      if (query.has('client_secret') || query.has('client_id') || query.has('client_assertion') || query.has('client_assertion_type')) {
-        throw new InvalidRequestError('client credentials must be sent in the request body or the Authorization header, never in the URL');
-      }
-      refuseRepeatedAuthorization(req);
+      checkRequestLine(req, CREDENTIAL_PARAMS, 'client credentials must be sent in the request body or the Authorization header, never in the URL');
       const { params, scope, resource } = parseTokenRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
       if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
@@ -98,11 +108,7 @@ function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchang
 function tokenManagement(server: AuthorizationServer, answer: (client: ClientRecord, token: string, res: Response) => Promise<void>) {
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     try {
-      const query = queryNames(req.url);
-      if (query.has('client_secret') || query.has('client_assertion') || query.has('client_assertion_type') || query.has('token')) {
-        throw new InvalidRequestError('credentials and tokens must be sent in the request body, never in the URL');
-      }
-      refuseRepeatedAuthorization(req);
+      checkRequestLine(req, TOKEN_MANAGEMENT_PARAMS, 'credentials and tokens must be sent in the request body, never in the URL');
       const { params, token } = parseTokenManagementRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
       if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
