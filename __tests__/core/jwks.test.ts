@@ -1,5 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { RemoteJwks } from '../../lib/core/jwks';
+import { AccessTokenVerifier } from '../../lib/core/verifier';
+import { TEST_AUDIENCE, TEST_ISSUER, freshKey, mint } from '../helpers/tokens';
 
 function jwk(kid: string) {
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -92,5 +94,29 @@ describe('RemoteJwks', () => {
     clock += 30_000;
     await r.resolve('made-up-again');
     expect(fetches).toBe(4);
+  });
+});
+
+describe('RemoteJwks under the verifier', () => {
+  it('a set older than maxAge is refetched by a request whose token is in the verified-token cache', async () => {
+    const key = freshKey('ES256', 'k1');
+    let fetches = 0;
+    const published = { keys: [{ ...key.publicKey.export({ format: 'jwk' }), kid: key.kid, alg: 'ES256', use: 'sig' }] };
+    const countingFetch = (async () => {
+      fetches++;
+      return new Response(JSON.stringify(published), { status: 200 });
+    }) as unknown as typeof fetch;
+    let clock = Date.now();
+    const keys = new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 1_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: countingFetch });
+    const verifier = new AccessTokenVerifier({ issuer: TEST_ISSUER, audience: TEST_AUDIENCE, keys, clockTolerance: 5, cacheMax: 10, now: () => clock });
+    const token = mint(key, { claims: { iat: Math.floor(clock / 1000), exp: Math.floor(clock / 1000) + 3600 } });
+    await verifier.verify(token);
+    expect(fetches).toBe(1);
+    clock += 60_000;
+    expect(verifier.cached(token)).toBeDefined();
+    expect(fetches).toBe(1); // younger than maxAge
+    clock += 61_000;
+    expect(verifier.cached(token)).toBeDefined(); // a hit, answered at once...
+    expect(fetches).toBe(2); // ...that refetches the set in the background
   });
 });
