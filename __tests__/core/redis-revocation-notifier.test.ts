@@ -92,3 +92,53 @@ describe('RedisRevocationNotifier (Redis pub/sub doorbell)', () => {
     expect(errors).toHaveLength(2);
   });
 });
+
+describe('RedisRevocationNotifier with a connection still being made (ioredis, offline queue off)', () => {
+  /** A subscriber that refuses commands until its connection is ready, as ioredis does with enableOfflineQueue: false. */
+  class ConnectingSubscriber extends FakeSubscriber {
+    status = 'connecting';
+    override async subscribe(channel: string): Promise<unknown> {
+      if (this.status !== 'ready') throw new Error("Stream isn't writeable and enableOfflineQueue options is false");
+      return super.subscribe(channel);
+    }
+  }
+  function connecting() {
+    const subscriber = new ConnectingSubscriber();
+    const redis: RedisPublishClient = { publish: async () => 1, duplicate: () => subscriber as unknown as RedisDoorbellSubscriber };
+    return { redis, subscriber };
+  }
+
+  it('waits for the connection and subscribes then: no failure reported, calls back on messages', async () => {
+    const a = connecting();
+    const errors: unknown[] = [];
+    let calls = 0;
+    let listening = false;
+    const started = new RedisRevocationNotifier({ redis: a.redis, channel: 'ch', onError: (e) => errors.push(e) })
+      .listenRevocations(() => calls++)
+      .then(() => (listening = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(listening).toBe(false);
+    a.subscriber.status = 'ready';
+    a.subscriber.emit('ready');
+    await started;
+    expect(a.subscriber.subscribed).toEqual(['ch']);
+    expect(errors).toEqual([]);
+    a.subscriber.emit('message', 'ch', '1');
+    expect(calls).toBe(1);
+  });
+
+  it('a connection that fails is reported at once (not after the wait), and the subscription is made when Redis comes', async () => {
+    const a = connecting();
+    const errors: unknown[] = [];
+    const started = Date.now();
+    const listening = new RedisRevocationNotifier({ redis: a.redis, channel: 'ch', onError: (e) => errors.push(e) }).listenRevocations(() => undefined);
+    a.subscriber.emit('error', new Error('connect ECONNREFUSED 127.0.0.1:6379'));
+    await listening;
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(errors.map((e) => (e as Error).message)).toEqual(['connect ECONNREFUSED 127.0.0.1:6379', "Stream isn't writeable and enableOfflineQueue options is false"]);
+    a.subscriber.status = 'ready';
+    a.subscriber.emit('ready');
+    await new Promise((r) => setImmediate(r));
+    expect(a.subscriber.subscribed).toEqual(['ch']);
+  });
+});

@@ -17,6 +17,8 @@ export interface RedisPublishClient {
 
 /** The connection in subscriber mode (what ioredis's duplicate() gives). */
 export interface RedisDoorbellSubscriber {
+  /** ioredis: `wait`, `connecting`, `connect`, `ready`, … (absent: taken as ready). */
+  readonly status?: string;
   subscribe(channel: string): Promise<unknown>;
   on(event: 'message', listener: (channel: string, message: string) => void): unknown;
   on(event: 'ready', listener: () => void): unknown;
@@ -31,6 +33,23 @@ export interface RedisRevocationNotifierOptions {
   channel?: string;
   /** Told when a publish fails; the revocation itself is already stored, others reload within their resync. */
   onError?: (err: unknown) => void;
+}
+
+/** How long listenRevocations() waits for a connection still being made before it subscribes anyway (and reports why not). */
+const CONNECT_WAIT_MS = 3000;
+
+/** Resolves at the connection's first 'ready' or 'error', or after `ms`. */
+function firstConnection(subscriber: RedisDoorbellSubscriber, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    timer.unref?.();
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    subscriber.on('ready', done);
+    subscriber.on('error', done);
+  });
 }
 
 export class RedisRevocationNotifier implements RevocationNotifier {
@@ -81,7 +100,10 @@ export class RedisRevocationNotifier implements RevocationNotifier {
     });
     // without a listener, ioredis prints every connection error; the periodic reload covers the gap
     subscriber.on('error', (err) => this.options.onError?.(err));
-    await subscribe();
+    // a connection still being made (ioredis connects in the background; with its offline queue off a
+    // subscribe now fails): the 'ready' listener subscribes, and only no connection at all is reported
+    if (subscriber.status !== undefined && subscriber.status !== 'ready') await firstConnection(subscriber, CONNECT_WAIT_MS);
+    await (subscribing ?? (subscribed ? undefined : subscribe()));
     return async () => {
       await subscriber.quit().catch(() => subscriber.disconnect());
     };
