@@ -5,7 +5,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createTokenClient, type TokenClient, type TokenClientEvent, type TokenClientOptions } from '../../lib/client';
+import { createTokenClient, type StoredToken, type TokenClient, type TokenClientEvent, type TokenClientOptions, type TokenStore } from '../../lib/client';
 
 export interface Reply {
   status?: number;
@@ -167,4 +167,37 @@ export function useClientFixture(credentials: { clientId: string; clientSecret: 
     await fx.api.close();
   });
   return fx;
+}
+
+/** A shared store in memory, recording each entry's time to live. */
+export class MemoryStore implements TokenStore {
+  readonly data = new Map<string, { token: StoredToken; ttl: number }>();
+  async get(key: string) {
+    return this.data.get(key)?.token;
+  }
+  async set(key: string, token: StoredToken, ttl: number) {
+    this.data.set(key, { token, ttl });
+  }
+  async delete(key: string) {
+    this.data.delete(key);
+  }
+}
+
+/** A MemoryStore that locks as the TokenStore interface asks: a lock ends after its ttl, a release only ends its own. */
+export class LockingStore extends MemoryStore {
+  readonly locks = new Map<string, { holder: number; until: number }>();
+  /** Locks taken (not refused) so far. */
+  taken = 0;
+  private holders = 0;
+  async lock(key: string, ttlMs: number) {
+    const now = Date.now();
+    const held = this.locks.get(key);
+    if (held !== undefined && held.until > now) return null;
+    const holder = ++this.holders;
+    this.locks.set(key, { holder, until: now + ttlMs });
+    this.taken++;
+    return async () => {
+      if (this.locks.get(key)?.holder === holder) this.locks.delete(key);
+    };
+  }
 }

@@ -7,11 +7,10 @@ import {
   createTokenClient,
   type ClientAuthentication,
   type ProofOfPossession,
-  type StoredToken,
   type TokenClientOptions,
   type TokenStore,
 } from '../../lib/client';
-import { fakeServer, useClientFixture } from './fakes';
+import { MemoryStore, fakeServer, useClientFixture } from './fakes';
 
 const SECRET = 'a:b+c%d e/é';
 const fx = useClientFixture({ clientId: 'svc id', clientSecret: SECRET });
@@ -115,18 +114,6 @@ describe('client authentication', () => {
   });
 });
 
-class MemoryStore implements TokenStore {
-  readonly data = new Map<string, { token: StoredToken; ttl: number }>();
-  async get(key: string) {
-    return this.data.get(key)?.token;
-  }
-  async set(key: string, token: StoredToken, ttl: number) {
-    this.data.set(key, { token, ttl });
-  }
-  async delete(key: string) {
-    this.data.delete(key);
-  }
-}
 
 describe('8. shared store', () => {
   it("a second client reuses the first one's token: 100 calls, 0 token requests; entries live until the token expires", async () => {
@@ -299,6 +286,7 @@ describe('9. hygiene', () => {
     [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', scopes: 'a' }, /unknown option scopes/],
     [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', authMethod: 'none' }, /authMethod/],
     [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', store: {} }, /store/],
+    [{ tokenEndpoint: 'https://a/t', clientId: 'x', clientSecret: 'y', store: { get() {}, set() {}, delete() {}, lock: true } }, /lock.*function/],
   ])('a wrong option is a TypeError at creation: %j', (options, message) => {
     expect(() => createTokenClient(options as TokenClientOptions)).toThrow(TypeError);
     expect(() => createTokenClient(options as TokenClientOptions)).toThrow(message);

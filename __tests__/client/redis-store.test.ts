@@ -1,12 +1,16 @@
-/** The shared store on Redis (ioredis): a second client with its own connection reuses the first one's token. */
+/**
+ * The shared store on Redis (ioredis): a second client with its own connection
+ * reuses the first one's token; the lock makes a cold start one token request;
+ * with an encryption key Redis holds tokens sealed.
+ */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Redis from 'ioredis';
-import { createTokenClient, redisTokenStore, type TokenClientEvent } from '../../lib/client';
+import { createTokenClient, redisTokenStore, type RedisLike, type StoredToken, type TokenClientEvent } from '../../lib/client';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
-import { fakeTokenEndpoint, type FakeServer } from './fakes';
+import { fakeTokenEndpoint, gate, until, type FakeServer } from './fakes';
 
 describeIfRedis('redisTokenStore', () => {
   const prefix = `ecc-test:${randomBytes(6).toString('hex')}:`;
@@ -76,6 +80,47 @@ describeIfRedis('redisTokenStore', () => {
     expect(endpoint.requests).toHaveLength(1);
   }, 70_000);
 
+  /** `n` clients, each on its own connection, starting at once with the token endpoint held for 200 ms; their tokens. */
+  async function coldStart(n: number, clientId: string, lock?: boolean): Promise<string[]> {
+    const held = gate();
+    endpoint.gate = held.promise;
+    const started = Array.from({ length: n }, () =>
+      createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId, clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix, lock }) }),
+    );
+    clients.push(...started);
+    const calls = started.map((c) => c.getToken().then((t) => t.accessToken));
+    await until(() => endpoint.requests.length >= 1, 'a token request');
+    await new Promise((r) => setTimeout(r, 200));
+    held.open();
+    return Promise.all(calls);
+  }
+
+  it('5 clients on their own connections starting at once make 1 token request (the lock); its key is gone afterwards', async () => {
+    expect(await coldStart(5, 'cold')).toEqual(['tok-1', 'tok-1', 'tok-1', 'tok-1', 'tok-1']);
+    expect(endpoint.requests).toHaveLength(1);
+    expect(await connect().keys(`${prefix}lock:*`)).toEqual([]);
+  });
+
+  it('lock: false: each of them asks', async () => {
+    expect((await coldStart(5, 'unlocked', false)).sort()).toEqual(['tok-1', 'tok-2', 'tok-3', 'tok-4', 'tok-5']);
+    expect(endpoint.requests).toHaveLength(5);
+  });
+
+  it('a release ends only its own lock: one that expired and was taken since stays', async () => {
+    const r = connect();
+    const store = redisTokenStore({ client: r, prefix });
+    const first = await store.lock!('k', 50);
+    expect(first).not.toBeNull();
+    expect(await store.lock!('k', 5000)).toBeNull();
+    await new Promise((res) => setTimeout(res, 120));
+    const second = await store.lock!('k', 5000);
+    expect(second).not.toBeNull();
+    await first!();
+    expect(await r.pttl(`${prefix}lock:k`)).toBeGreaterThan(4000);
+    await second!();
+    expect(await r.exists(`${prefix}lock:k`)).toBe(0);
+  });
+
   it('a Redis that is down: calls go to the token endpoint, with store.error events', async () => {
     const down = new Redis({ port: 1, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
     connections.push(down);
@@ -85,5 +130,94 @@ describeIfRedis('redisTokenStore', () => {
     expect((await c.getToken()).accessToken).toBe('tok-1');
     await new Promise((r) => setTimeout(r, 20));
     expect(events.filter((e) => e.type === 'store.error').length).toBeGreaterThanOrEqual(1);
+  });
+});
+
+/** A RedisLike in memory (no expiry): what the store writes, as Redis would hold it. */
+function memoryRedis(): RedisLike & { data: Map<string, string> } {
+  const data = new Map<string, string>();
+  return {
+    data,
+    async get(key: string) {
+      return data.get(key) ?? null;
+    },
+    async set(key: string, value: string) {
+      data.set(key, value);
+      return 'OK';
+    },
+    async del(key: string) {
+      return data.delete(key) ? 1 : 0;
+    },
+  };
+}
+
+describe('redisTokenStore({ encryptionKey })', () => {
+  const keyA = randomBytes(32);
+  const keyB = randomBytes(32);
+  const token: StoredToken = { accessToken: 'eyJ.secret-token.sig', tokenType: 'Bearer', scope: 'orders:read', expiresAt: Date.now() + 60_000, lifetime: 60_000 };
+
+  it('Redis holds the token sealed (AES-256-GCM), not in clear; the same key opens it', async () => {
+    const redis = memoryRedis();
+    await redisTokenStore({ client: redis, encryptionKey: keyA }).set('k', token, 60_000);
+    const [raw] = [...redis.data.values()];
+    expect(raw).toMatch(/^v1\.[A-Za-z0-9_-]+$/);
+    expect(raw).not.toContain('secret-token');
+    expect(Buffer.from(raw.slice(3), 'base64url').toString('latin1')).not.toContain('secret-token');
+    expect(await redisTokenStore({ client: redis, encryptionKey: keyA.toString('base64') }).get('k')).toEqual(token);
+    expect(await redisTokenStore({ client: redis, encryptionKey: keyA.toString('hex') }).get('k')).toEqual(token);
+    // each write has its own IV: the same token twice is two different values
+    await redisTokenStore({ client: redis, encryptionKey: keyA }).set('k2', token, 60_000);
+    expect(redis.data.get('ecc:token:k2')).not.toBe(raw);
+  });
+
+  it('another key, a value in clear or a value moved under another name do not open: an error, never a token', async () => {
+    const redis = memoryRedis();
+    await redisTokenStore({ client: redis, encryptionKey: keyA }).set('k', token, 60_000);
+    await expect(redisTokenStore({ client: redis, encryptionKey: keyB }).get('k')).rejects.toThrow(/could not be decrypted/);
+    redis.data.set('ecc:token:moved', redis.data.get('ecc:token:k')!);
+    await expect(redisTokenStore({ client: redis, encryptionKey: keyA }).get('moved')).rejects.toThrow(/could not be decrypted/);
+    await redisTokenStore({ client: redis }).set('clear', token, 60_000);
+    await expect(redisTokenStore({ client: redis, encryptionKey: keyA }).get('clear')).rejects.toThrow(/could not be decrypted/);
+  });
+
+  it('a list of keys: the first seals, every one opens (a key change keeps the stored tokens)', async () => {
+    const redis = memoryRedis();
+    await redisTokenStore({ client: redis, encryptionKey: keyA }).set('old', token, 60_000);
+    const rotated = redisTokenStore({ client: redis, encryptionKey: [keyB, keyA] });
+    expect(await rotated.get('old')).toEqual(token);
+    await rotated.set('new', token, 60_000);
+    expect(await redisTokenStore({ client: redis, encryptionKey: keyB }).get('new')).toEqual(token);
+    await expect(redisTokenStore({ client: redis, encryptionKey: keyA }).get('new')).rejects.toThrow(/could not be decrypted/);
+  });
+
+  it('a client whose key does not open the stored token asks the token endpoint, with a store.error event saying why', async () => {
+    const redis = memoryRedis();
+    const endpoint = await fakeTokenEndpoint(120);
+    try {
+      const events: TokenClientEvent[] = [];
+      const make = (encryptionKey: Buffer) =>
+        createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'svc', clientSecret: 'x', store: redisTokenStore({ client: redis, encryptionKey }), onEvent: (e) => events.push(e) });
+      const first = make(keyA);
+      expect((await first.getToken()).accessToken).toBe('tok-1');
+      await until(() => redis.data.size === 1, 'the stored token');
+      expect((await make(keyA).getToken()).accessToken).toBe('tok-1');
+      expect((await make(keyB).getToken()).accessToken).toBe('tok-2');
+      expect(events.filter((e) => e.type === 'store.error')).toEqual([
+        { type: 'store.error', operation: 'get', message: expect.stringMatching(/could not be decrypted/) },
+      ]);
+      expect(endpoint.requests).toHaveLength(2);
+    } finally {
+      await endpoint.close();
+    }
+  });
+
+  it.each([
+    [randomBytes(16), /32 bytes.*got 16/],
+    ['too-short', /32 bytes/],
+    [[], /empty/],
+    [[keyA, randomBytes(31)], /encryptionKey\[1\] must be 32 bytes/],
+  ])('a wrong key is a TypeError at creation (%#)', (encryptionKey, message) => {
+    expect(() => redisTokenStore({ client: memoryRedis(), encryptionKey: encryptionKey as Buffer })).toThrow(TypeError);
+    expect(() => redisTokenStore({ client: memoryRedis(), encryptionKey: encryptionKey as Buffer })).toThrow(message);
   });
 });

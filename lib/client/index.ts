@@ -37,9 +37,9 @@ export type { ClientAuthentication, ClientAuthContext, TokenRequestParts, Privat
 export { DpopProof } from './dpop';
 export type { DpopClientOptions } from './dpop';
 export type { ProofOfPossession, TokenProofRequest, ApiProofRequest, RefusedAnswer } from './proof-of-possession';
-export type { TokenStore, StoredToken } from './store';
+export type { TokenStore, StoredToken, ReleaseLock } from './store';
 export { redisTokenStore } from './redis-store';
-export type { RedisLike, RedisTokenStoreOptions } from './redis-store';
-export type { TokenClientOptions, TokenClientEvent, TokenRequestReason, AuthMethod } from './options';
+export type { RedisLike, RedisTokenStoreOptions, EncryptionKey } from './redis-store';
+export type { TokenClientOptions, TokenClientEvent, TokenRequestReason, StoreOperation, AuthMethod } from './options';
 export type { AccessToken, TokenParams } from './token-client';
 export type { FetchLike } from './http';

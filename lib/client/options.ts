@@ -59,7 +59,10 @@ export type TokenClientEvent =
   | { type: 'token.refresh_failed'; scope: string; resource: string[]; status: number | undefined; error: string; retryAfter: number; tokenStillValid: boolean }
   | { type: 'api.retry_401'; method: string; url: string }
   | { type: 'dpop.nonce_retry'; kind: 'token' | 'api' }
-  | { type: 'store.error'; operation: 'get' | 'set' | 'delete'; message: string };
+  | { type: 'store.error'; operation: StoreOperation; message: string };
+
+/** What a `store.error` event was doing: `lock` and `unlock` only with a store that locks. */
+export type StoreOperation = 'get' | 'set' | 'delete' | 'lock' | 'unlock';
 
 export interface ClientConfig {
   issuer: string | undefined;
@@ -171,6 +174,9 @@ export function parseOptions(options: TokenClientOptions): ClientConfig {
   const store = options.store;
   if (store !== undefined && (typeof store.get !== 'function' || typeof store.set !== 'function' || typeof store.delete !== 'function')) {
     throw new TypeError('option store must implement get(), set() and delete()');
+  }
+  if (store !== undefined && store.lock !== undefined && typeof store.lock !== 'function') {
+    throw new TypeError('option store: lock, when present, must be a function');
   }
   for (const fn of ['fetch', 'onEvent', 'now'] as const) {
     if (options[fn] !== undefined && typeof options[fn] !== 'function') throw new TypeError(`option ${fn} must be a function`);

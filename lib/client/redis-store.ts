@@ -1,10 +1,14 @@
-import type { StoredToken, TokenStore } from './store';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { ReleaseLock, StoredToken, TokenStore } from './store';
 
 /** The commands used, as an ioredis client (or a cluster) has them. */
 export interface RedisLike {
   get(key: string): Promise<string | null>;
   set(key: string, value: string, mode: 'PX', ttlMs: number): Promise<unknown>;
+  set(key: string, value: string, mode: 'PX', ttlMs: number, condition: 'NX'): Promise<unknown>;
   del(key: string): Promise<number>;
+  /** For the lock's release; a client without it gives a store without a lock. */
+  eval?(script: string, numKeys: number, ...args: string[]): Promise<unknown>;
 }
 
 export interface RedisTokenStoreOptions {
@@ -12,6 +16,66 @@ export interface RedisTokenStoreOptions {
   client: RedisLike;
   /** Key prefix (default `ecc:token:`). */
   prefix?: string;
+  /**
+   * Several processes missing the same token at once make one token request
+   * between them, the others reading its answer (default true). Off: each
+   * process asks for its own.
+   */
+  lock?: boolean;
+  /**
+   * Encrypt the tokens kept in Redis (AES-256-GCM): 32 bytes (a Buffer, or
+   * their base64, base64url or hex text). A list: the first encrypts, every one
+   * decrypts (to change keys without losing the tokens stored). Without it
+   * Redis holds bearer tokens in clear, readable by whoever reads Redis.
+   */
+  encryptionKey?: EncryptionKey | EncryptionKey[];
+}
+
+export type EncryptionKey = Buffer | Uint8Array | string;
+
+/** Stored values of an encrypting store start with this, then base64url(iv ‖ ciphertext ‖ tag). */
+const SEALED = 'v1.';
+
+function keyBytes(key: EncryptionKey, i: number): Buffer {
+  const text = typeof key === 'string' ? key.trim() : undefined;
+  const bytes =
+    text === undefined
+      ? Buffer.from(key as Uint8Array)
+      : Buffer.from(text, /^[0-9a-fA-F]{64}$/.test(text) ? 'hex' : /^[A-Za-z0-9_-]+$/.test(text) ? 'base64url' : 'base64');
+  if (bytes.length !== 32) throw new TypeError(`redisTokenStore(): encryptionKey${i < 0 ? '' : `[${i}]`} must be 32 bytes (AES-256), got ${bytes.length}`);
+  return bytes;
+}
+
+/**
+ * Seals and opens stored values with AES-256-GCM; the Redis key is the
+ * additional data, so a value copied under another key does not open.
+ */
+function sealer(option: EncryptionKey | EncryptionKey[]): { seal(name: string, text: string): string; open(name: string, value: string): string } {
+  const keys = Array.isArray(option) ? option.map(keyBytes) : [keyBytes(option, -1)];
+  if (keys.length === 0) throw new TypeError('redisTokenStore(): encryptionKey is an empty list');
+  return {
+    seal(name, text) {
+      const iv = randomBytes(12);
+      const cipher = createCipheriv('aes-256-gcm', keys[0], iv).setAAD(Buffer.from(name));
+      const sealed = Buffer.concat([iv, cipher.update(text, 'utf8'), cipher.final(), cipher.getAuthTag()]);
+      return SEALED + sealed.toString('base64url');
+    },
+    open(name, value) {
+      const sealed = value.startsWith(SEALED) ? Buffer.from(value.slice(SEALED.length), 'base64url') : undefined;
+      if (sealed !== undefined && sealed.length > 28) {
+        for (const key of keys) {
+          try {
+            const decipher = createDecipheriv('aes-256-gcm', key, sealed.subarray(0, 12)).setAAD(Buffer.from(name));
+            decipher.setAuthTag(sealed.subarray(sealed.length - 16));
+            return Buffer.concat([decipher.update(sealed.subarray(12, sealed.length - 16)), decipher.final()]).toString('utf8');
+          } catch {
+            // not this key: try the next
+          }
+        }
+      }
+      throw new Error('a stored token could not be decrypted: written in clear or with an encryption key this instance does not have');
+    },
+  };
 }
 
 function isStoredToken(v: unknown): v is StoredToken {
@@ -23,20 +87,32 @@ function isStoredToken(v: unknown): v is StoredToken {
   );
 }
 
-/** A TokenStore on Redis: one string key per token, expiring with the token (`SET … PX`). */
+/** Deletes the lock only while it still holds this holder's value: one that expired and was taken since is left alone. */
+const RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/**
+ * A TokenStore on Redis: one string key per token, expiring with the token
+ * (`SET … PX`), its value sealed with `encryptionKey` when given; the lock is a key of its own beside it (`SET … PX … NX` with a
+ * random value, released by a compare-and-delete script).
+ */
 export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
   const client = options?.client;
   if (!client || typeof client.get !== 'function' || typeof client.set !== 'function' || typeof client.del !== 'function') {
     throw new TypeError('redisTokenStore() needs { client }: an ioredis client');
   }
+  if (options.lock !== undefined && typeof options.lock !== 'boolean') throw new TypeError('redisTokenStore(): lock must be true or false');
   const prefix = options.prefix ?? 'ecc:token:';
-  return {
+  const crypt = options.encryptionKey === undefined ? undefined : sealer(options.encryptionKey);
+  const store: TokenStore = {
     async get(key) {
-      const raw = await client.get(prefix + key);
+      const name = prefix + key;
+      const raw = await client.get(name);
       if (raw === null) return undefined;
+      // an entry that does not open is an error (store.error says why), not a silent miss
+      const text = crypt ? crypt.open(name, raw) : raw;
       let value: unknown;
       try {
-        value = JSON.parse(raw);
+        value = JSON.parse(text);
       } catch {
         return undefined;
       }
@@ -44,10 +120,24 @@ export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
     },
     async set(key, token, ttlMs) {
       if (ttlMs < 1) return;
-      await client.set(prefix + key, JSON.stringify(token), 'PX', Math.ceil(ttlMs));
+      const name = prefix + key;
+      const text = JSON.stringify(token);
+      await client.set(name, crypt ? crypt.seal(name, text) : text, 'PX', Math.ceil(ttlMs));
     },
     async delete(key) {
       await client.del(prefix + key);
     },
   };
+  const evalScript = client.eval;
+  if (options.lock === false || typeof evalScript !== 'function') return store;
+  store.lock = async (key, ttlMs): Promise<ReleaseLock | null> => {
+    const lockKey = `${prefix}lock:${key}`;
+    const holder = randomBytes(16).toString('base64url');
+    const taken = await client.set(lockKey, holder, 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX');
+    if (taken !== 'OK') return null;
+    return async () => {
+      await evalScript.call(client, RELEASE, 1, lockKey, holder);
+    };
+  };
+  return store;
 }

@@ -1,8 +1,4 @@
-/**
- * A store shared by several processes (e.g. Redis) under the in-process cache.
- * Entries live until the token expires (`ttlMs`); a store that fails is
- * skipped with a `store.error` event, never fails a call.
- */
+/** A token as the shared store keeps it. */
 export interface StoredToken {
   accessToken: string;
   tokenType: string;
@@ -13,8 +9,25 @@ export interface StoredToken {
   lifetime: number;
 }
 
+/** Ends a lock taken with `TokenStore.lock()`. */
+export type ReleaseLock = () => Promise<void>;
+
+/**
+ * A store shared by several processes (e.g. Redis) under the in-process cache.
+ * Entries live until the token expires (`ttlMs`); a store that fails is
+ * skipped with a `store.error` event, never fails a call.
+ */
 export interface TokenStore {
   get(key: string): Promise<StoredToken | null | undefined>;
   set(key: string, token: StoredToken, ttlMs: number): Promise<void>;
   delete(key: string): Promise<void>;
+  /**
+   * Optional: a lock on `key` for at most `ttlMs`, so that of several
+   * processes missing the same token at once one asks the token endpoint and
+   * the others read its answer here. Resolves to the release when this caller
+   * took the lock, `null` when another holds it. The lock must end by itself
+   * after `ttlMs` (a holder that dies holds nobody up for longer), and a
+   * release must never end a lock that another caller has taken since.
+   */
+  lock?(key: string, ttlMs: number): Promise<ReleaseLock | null>;
 }

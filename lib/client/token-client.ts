@@ -3,8 +3,8 @@ import { clientSecretBasic, clientSecretPost, type ClientAuthContext, type Clien
 import { discover } from './discovery';
 import { TokenEndpointError } from './errors';
 import { checkTransport, transportChecker, type FetchLike } from './http';
-import { normaliseResource, normaliseScope, type ClientConfig, type TokenClientEvent, type TokenRequestReason } from './options';
-import type { StoredToken } from './store';
+import { normaliseResource, normaliseScope, type ClientConfig, type StoreOperation, type TokenClientEvent, type TokenRequestReason } from './options';
+import type { StoredToken, TokenStore } from './store';
 import { requestToken, type TokenRequestSettings } from './token-request';
 
 /** What `getToken()` returns. The same object for as long as the token is cached. */
@@ -51,6 +51,16 @@ export class Entry {
 }
 
 const noop = (): void => undefined;
+
+/** The shared store as one token request sees it. */
+interface Shared {
+  readonly store: TokenStore;
+  readonly key: string;
+  /** The token an API just refused: never taken from the store (and deleted there). */
+  readonly rejected: string | undefined;
+  /** The token held in memory: a refresh wants another one. */
+  readonly held: string | undefined;
+}
 
 /** A cache key that no two (scope, resource list) pairs share: a resource may hold spaces or line breaks (new URL() accepts them). */
 const entryKey = (scope: string, resource: readonly string[]): string => `${scope}\n${JSON.stringify(resource)}`;
@@ -278,21 +288,81 @@ export class TokenCache {
 
   private async obtain(entry: Entry, reason: TokenRequestReason, rejected: string | undefined): Promise<CachedToken> {
     const store = this.config.store;
-    const storeKey = store ? await this.storeKey(entry) : '';
-    if (store) {
-      const held = entry.token?.value.accessToken;
-      const stored = await this.storeCall('get', () => store.get(storeKey));
-      if (stored) {
-        if (stored.accessToken !== rejected && stored.accessToken !== held) {
-          const token = this.cached(stored);
-          if (this.config.now() < token.usableUntil) {
-            this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'store' });
-            return token;
-          }
-        }
-        if (stored.accessToken === rejected) this.storeCall('delete', () => store.delete(storeKey)).catch(noop);
-      }
+    if (store === undefined) return this.request(entry, reason, undefined);
+    const shared: Shared = { store, key: await this.storeKey(entry), rejected, held: entry.token?.value.accessToken };
+    const found = await this.fromStore(entry, shared);
+    if (found !== undefined) return found;
+    return store.lock === undefined ? this.request(entry, reason, shared) : this.underLock(entry, reason, shared, store.lock.bind(store));
+  }
+
+  /** A usable token of the shared store, neither the one the API refused nor the one held already. */
+  private async fromStore(entry: Entry, shared: Shared): Promise<CachedToken | undefined> {
+    const { store, key, rejected, held } = shared;
+    const stored = await this.storeCall('get', () => store.get(key));
+    if (!stored) return undefined;
+    if (stored.accessToken === rejected) {
+      this.storeCall('delete', () => store.delete(key)).catch(noop);
+      return undefined;
     }
+    if (stored.accessToken === held) return undefined;
+    const token = this.cached(stored);
+    if (this.config.now() >= token.usableUntil) return undefined;
+    this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'store' });
+    return token;
+  }
+
+  /**
+   * With a store that locks: the process that takes the lock asks the token
+   * endpoint and stores the answer before letting go; the others read the
+   * store again (after 25 ms, doubling up to 250 ms), each time trying the
+   * lock (a holder that failed has let go: the next one asks). After the
+   * request timeout of waiting, or when the lock itself fails, a process asks
+   * on its own: the lock saves token requests, it never holds a call up for
+   * longer than that.
+   */
+  private async underLock(entry: Entry, reason: TokenRequestReason, shared: Shared, lock: NonNullable<TokenStore['lock']>): Promise<CachedToken> {
+    const { timeoutMs } = this.config;
+    // a token request may take two attempts (a DPoP nonce retry), each up to the timeout
+    const lockMs = 2 * timeoutMs;
+    const giveUpAt = performance.now() + timeoutMs;
+    for (let pause = 25; ; pause = Math.min(250, pause * 2)) {
+      const release = await this.storeCall('lock', () => lock(shared.key, lockMs));
+      if (release === undefined) return this.request(entry, reason, shared);
+      if (release !== null) {
+        try {
+          // the holder before this one may have stored its token and let go between the read and the lock
+          return (await this.fromStore(entry, shared)) ?? (await this.request(entry, reason, shared, true));
+        } finally {
+          this.storeCall('unlock', release).catch(noop);
+        }
+      }
+      if (performance.now() >= giveUpAt) return this.request(entry, reason, shared);
+      await this.pause(pause);
+      const found = await this.fromStore(entry, shared);
+      if (found !== undefined) return found;
+    }
+  }
+
+  /** Waits `ms`, or less when the client is closed meanwhile (then rejects). */
+  private async pause(ms: number): Promise<void> {
+    const signal = this.closing.signal;
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+    });
+    if (this.closed) throw new Error('the token client is closed');
+  }
+
+  /**
+   * One token request (with its retries). The answer goes to the shared store;
+   * a lock holder waits for the write, since the others read it from there.
+   */
+  private async request(entry: Entry, reason: TokenRequestReason, shared: Shared | undefined, locked = false): Promise<CachedToken> {
     const { url, auth } = await this.resolveEndpoint();
     const context: ClientAuthContext = { clientId: this.config.clientId, tokenEndpoint: url, issuer: this.config.issuer };
     const settings: TokenRequestSettings = {
@@ -314,7 +384,12 @@ export class TokenCache {
       expiresAt: res.sentAt + lifetime,
       lifetime,
     };
-    if (store) this.storeCall('set', () => store.set(storeKey, stored, stored.expiresAt - this.config.now())).catch(noop);
+    if (shared !== undefined) {
+      const { store, key } = shared;
+      const written = this.storeCall('set', () => store.set(key, stored, stored.expiresAt - this.config.now()));
+      if (locked) await written;
+      else written.catch(noop);
+    }
     return this.cached(stored);
   }
 
@@ -383,7 +458,7 @@ export class TokenCache {
    * within the request timeout, is reported (store.error) and the store
    * skipped for this request.
    */
-  private storeCall<T>(operation: 'get' | 'set' | 'delete', run: () => Promise<T>): Promise<T | undefined> {
+  private storeCall<T>(operation: StoreOperation, run: () => Promise<T>): Promise<T | undefined> {
     return new Promise<T | undefined>((resolve) => {
       const skip = (message: string): void => {
         clearTimeout(timer);

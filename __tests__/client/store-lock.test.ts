@@ -1,0 +1,105 @@
+/**
+ * The shared store's lock (research criterion 22): instances that miss the
+ * same token at once make one token request between them; a holder that
+ * fails lets the next one ask; a lock never let go, or a failing one, holds
+ * nobody up for longer than the request timeout.
+ */
+import { TokenEndpointError, type TokenStore } from '../../lib/client';
+import { LockingStore, MemoryStore, gate, until, useClientFixture } from './fakes';
+
+const fx = useClientFixture({ clientId: 'svc', clientSecret: 'x' });
+const { client } = fx;
+
+/** Starts `n` instances on `store` at once with the token endpoint held, lets it answer after `holdMs`; their results. */
+async function coldStart(store: TokenStore, n: number, holdMs = 150): Promise<PromiseSettledResult<string>[]> {
+  const held = gate();
+  fx.endpoint.gate = held.promise;
+  const calls = Array.from({ length: n }, () => client({ store }).getToken().then((t) => t.accessToken));
+  await until(() => fx.endpoint.requests.length >= 1, 'a token request');
+  await new Promise((r) => setTimeout(r, holdMs));
+  held.open();
+  return Promise.allSettled(calls);
+}
+
+describe('shared store with a lock', () => {
+  it('5 instances starting at once make 1 token request and all use its token; the lock is let go', async () => {
+    const store = new LockingStore();
+    const results = await coldStart(store, 5);
+    expect(results).toEqual(Array.from({ length: 5 }, () => ({ status: 'fulfilled', value: 'tok-1' })));
+    expect(fx.tokenRequests()).toBe(1);
+    expect(store.taken).toBe(1);
+    expect(store.locks.size).toBe(0);
+    expect(fx.events.filter((e) => e.type === 'token.cache_hit' && e.source === 'store')).toHaveLength(4);
+    expect(fx.events.filter((e) => e.type === 'store.error')).toEqual([]);
+  });
+
+  it('without a lock each of them asks (what the lock saves)', async () => {
+    const results = await coldStart(new MemoryStore(), 5);
+    expect(results.every((r) => r.status === 'fulfilled')).toBe(true);
+    expect(fx.tokenRequests()).toBe(5);
+  });
+
+  it('a holder whose request fails lets go: the next instance asks and gets a token', async () => {
+    fx.endpoint.reply = (_req, n) => (n === 1 ? { status: 500, body: { error: 'server_error' } } : { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } });
+    const store = new LockingStore();
+    const results = await coldStart(store, 2);
+    const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    expect(failed).toHaveLength(1);
+    expect(failed[0].reason).toBeInstanceOf(TokenEndpointError);
+    expect(failed[0].reason).toMatchObject({ status: 500 });
+    expect(results.filter((r) => r.status === 'fulfilled')).toEqual([{ status: 'fulfilled', value: 'tok-2' }]);
+    expect(fx.tokenRequests()).toBe(2);
+    expect(store.taken).toBe(2);
+    expect(store.locks.size).toBe(0);
+  });
+
+  it('a lock never let go (its holder died) holds an instance up for the request timeout, then it asks itself', async () => {
+    const store = new LockingStore();
+    store.lock = async () => null; // held by another, for good
+    const started = Date.now();
+    const token = await client({ store, timeout: 0.3 }).getToken();
+    const waited = Date.now() - started;
+    expect(token.accessToken).toBe('tok-1');
+    expect(waited).toBeGreaterThanOrEqual(300);
+    expect(waited).toBeLessThan(2000);
+    expect(fx.tokenRequests()).toBe(1);
+  });
+
+  it('a lock that fails is skipped (store.error "lock"): the instance asks at once', async () => {
+    const store = new MemoryStore() as MemoryStore & TokenStore;
+    store.lock = async () => Promise.reject(new Error('READONLY replica'));
+    expect((await client({ store }).getToken()).accessToken).toBe('tok-1');
+    expect(fx.tokenRequests()).toBe(1);
+    expect(fx.events.filter((e) => e.type === 'store.error')).toEqual([{ type: 'store.error', operation: 'lock', message: 'READONLY replica' }]);
+  });
+
+  it('closing the client ends a wait for the lock at once', async () => {
+    const store = new LockingStore();
+    store.lock = async () => null; // always held by another
+    const c = client({ store, timeout: 30 });
+    const call = c.getToken();
+    await new Promise((r) => setTimeout(r, 60));
+    const started = Date.now();
+    await c.close();
+    await expect(call).rejects.toThrow('the token client is closed');
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(fx.tokenRequests()).toBe(0);
+  });
+
+  it('two instances refused with the same token at once renew it with one token request', async () => {
+    fx.api.reply = (req) => (req.headers.authorization === 'Bearer tok-1' ? { status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } } : { body: {} });
+    const store = new LockingStore();
+    const [a, b] = [client({ store }), client({ store })];
+    expect((await a.getToken()).accessToken).toBe('tok-1');
+    expect((await b.getToken()).accessToken).toBe('tok-1');
+    const held = gate();
+    fx.endpoint.gate = held.promise;
+    const calls = [a, b].map((c) => c.fetch(`${fx.api.url}/x`));
+    await until(() => fx.endpoint.requests.length >= 2, 'the renewal');
+    await new Promise((r) => setTimeout(r, 150));
+    held.open();
+    expect((await Promise.all(calls)).map((r) => r.status)).toEqual([200, 200]);
+    expect(fx.tokenRequests()).toBe(2);
+    expect(fx.api.requests.filter((r) => r.headers.authorization === 'Bearer tok-2')).toHaveLength(2);
+  });
+});
