@@ -4,7 +4,7 @@
  * with an encryption key Redis holds tokens sealed.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createSecretKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Redis from 'ioredis';
@@ -211,11 +211,29 @@ describe('redisTokenStore({ encryptionKey })', () => {
     }
   });
 
+  it('a store without a key reports a sealed value (store.error), never takes it for a miss', async () => {
+    const redis = memoryRedis();
+    await redisTokenStore({ client: redis, encryptionKey: keyA }).set('k', token, 60_000);
+    await expect(redisTokenStore({ client: redis }).get('k')).rejects.toThrow('a stored token is sealed and this store has no encryptionKey');
+  });
+
+  it('a secret KeyObject is a key', async () => {
+    const redis = memoryRedis();
+    await redisTokenStore({ client: redis, encryptionKey: createSecretKey(keyA) }).set('k', token, 60_000);
+    expect(await redisTokenStore({ client: redis, encryptionKey: keyA.toString('base64url') }).get('k')).toEqual(token);
+  });
+
   it.each([
     [randomBytes(16), /32 bytes.*got 16/],
     ['too-short', /32 bytes/],
     [[], /empty/],
     [[keyA, randomBytes(31)], /encryptionKey\[1\] must be 32 bytes/],
+    [`${keyA.toString('base64')}###`, /encryptionKey must be 32 bytes: as text/],
+    [`${keyA.toString('base64').slice(0, 20)} ${keyA.toString('base64').slice(20)}`, /encryptionKey must be 32 bytes: as text/],
+    [undefined, /encryptionKey is undefined; leave the option out/],
+    [null, /encryptionKey is null/],
+    [[keyA, undefined], /encryptionKey\[1\] must be 32 bytes.*got undefined/],
+    [generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey, /secret key/],
   ])('a wrong key is a TypeError at creation (%#)', (encryptionKey, message) => {
     expect(() => redisTokenStore({ client: memoryRedis(), encryptionKey: encryptionKey as Buffer })).toThrow(TypeError);
     expect(() => redisTokenStore({ client: memoryRedis(), encryptionKey: encryptionKey as Buffer })).toThrow(message);

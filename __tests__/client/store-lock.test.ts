@@ -53,16 +53,83 @@ describe('shared store with a lock', () => {
     expect(store.locks.size).toBe(0);
   });
 
-  it('a lock never let go (its holder died) holds an instance up for the request timeout, then it asks itself', async () => {
+  it("a lock never let go (its holder died) holds an instance up for the lock's life (twice the timeout), then it asks itself", async () => {
     const store = new LockingStore();
     store.lock = async () => null; // held by another, for good
     const started = Date.now();
     const token = await client({ store, timeout: 0.3 }).getToken();
     const waited = Date.now() - started;
     expect(token.accessToken).toBe('tok-1');
-    expect(waited).toBeGreaterThanOrEqual(300);
-    expect(waited).toBeLessThan(2000);
+    expect(waited).toBeGreaterThanOrEqual(600);
+    expect(waited).toBeLessThan(2500);
     expect(fx.tokenRequests()).toBe(1);
+  });
+
+  it('a holder slower than the timeout (a DPoP nonce retry may take twice it) is waited for: still 1 token request', async () => {
+    fx.endpoint.reply = async (_req, n) => {
+      await new Promise((r) => setTimeout(r, 600));
+      return { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } };
+    };
+    const store = new LockingStore();
+    // timeout 1 s: the one request takes 0.6 s; the waiters must not give up at 0.5 s or so
+    const tokens = await Promise.all([1, 2, 3].map(() => client({ store, timeout: 1 }).getToken()));
+    expect(tokens.map((t) => t.accessToken)).toEqual(['tok-1', 'tok-1', 'tok-1']);
+    expect(fx.tokenRequests()).toBe(1);
+  });
+
+  it('after a holder fails the others ask side by side, not one after another', async () => {
+    fx.endpoint.reply = async () => {
+      await new Promise((r) => setTimeout(r, 400));
+      return { status: 503, body: { error: 'temporarily_unavailable' } };
+    };
+    const store = new LockingStore();
+    const started = Date.now();
+    const settled = await Promise.allSettled([1, 2, 3, 4].map(() => client({ store }).getToken().finally(() => undefined)));
+    const elapsed = Date.now() - started;
+    expect(settled.every((r) => r.status === 'rejected' && (r.reason as TokenEndpointError).status === 503)).toBe(true);
+    expect(fx.tokenRequests()).toBe(4);
+    // one after another: 4 × 400 ms; the holder, then the other three together: about 800 ms
+    expect(elapsed).toBeLessThan(1300);
+    expect(store.locks.size).toBe(0);
+  });
+
+  it('a slow store takes at most the timeout in all before the token request (get and lock share it), with store.error saying which', async () => {
+    const store = new LockingStore();
+    const slow = <T>(run: () => Promise<T>): Promise<T> => new Promise((r) => setTimeout(() => r(run()), 150));
+    const get = store.get.bind(store);
+    const lock = store.lock.bind(store);
+    store.get = (key) => slow(() => get(key));
+    store.lock = (key, ttl) => slow(() => lock(key, ttl));
+    const started = Date.now();
+    expect((await client({ store, timeout: 0.2 }).getToken()).accessToken).toBe('tok-1');
+    expect(Date.now() - started).toBeLessThan(450); // get 150 ms, the lock gets the 50 ms left, then the request
+    expect(fx.events.filter((e) => e.type === 'store.error')).toEqual([{ type: 'store.error', operation: 'lock', message: expect.stringMatching(/^no answer within \d+ ms$/) }]);
+    // the lock that came late is let go at once
+    await until(() => store.locks.size === 0, 'the late lock let go');
+  });
+
+  it('a store that does not answer at all: the token request starts after the timeout once, not once per store call', async () => {
+    const store = new LockingStore();
+    store.get = () => new Promise(() => undefined);
+    store.lock = () => new Promise(() => undefined);
+    const started = Date.now();
+    expect((await client({ store, timeout: 0.2 }).getToken()).accessToken).toBe('tok-1');
+    expect(Date.now() - started).toBeLessThan(450);
+    expect(fx.events.filter((e) => e.type === 'store.error').map((e) => (e as { operation: string }).operation)).toEqual(['get']);
+  });
+
+  it('closing the client ends a call waiting on the store at once, and no token request follows', async () => {
+    const store = new LockingStore();
+    store.get = () => new Promise(() => undefined);
+    const c = client({ store, timeout: 5 });
+    const call = c.getToken();
+    await new Promise((r) => setTimeout(r, 50));
+    const started = Date.now();
+    await c.close();
+    await expect(call).rejects.toThrow('the token client is closed');
+    expect(Date.now() - started).toBeLessThan(500);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(fx.tokenRequests()).toBe(0);
   });
 
   it('a lock that fails is skipped (store.error "lock"): the instance asks at once', async () => {

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, KeyObject, randomBytes } from 'node:crypto';
 import type { ReleaseLock, StoredToken, TokenStore } from './store';
 
 /** The commands used, as an ioredis client (or a cluster) has them. */
@@ -23,26 +23,39 @@ export interface RedisTokenStoreOptions {
    */
   lock?: boolean;
   /**
-   * Encrypt the tokens kept in Redis (AES-256-GCM): 32 bytes (a Buffer, or
-   * their base64, base64url or hex text). A list: the first encrypts, every one
-   * decrypts (to change keys without losing the tokens stored). Without it
+   * Encrypt the tokens kept in Redis (AES-256-GCM): 32 bytes (a Buffer, a
+   * secret KeyObject, or their hex, base64 or base64url text). A list: the
+   * first encrypts, every one decrypts (to change keys without losing the
+   * tokens stored). Present but undefined is an error. Without it
    * Redis holds bearer tokens in clear, readable by whoever reads Redis.
    */
   encryptionKey?: EncryptionKey | EncryptionKey[];
 }
 
-export type EncryptionKey = Buffer | Uint8Array | string;
+export type EncryptionKey = Buffer | Uint8Array | ArrayBuffer | KeyObject | string;
 
 /** Stored values of an encrypting store start with this, then base64url(iv ‖ ciphertext ‖ tag). */
 const SEALED = 'v1.';
 
-function keyBytes(key: EncryptionKey, i: number): Buffer {
-  const text = typeof key === 'string' ? key.trim() : undefined;
-  const bytes =
-    text === undefined
-      ? Buffer.from(key as Uint8Array)
-      : Buffer.from(text, /^[0-9a-fA-F]{64}$/.test(text) ? 'hex' : /^[A-Za-z0-9_-]+$/.test(text) ? 'base64url' : 'base64');
-  if (bytes.length !== 32) throw new TypeError(`redisTokenStore(): encryptionKey${i < 0 ? '' : `[${i}]`} must be 32 bytes (AES-256), got ${bytes.length}`);
+/** The 32 bytes of one key, or a TypeError naming it: text must be exactly 32 bytes' worth of hex, base64url or base64. */
+function keyBytes(key: unknown, i: number): Buffer {
+  const name = `redisTokenStore(): encryptionKey${i < 0 ? '' : `[${i}]`}`;
+  let bytes: Buffer;
+  if (typeof key === 'string') {
+    const text = key.trim();
+    if (/^[0-9a-fA-F]{64}$/.test(text)) bytes = Buffer.from(text, 'hex');
+    else if (/^[A-Za-z0-9_-]{43}$/.test(text)) bytes = Buffer.from(text, 'base64url');
+    else if (/^[A-Za-z0-9+/]{43}=$/.test(text)) bytes = Buffer.from(text, 'base64');
+    else throw new TypeError(`${name} must be 32 bytes: as text, 64 hex digits, 43 base64url or 44 base64 characters (e.g. openssl rand -base64 32)`);
+  } else if (key instanceof KeyObject) {
+    if (key.type !== 'secret') throw new TypeError(`${name}: a KeyObject must be a secret key (createSecretKey())`);
+    bytes = key.export();
+  } else if (key instanceof Uint8Array || key instanceof ArrayBuffer) {
+    bytes = Buffer.from(key as Uint8Array);
+  } else {
+    throw new TypeError(`${name} must be 32 bytes (a Buffer, a secret KeyObject, or hex, base64 or base64url text), got ${key === null ? 'null' : typeof key}`);
+  }
+  if (bytes.length !== 32) throw new TypeError(`${name} must be 32 bytes (AES-256), got ${bytes.length}`);
   return bytes;
 }
 
@@ -51,7 +64,7 @@ function keyBytes(key: EncryptionKey, i: number): Buffer {
  * additional data, so a value copied under another key does not open.
  */
 function sealer(option: EncryptionKey | EncryptionKey[]): { seal(name: string, text: string): string; open(name: string, value: string): string } {
-  const keys = Array.isArray(option) ? option.map(keyBytes) : [keyBytes(option, -1)];
+  const keys = Array.isArray(option) ? option.map((key, i) => keyBytes(key, i)) : [keyBytes(option, -1)];
   if (keys.length === 0) throw new TypeError('redisTokenStore(): encryptionKey is an empty list');
   return {
     seal(name, text) {
@@ -92,8 +105,9 @@ const RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call
 
 /**
  * A TokenStore on Redis: one string key per token, expiring with the token
- * (`SET … PX`), its value sealed with `encryptionKey` when given; the lock is a key of its own beside it (`SET … PX … NX` with a
- * random value, released by a compare-and-delete script).
+ * (`SET … PX`), its value sealed with `encryptionKey` when given; the lock
+ * is a key of its own beside it (`SET … PX … NX` with a random value,
+ * released by a compare-and-delete script).
  */
 export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
   const client = options?.client;
@@ -102,6 +116,10 @@ export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
   }
   if (options.lock !== undefined && typeof options.lock !== 'boolean') throw new TypeError('redisTokenStore(): lock must be true or false');
   const prefix = options.prefix ?? 'ecc:token:';
+  if ('encryptionKey' in options && (options.encryptionKey === undefined || options.encryptionKey === null)) {
+    // most often an unset environment variable: storing bearer tokens in clear must be a choice, not an accident
+    throw new TypeError(`redisTokenStore(): encryptionKey is ${options.encryptionKey}; leave the option out to store tokens in clear`);
+  }
   const crypt = options.encryptionKey === undefined ? undefined : sealer(options.encryptionKey);
   const store: TokenStore = {
     async get(key) {
@@ -109,6 +127,7 @@ export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
       const raw = await client.get(name);
       if (raw === null) return undefined;
       // an entry that does not open is an error (store.error says why), not a silent miss
+      if (!crypt && raw.startsWith(SEALED)) throw new Error('a stored token is sealed and this store has no encryptionKey');
       const text = crypt ? crypt.open(name, raw) : raw;
       let value: unknown;
       try {

@@ -4,7 +4,7 @@ import { discover } from './discovery';
 import { TokenEndpointError } from './errors';
 import { checkTransport, transportChecker, type FetchLike } from './http';
 import { normaliseResource, normaliseScope, type ClientConfig, type StoreOperation, type TokenClientEvent, type TokenRequestReason } from './options';
-import type { StoredToken, TokenStore } from './store';
+import type { ReleaseLock, StoredToken, TokenStore } from './store';
 import { requestToken, type TokenRequestSettings } from './token-request';
 
 /** What `getToken()` returns. The same object for as long as the token is cached. */
@@ -60,6 +60,8 @@ interface Shared {
   readonly rejected: string | undefined;
   /** The token held in memory: a refresh wants another one. */
   readonly held: string | undefined;
+  /** When the store calls before the token request have used the request timeout (performance.now()): a slow store never holds a call for longer in all. */
+  readonly budgetEnds: number;
 }
 
 /** A cache key that no two (scope, resource list) pairs share: a resource may hold spaces or line breaks (new URL() accepts them). */
@@ -289,16 +291,35 @@ export class TokenCache {
   private async obtain(entry: Entry, reason: TokenRequestReason, rejected: string | undefined): Promise<CachedToken> {
     const store = this.config.store;
     if (store === undefined) return this.request(entry, reason, undefined);
-    const shared: Shared = { store, key: await this.storeKey(entry), rejected, held: entry.token?.value.accessToken };
-    const found = await this.fromStore(entry, shared);
+    const shared: Shared = {
+      store,
+      key: await this.storeKey(entry),
+      rejected,
+      held: entry.token?.value.accessToken,
+      budgetEnds: performance.now() + this.config.timeoutMs,
+    };
+    const found = await this.fromStore(entry, shared, this.budget(shared));
     if (found !== undefined) return found;
-    return store.lock === undefined ? this.request(entry, reason, shared) : this.underLock(entry, reason, shared, store.lock.bind(store));
+    this.checkOpen();
+    if (store.lock === undefined) return this.request(entry, reason, shared);
+    // the metadata first, outside the lock: a holder holds it for the token request alone
+    await this.resolveEndpoint();
+    return this.underLock(entry, reason, shared, store.lock.bind(store));
+  }
+
+  /** What is left of the time store calls may take before the token request (none below zero). */
+  private budget(shared: Shared): number {
+    return Math.max(0, shared.budgetEnds - performance.now());
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new Error('the token client is closed');
   }
 
   /** A usable token of the shared store, neither the one the API refused nor the one held already. */
-  private async fromStore(entry: Entry, shared: Shared): Promise<CachedToken | undefined> {
+  private async fromStore(entry: Entry, shared: Shared, limitMs: number): Promise<CachedToken | undefined> {
     const { store, key, rejected, held } = shared;
-    const stored = await this.storeCall('get', () => store.get(key));
+    const stored = await this.storeCall('get', () => store.get(key), limitMs);
     if (!stored) return undefined;
     if (stored.accessToken === rejected) {
       this.storeCall('delete', () => store.delete(key)).catch(noop);
@@ -312,34 +333,53 @@ export class TokenCache {
   }
 
   /**
-   * With a store that locks: the process that takes the lock asks the token
-   * endpoint and stores the answer before letting go; the others read the
-   * store again (after 25 ms, doubling up to 250 ms), each time trying the
-   * lock (a holder that failed has let go: the next one asks). After the
-   * request timeout of waiting, or when the lock itself fails, a process asks
-   * on its own: the lock saves token requests, it never holds a call up for
-   * longer than that.
+   * With a store that locks. The process that takes the lock at once asks the
+   * token endpoint and lets go once the answer is stored (in the background:
+   * its own callers do not wait for the write). The others read the store
+   * again (after 25 ms, doubling up to 250 ms) and try the lock each time, for
+   * at most the lock's life: a holder whose request failed has let go, one
+   * that died lets go when its lock runs out. A process that gets the lock
+   * after waiting lets go at once, looks once more and asks on its own, so
+   * that after a failure the others ask side by side rather than one after
+   * another. A lock that fails, or takes the rest of the store's time, is
+   * skipped: the process asks alone.
    */
   private async underLock(entry: Entry, reason: TokenRequestReason, shared: Shared, lock: NonNullable<TokenStore['lock']>): Promise<CachedToken> {
     const { timeoutMs } = this.config;
     // a token request may take two attempts (a DPoP nonce retry), each up to the timeout
     const lockMs = 2 * timeoutMs;
-    const giveUpAt = performance.now() + timeoutMs;
-    for (let pause = 25; ; pause = Math.min(250, pause * 2)) {
-      const release = await this.storeCall('lock', () => lock(shared.key, lockMs));
+    const waitEnds = performance.now() + lockMs;
+    // a lock taken after its call timed out is let go as soon as it comes
+    const lateLock = (release: ReleaseLock | null): void => {
+      if (release) this.storeCall('unlock', release).catch(noop);
+    };
+    for (let pause = 25, waited = false; ; pause = Math.min(250, pause * 2), waited = true) {
+      const limit = waited ? Math.min(timeoutMs, Math.max(0, waitEnds - performance.now())) : this.budget(shared);
+      const release = await this.storeCall('lock', () => lock(shared.key, lockMs), limit, lateLock);
+      this.checkOpen();
       if (release === undefined) return this.request(entry, reason, shared);
+      if (release !== null && waited) {
+        this.storeCall('unlock', release).catch(noop);
+        return (await this.fromStore(entry, shared, timeoutMs)) ?? this.request(entry, reason, shared);
+      }
       if (release !== null) {
         try {
           // the holder before this one may have stored its token and let go between the read and the lock
-          return (await this.fromStore(entry, shared)) ?? (await this.request(entry, reason, shared, true));
-        } finally {
+          const found = await this.fromStore(entry, shared, this.budget(shared));
+          this.checkOpen();
+          if (found === undefined) return await this.request(entry, reason, shared, release);
           this.storeCall('unlock', release).catch(noop);
+          return found;
+        } catch (err) {
+          this.storeCall('unlock', release).catch(noop);
+          throw err;
         }
       }
-      if (performance.now() >= giveUpAt) return this.request(entry, reason, shared);
+      if (performance.now() >= waitEnds) return this.request(entry, reason, shared);
       await this.pause(pause);
-      const found = await this.fromStore(entry, shared);
+      const found = await this.fromStore(entry, shared, Math.min(timeoutMs, Math.max(0, waitEnds - performance.now())));
       if (found !== undefined) return found;
+      this.checkOpen();
     }
   }
 
@@ -355,14 +395,15 @@ export class TokenCache {
       const timer = setTimeout(done, ms);
       signal.addEventListener('abort', done, { once: true });
     });
-    if (this.closed) throw new Error('the token client is closed');
+    this.checkOpen();
   }
 
   /**
    * One token request (with its retries). The answer goes to the shared store;
-   * a lock holder waits for the write, since the others read it from there.
+   * a lock holder (`release`) lets go once it is written, since the others
+   * read it from there.
    */
-  private async request(entry: Entry, reason: TokenRequestReason, shared: Shared | undefined, locked = false): Promise<CachedToken> {
+  private async request(entry: Entry, reason: TokenRequestReason, shared: Shared | undefined, release?: ReleaseLock): Promise<CachedToken> {
     const { url, auth } = await this.resolveEndpoint();
     const context: ClientAuthContext = { clientId: this.config.clientId, tokenEndpoint: url, issuer: this.config.issuer };
     const settings: TokenRequestSettings = {
@@ -387,7 +428,7 @@ export class TokenCache {
     if (shared !== undefined) {
       const { store, key } = shared;
       const written = this.storeCall('set', () => store.set(key, stored, stored.expiresAt - this.config.now()));
-      if (locked) await written;
+      if (release) written.then(() => this.storeCall('unlock', release)).catch(noop);
       else written.catch(noop);
     }
     return this.cached(stored);
@@ -455,30 +496,41 @@ export class TokenCache {
 
   /**
    * A store operation that cannot hold callers up: an error, or no answer
-   * within the request timeout, is reported (store.error) and the store
-   * skipped for this request.
+   * within `limitMs` (the request timeout unless less is left), is reported
+   * (store.error) and the store skipped for this request; with no time left
+   * it is skipped without being tried. Closing the client ends it at once.
+   * `late` gets an answer that came after the limit (a lock to let go).
    */
-  private storeCall<T>(operation: StoreOperation, run: () => Promise<T>): Promise<T | undefined> {
+  private storeCall<T>(operation: StoreOperation, run: () => Promise<T>, limitMs = this.config.timeoutMs, late?: (value: T) => void): Promise<T | undefined> {
+    if (limitMs <= 0 || this.closed) return Promise.resolve(undefined);
+    const signal = this.closing.signal;
     return new Promise<T | undefined>((resolve) => {
-      const skip = (message: string): void => {
+      let settled = false;
+      const finish = (value: T | undefined, message?: string): void => {
+        if (settled) return;
+        settled = true;
         clearTimeout(timer);
-        this.emit({ type: 'store.error', operation, message });
-        resolve(undefined);
+        signal.removeEventListener('abort', closed);
+        if (message !== undefined) this.emit({ type: 'store.error', operation, message });
+        resolve(value);
       };
-      const timer = setTimeout(() => skip(`no answer within ${this.config.timeoutMs} ms`), this.config.timeoutMs);
+      const closed = (): void => finish(undefined);
+      const limit = Math.ceil(limitMs);
+      const timer = setTimeout(() => finish(undefined, `no answer within ${limit} ms`), limit);
       timer.unref?.();
+      signal.addEventListener('abort', closed, { once: true });
       let pending: Promise<T>;
       try {
         pending = run();
       } catch (err) {
-        return skip(err instanceof Error ? err.message : String(err));
+        return finish(undefined, err instanceof Error ? err.message : String(err));
       }
       Promise.resolve(pending).then(
         (value) => {
-          clearTimeout(timer);
-          resolve(value);
+          if (settled) late?.(value);
+          else finish(value);
         },
-        (err: unknown) => skip(err instanceof Error ? err.message : String(err)),
+        (err: unknown) => finish(undefined, err instanceof Error ? err.message : String(err)),
       );
     });
   }
