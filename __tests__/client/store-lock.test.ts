@@ -118,6 +118,18 @@ describe('shared store with a lock', () => {
     expect(fx.events.filter((e) => e.type === 'store.error').map((e) => (e as { operation: string }).operation)).toEqual(['get']);
   });
 
+  it('closing the client while it holds the lock lets the lock go', async () => {
+    const store = new LockingStore();
+    fx.endpoint.gate = new Promise(() => undefined);
+    const c = client({ store });
+    const call = c.getToken();
+    await until(() => fx.endpoint.requests.length === 1, 'the token request');
+    expect(store.locks.size).toBe(1);
+    await c.close();
+    await expect(call).rejects.toBeDefined();
+    await until(() => store.locks.size === 0, 'the lock let go');
+  });
+
   it('closing the client ends a call waiting on the store at once, and no token request follows', async () => {
     const store = new LockingStore();
     store.get = () => new Promise(() => undefined);

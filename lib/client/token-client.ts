@@ -502,7 +502,8 @@ export class TokenCache {
    * `late` gets an answer that came after the limit (a lock to let go).
    */
   private storeCall<T>(operation: StoreOperation, run: () => Promise<T>, limitMs = this.config.timeoutMs, late?: (value: T) => void): Promise<T | undefined> {
-    if (limitMs <= 0 || this.closed) return Promise.resolve(undefined);
+    // a lock is let go even as the client closes: the others would wait for it to run out
+    if (limitMs <= 0 || (this.closed && operation !== 'unlock')) return Promise.resolve(undefined);
     const signal = this.closing.signal;
     return new Promise<T | undefined>((resolve) => {
       let settled = false;
