@@ -64,6 +64,16 @@ interface Shared {
   readonly budgetEnds: number;
 }
 
+/**
+ * Milliseconds from now until `end` (performance.now() time); 0 below one:
+ * a timer may fire a fraction of a millisecond early, and what is left then
+ * is no time for another store call.
+ */
+function msUntil(end: number): number {
+  const left = end - performance.now();
+  return left < 1 ? 0 : left;
+}
+
 /** A cache key that no two (scope, resource list) pairs share: a resource may hold spaces or line breaks (new URL() accepts them). */
 const entryKey = (scope: string, resource: readonly string[]): string => `${scope}\n${JSON.stringify(resource)}`;
 
@@ -307,9 +317,9 @@ export class TokenCache {
     return this.underLock(entry, reason, shared, store.lock.bind(store));
   }
 
-  /** What is left of the time store calls may take before the token request (none below zero). */
+  /** What is left of the time store calls may take before the token request. */
   private budget(shared: Shared): number {
-    return Math.max(0, shared.budgetEnds - performance.now());
+    return msUntil(shared.budgetEnds);
   }
 
   private checkOpen(): void {
@@ -354,7 +364,7 @@ export class TokenCache {
       if (release) this.storeCall('unlock', release).catch(noop);
     };
     for (let pause = 25, waited = false; ; pause = Math.min(250, pause * 2), waited = true) {
-      const limit = waited ? Math.min(timeoutMs, Math.max(0, waitEnds - performance.now())) : this.budget(shared);
+      const limit = waited ? Math.min(timeoutMs, msUntil(waitEnds)) : this.budget(shared);
       const release = await this.storeCall('lock', () => lock(shared.key, lockMs), limit, lateLock);
       this.checkOpen();
       if (release === undefined) return this.request(entry, reason, shared);
@@ -377,7 +387,7 @@ export class TokenCache {
       }
       if (performance.now() >= waitEnds) return this.request(entry, reason, shared);
       await this.pause(pause);
-      const found = await this.fromStore(entry, shared, Math.min(timeoutMs, Math.max(0, waitEnds - performance.now())));
+      const found = await this.fromStore(entry, shared, Math.min(timeoutMs, msUntil(waitEnds)));
       if (found !== undefined) return found;
       this.checkOpen();
     }
