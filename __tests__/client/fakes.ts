@@ -5,7 +5,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createTokenClient, type StoredToken, type TokenClient, type TokenClientEvent, type TokenClientOptions, type TokenStore } from '../../lib/client';
+import { createTokenClient, type ReleaseLock, type StoredToken, type TokenClient, type TokenClientEvent, type TokenClientOptions, type TokenStore } from '../../lib/client';
 
 export interface Reply {
   status?: number;
@@ -183,21 +183,28 @@ export class MemoryStore implements TokenStore {
   }
 }
 
-/** A MemoryStore that locks as the TokenStore interface asks: a lock ends after its ttl, a release only ends its own. */
+/**
+ * A MemoryStore that locks as the TokenStore interface asks: a lock ends
+ * after its ttl, a release only ends its own, and `release(true)` leaves a
+ * 'failed' mark for a second (unless `marksFailures` is false).
+ */
 export class LockingStore extends MemoryStore {
-  readonly locks = new Map<string, { holder: number; until: number }>();
+  readonly locks = new Map<string, { holder: number; until: number; failed?: boolean }>();
   /** Locks taken (not refused) so far. */
   taken = 0;
+  marksFailures = true;
   private holders = 0;
-  async lock(key: string, ttlMs: number) {
+  async lock(key: string, ttlMs: number): Promise<ReleaseLock | null | 'failed'> {
     const now = Date.now();
     const held = this.locks.get(key);
-    if (held !== undefined && held.until > now) return null;
+    if (held !== undefined && held.until > now) return held.failed ? 'failed' : null;
     const holder = ++this.holders;
     this.locks.set(key, { holder, until: now + ttlMs });
     this.taken++;
-    return async () => {
-      if (this.locks.get(key)?.holder === holder) this.locks.delete(key);
+    return async (failed?: boolean) => {
+      if (this.locks.get(key)?.holder !== holder) return;
+      if (failed && this.marksFailures) this.locks.set(key, { holder: 0, until: Date.now() + 1000, failed: true });
+      else this.locks.delete(key);
     };
   }
 }

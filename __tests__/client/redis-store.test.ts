@@ -8,7 +8,7 @@ import { createSecretKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Redis from 'ioredis';
-import { createTokenClient, redisTokenStore, type RedisLike, type StoredToken, type TokenClientEvent } from '../../lib/client';
+import { createTokenClient, redisTokenStore, type RedisLike, type ReleaseLock, type StoredToken, type TokenClientEvent } from '../../lib/client';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
 import { fakeTokenEndpoint, gate, until, type FakeServer } from './fakes';
 
@@ -110,15 +110,52 @@ describeIfRedis('redisTokenStore', () => {
     const r = connect();
     const store = redisTokenStore({ client: r, prefix });
     const first = await store.lock!('k', 50);
-    expect(first).not.toBeNull();
+    expect(typeof first).toBe('function');
     expect(await store.lock!('k', 5000)).toBeNull();
     await new Promise((res) => setTimeout(res, 120));
     const second = await store.lock!('k', 5000);
-    expect(second).not.toBeNull();
-    await first!();
+    expect(typeof second).toBe('function');
+    await (first as ReleaseLock)(true);
     expect(await r.pttl(`${prefix}lock:k`)).toBeGreaterThan(4000);
-    await second!();
+    expect(await store.lock!('k', 5000)).toBeNull();
+    await (second as ReleaseLock)();
     expect(await r.exists(`${prefix}lock:k`)).toBe(0);
+  });
+
+  it("a holder that failed: for a second the lock answers 'failed' (the others ask at once), then it can be taken again", async () => {
+    const r = connect();
+    const store = redisTokenStore({ client: r, prefix });
+    const held = await store.lock!('f', 5000);
+    await (held as ReleaseLock)(true);
+    expect(await store.lock!('f', 5000)).toBe('failed');
+    expect(await r.pttl(`${prefix}lock:f`)).toBeLessThanOrEqual(1000);
+    await new Promise((res) => setTimeout(res, 1100));
+    const again = await store.lock!('f', 5000);
+    expect(typeof again).toBe('function');
+    await (again as ReleaseLock)();
+    expect(await r.exists(`${prefix}lock:f`)).toBe(0);
+  });
+
+  it('after a holder fails, the clients waiting on it ask side by side (8 clients, 503 after 600 ms)', async () => {
+    endpoint.reply = async () => {
+      await new Promise((res) => setTimeout(res, 600));
+      return { status: 503, body: { error: 'temporarily_unavailable' } };
+    };
+    const started = Date.now();
+    const finished: number[] = [];
+    const calls = Array.from({ length: 8 }, () =>
+      createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'failing', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix }) })
+        .getToken()
+        .then(
+          () => 'token',
+          (e: { status?: number }) => (finished.push(Date.now() - started), e.status),
+        ),
+    );
+    expect(await Promise.all(calls)).toEqual(Array(8).fill(503));
+    expect(endpoint.requests).toHaveLength(8);
+    finished.sort((a, b) => a - b);
+    // the holder at about 600 ms, the 7 others together one request later (one after another: 250 ms apart, 1.5 s from first to last)
+    expect(finished[7] - finished[1]).toBeLessThan(500);
   });
 
   it('a Redis that is down: calls go to the token endpoint, with store.error events', async () => {

@@ -40,9 +40,13 @@ describe('shared store with a lock', () => {
     expect(fx.tokenRequests()).toBe(5);
   });
 
-  it('a holder whose request fails lets go: the next instance asks and gets a token', async () => {
+  it.each([
+    ['says so (the waiter asks on its own)', true, 1],
+    ['cannot say so (the waiter takes the lock and lets it go)', false, 2],
+  ])('a holder whose request fails lets go, and a store that %s: the other instance asks and gets a token', async (_how, marksFailures, taken) => {
     fx.endpoint.reply = (_req, n) => (n === 1 ? { status: 500, body: { error: 'server_error' } } : { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } });
     const store = new LockingStore();
+    store.marksFailures = marksFailures;
     const results = await coldStart(store, 2);
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     expect(failed).toHaveLength(1);
@@ -50,8 +54,8 @@ describe('shared store with a lock', () => {
     expect(failed[0].reason).toMatchObject({ status: 500 });
     expect(results.filter((r) => r.status === 'fulfilled')).toEqual([{ status: 'fulfilled', value: 'tok-2' }]);
     expect(fx.tokenRequests()).toBe(2);
-    expect(store.taken).toBe(2);
-    expect(store.locks.size).toBe(0);
+    expect(store.taken).toBe(taken);
+    expect([...store.locks.values()].every((l) => l.failed === true)).toBe(true);
   });
 
   it("a lock never let go (its holder died) holds an instance up for the lock's life (twice the timeout), then it asks itself", async () => {
@@ -88,13 +92,16 @@ describe('shared store with a lock', () => {
     };
     const store = new LockingStore();
     const started = Date.now();
-    const settled = await Promise.allSettled([1, 2, 3, 4].map(() => client({ store }).getToken().finally(() => undefined)));
-    const elapsed = Date.now() - started;
+    const finished: number[] = [];
+    const settled = await Promise.allSettled(
+      Array.from({ length: 8 }, () => client({ store }).getToken().finally(() => finished.push(Date.now() - started))),
+    );
     expect(settled.every((r) => r.status === 'rejected' && (r.reason as TokenEndpointError).status === 503)).toBe(true);
-    expect(fx.tokenRequests()).toBe(4);
-    // one after another: 4 × 600 ms; the holder, then the other three together: 1.2 s and up to 250 ms of polling
-    expect(elapsed).toBeLessThan(2000);
-    expect(store.locks.size).toBe(0);
+    expect(fx.tokenRequests()).toBe(8);
+    finished.sort((a, b) => a - b);
+    // the holder at about 600 ms, the 7 others together one request later (taking the lock in turn: 250 ms apart, 1.5 s from first to last)
+    expect(finished[7] - finished[1]).toBeLessThan(500);
+    expect(finished[7]).toBeLessThan(2000);
   });
 
   it('a slow store takes at most the timeout in all before the token request (get and lock share it), with store.error saying which', async () => {
@@ -150,6 +157,24 @@ describe('shared store with a lock', () => {
     await expect(call).rejects.toThrow('the token client is closed');
     expect(Date.now() - started).toBeLessThan(500);
     await new Promise((r) => setTimeout(r, 100));
+    expect(fx.tokenRequests()).toBe(0);
+  });
+
+  it('a call that took the lock after waiting and is closed while it looks in the store again sends nothing', async () => {
+    const store = new LockingStore();
+    store.marksFailures = false;
+    const lock = store.lock.bind(store);
+    const get = store.get.bind(store);
+    let locks = 0;
+    let gets = 0;
+    store.lock = async (key, ttl) => (++locks === 1 ? null : lock(key, ttl));
+    store.get = (key) => (++gets >= 3 ? new Promise(() => undefined) : get(key));
+    const c = client({ store, timeout: 5 });
+    const call = c.getToken();
+    await until(() => gets === 3, 'the look after taking the lock');
+    await c.close();
+    await expect(call).rejects.toThrow('the token client is closed');
+    expect(fx.count('token.requested')).toBe(0);
     expect(fx.tokenRequests()).toBe(0);
   });
 

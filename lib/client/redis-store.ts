@@ -5,9 +5,8 @@ import type { ReleaseLock, StoredToken, TokenStore } from './store';
 export interface RedisLike {
   get(key: string): Promise<string | null>;
   set(key: string, value: string, mode: 'PX', ttlMs: number): Promise<unknown>;
-  set(key: string, value: string, mode: 'PX', ttlMs: number, condition: 'NX'): Promise<unknown>;
   del(key: string): Promise<number>;
-  /** For the lock's release; a client without it gives a store without a lock. */
+  /** For the lock (two short scripts); a client without it gives a store without a lock. */
   eval?(script: string, numKeys: number, ...args: string[]): Promise<unknown>;
 }
 
@@ -100,14 +99,31 @@ function isStoredToken(v: unknown): v is StoredToken {
   );
 }
 
-/** Deletes the lock only while it still holds this holder's value: one that expired and was taken since is left alone. */
-const RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+/** Takes the lock (1), or says it is held (0) or was let go by a holder that failed (2). */
+const LOCK = `if redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return 1 end
+local held = redis.call('get', KEYS[1])
+if held and string.sub(held, 1, 7) == 'failed:' then return 2 end
+return 0`;
+
+/**
+ * Ends the lock only while it still holds this holder's value (one that
+ * expired and was taken since is left alone): deleted, or (ARGV[2] set)
+ * marked failed for that many milliseconds.
+ */
+const RELEASE = `if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then return redis.call('del', KEYS[1]) end
+redis.call('set', KEYS[1], 'failed:' .. ARGV[1], 'PX', ARGV[2])
+return 1`;
+
+/** How long waiters are told that the last holder failed: longer than their longest pause between looks (250 ms). */
+const FAILED_MARK_MS = 1000;
 
 /**
  * A TokenStore on Redis: one string key per token, expiring with the token
  * (`SET … PX`), its value sealed with `encryptionKey` when given; the lock
- * is a key of its own beside it (`SET … PX … NX` with a random value,
- * released by a compare-and-delete script).
+ * is a key of its own beside it (`SET … PX … NX` with a random value in a
+ * script, released by a compare-and-delete script that may leave a
+ * `failed:` mark for a second instead).
  */
 export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
   const client = options?.client;
@@ -149,13 +165,14 @@ export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
   };
   const evalScript = client.eval;
   if (options.lock === false || typeof evalScript !== 'function') return store;
-  store.lock = async (key, ttlMs): Promise<ReleaseLock | null> => {
+  store.lock = async (key, ttlMs): Promise<ReleaseLock | null | 'failed'> => {
     const lockKey = `${prefix}lock:${key}`;
     const holder = randomBytes(16).toString('base64url');
-    const taken = await client.set(lockKey, holder, 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX');
-    if (taken !== 'OK') return null;
-    return async () => {
-      await evalScript.call(client, RELEASE, 1, lockKey, holder);
+    const taken = Number(await evalScript.call(client, LOCK, 1, lockKey, holder, String(Math.max(1, Math.ceil(ttlMs)))));
+    if (taken === 2) return 'failed';
+    if (taken !== 1) return null;
+    return async (failed) => {
+      await evalScript.call(client, RELEASE, 1, lockKey, holder, failed ? String(FAILED_MARK_MS) : '');
     };
   };
   return store;

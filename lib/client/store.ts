@@ -9,8 +9,12 @@ export interface StoredToken {
   lifetime: number;
 }
 
-/** Ends a lock taken with `TokenStore.lock()`. */
-export type ReleaseLock = () => Promise<void>;
+/**
+ * Ends a lock taken with `TokenStore.lock()`. `failed`: no token came of it
+ * (the request or the write failed), so callers waiting on the lock should
+ * ask on their own (see `lock()`).
+ */
+export type ReleaseLock = (failed?: boolean) => Promise<void>;
 
 /**
  * A store shared by several processes (e.g. Redis) under the in-process cache.
@@ -28,6 +32,9 @@ export interface TokenStore {
    * took the lock, `null` when another holds it. The lock must end by itself
    * after `ttlMs` (a holder that dies holds nobody up for longer), and a
    * release must never end a lock that another caller has taken since.
+   * After `release(true)` it may answer `'failed'` for a short while (a
+   * second is enough): the waiting callers then ask side by side at once,
+   * where with `null` they would take the lock one after another.
    */
-  lock?(key: string, ttlMs: number): Promise<ReleaseLock | null>;
+  lock?(key: string, ttlMs: number): Promise<ReleaseLock | null | 'failed'>;
 }

@@ -345,14 +345,15 @@ export class TokenCache {
   /**
    * With a store that locks. The process that takes the lock at once asks the
    * token endpoint and lets go once the answer is stored (in the background:
-   * its own callers do not wait for the write). The others read the store
-   * again (after 25 ms, doubling up to 250 ms) and try the lock each time, for
-   * at most the lock's life: a holder whose request failed has let go, one
-   * that died lets go when its lock runs out. A process that gets the lock
-   * after waiting lets go at once, looks once more and asks on its own, so
-   * that after a failure the others ask side by side rather than one after
-   * another. A lock that fails, or takes the rest of the store's time, is
-   * skipped: the process asks alone.
+   * its own callers do not wait for the write), or, when no token came of it,
+   * lets go saying so. The others read the store again (after 25 ms, doubling
+   * up to 250 ms) and try the lock each time, for at most the lock's life (a
+   * holder that died lets go when its lock runs out). When the store says the
+   * holder failed, each asks on its own at once, side by side; a store that
+   * cannot say so hands the lock to one of them after another, and one that
+   * takes it after waiting lets go at once and asks on its own. A lock that
+   * fails, or takes the rest of the store's time, is skipped: the process
+   * asks alone.
    */
   private async underLock(entry: Entry, reason: TokenRequestReason, shared: Shared, lock: NonNullable<TokenStore['lock']>): Promise<CachedToken> {
     const { timeoutMs } = this.config;
@@ -360,37 +361,52 @@ export class TokenCache {
     const lockMs = 2 * timeoutMs;
     const waitEnds = performance.now() + lockMs;
     // a lock taken after its call timed out is let go as soon as it comes
-    const lateLock = (release: ReleaseLock | null): void => {
-      if (release) this.storeCall('unlock', release).catch(noop);
+    const lateLock = (release: ReleaseLock | null | 'failed'): void => {
+      if (typeof release === 'function') this.unlock(release, false);
     };
     for (let pause = 25, waited = false; ; pause = Math.min(250, pause * 2), waited = true) {
       const limit = waited ? Math.min(timeoutMs, msUntil(waitEnds)) : this.budget(shared);
       const release = await this.storeCall('lock', () => lock(shared.key, lockMs), limit, lateLock);
       this.checkOpen();
       if (release === undefined) return this.request(entry, reason, shared);
-      if (release !== null && waited) {
-        this.storeCall('unlock', release).catch(noop);
+      if (release === 'failed' || (release !== null && waited)) {
+        if (release !== 'failed') this.unlock(release, false);
         return (await this.fromStore(entry, shared, timeoutMs)) ?? this.request(entry, reason, shared);
       }
-      if (release !== null) {
-        try {
-          // the holder before this one may have stored its token and let go between the read and the lock
-          const found = await this.fromStore(entry, shared, this.budget(shared));
-          this.checkOpen();
-          if (found === undefined) return await this.request(entry, reason, shared, release);
-          this.storeCall('unlock', release).catch(noop);
-          return found;
-        } catch (err) {
-          this.storeCall('unlock', release).catch(noop);
-          throw err;
-        }
-      }
+      if (release !== null) return this.holdLock(entry, reason, shared, release);
       if (performance.now() >= waitEnds) return this.request(entry, reason, shared);
       await this.pause(pause);
       const found = await this.fromStore(entry, shared, Math.min(timeoutMs, msUntil(waitEnds)));
       if (found !== undefined) return found;
       this.checkOpen();
     }
+  }
+
+  /** The lock holder's part: one more look (the holder before may have stored a token and let go between the read and the lock), then the token request. */
+  private async holdLock(entry: Entry, reason: TokenRequestReason, shared: Shared, release: ReleaseLock): Promise<CachedToken> {
+    let found: CachedToken | undefined;
+    try {
+      found = await this.fromStore(entry, shared, this.budget(shared));
+      this.checkOpen();
+    } catch (err) {
+      this.unlock(release, false);
+      throw err;
+    }
+    if (found !== undefined) {
+      this.unlock(release, false);
+      return found;
+    }
+    try {
+      return await this.request(entry, reason, shared, release);
+    } catch (err) {
+      // the others wait on this lock: no token came of it, so they ask on their own (a closing client just lets go)
+      this.unlock(release, !this.closed);
+      throw err;
+    }
+  }
+
+  private unlock(release: ReleaseLock, failed: boolean): void {
+    this.storeCall('unlock', () => release(failed)).catch(noop);
   }
 
   /** Waits `ms`, or less when the client is closed meanwhile (then rejects). */
@@ -414,6 +430,8 @@ export class TokenCache {
    * read it from there.
    */
   private async request(entry: Entry, reason: TokenRequestReason, shared: Shared | undefined, release?: ReleaseLock): Promise<CachedToken> {
+    // a call that waited on the store while the client closed sends nothing
+    this.checkOpen();
     const { url, auth } = await this.resolveEndpoint();
     const context: ClientAuthContext = { clientId: this.config.clientId, tokenEndpoint: url, issuer: this.config.issuer };
     const settings: TokenRequestSettings = {
@@ -437,8 +455,9 @@ export class TokenCache {
     };
     if (shared !== undefined) {
       const { store, key } = shared;
-      const written = this.storeCall('set', () => store.set(key, stored, stored.expiresAt - this.config.now()));
-      if (release) written.then(() => this.storeCall('unlock', release)).catch(noop);
+      const written = this.storeCall('set', () => store.set(key, stored, stored.expiresAt - this.config.now()).then(() => true));
+      // a write that failed leaves the others nothing to read: they are told to ask on their own
+      if (release) written.then((done) => this.unlock(release, done !== true), noop);
       else written.catch(noop);
     }
     return this.cached(stored);
