@@ -7,6 +7,7 @@ import {
   createTokenClient,
   type ClientAuthentication,
   type ProofOfPossession,
+  type StoredToken,
   type TokenClientOptions,
   type TokenStore,
 } from '../../lib/client';
@@ -166,6 +167,19 @@ describe('8. shared store', () => {
     expect((await client({ store, dpop: { privateKey: keyA } }).getToken()).accessToken).toBe('tok-1');
     expect((await client({ store, dpop: { privateKey: keyB } }).getToken()).accessToken).toBe('tok-2');
     expect(fx.endpoint.requests).toHaveLength(3);
+  });
+
+  it('a store written in plain JavaScript whose set() returns nothing still stores the token, with no store.error', async () => {
+    const data = new Map<string, StoredToken>();
+    const store = {
+      get: async (key: string) => data.get(key),
+      set: (key: string, token: StoredToken) => void data.set(key, token),
+      delete: async (key: string) => void data.delete(key),
+    } as unknown as TokenStore;
+    await client({ store }).getToken();
+    await new Promise((r) => setTimeout(r, 10));
+    expect([...data.values()].map((t) => t.accessToken)).toEqual(['tok-1']);
+    expect(fx.count('store.error')).toBe(0);
   });
 
   it('a store that does not answer is skipped after the request timeout, with a store.error event', async () => {

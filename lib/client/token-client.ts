@@ -455,7 +455,7 @@ export class TokenCache {
     };
     if (shared !== undefined) {
       const { store, key } = shared;
-      const written = this.storeCall('set', () => store.set(key, stored, stored.expiresAt - this.config.now()).then(() => true));
+      const written = this.storeCall('set', () => Promise.resolve(store.set(key, stored, stored.expiresAt - this.config.now())).then(() => true));
       // a write that failed leaves the others nothing to read: they are told to ask on their own
       if (release) written.then((done) => this.unlock(release, done !== true), noop);
       else written.catch(noop);
