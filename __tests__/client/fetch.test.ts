@@ -199,6 +199,16 @@ describe('9. transport and lifetime', () => {
     expect(tokenRequests()).toBe(2);
     expect(fx.api.requests).toHaveLength(0);
   });
+
+  it('a call waiting on a token request when close() comes rejects with "the token client is closed"', async () => {
+    const c = client();
+    fx.endpoint.gate = gate().promise; // no answer
+    const call = c.fetch(`${fx.api.url}/x`);
+    await until(() => tokenRequests() === 1);
+    await c.close();
+    await expect(call).rejects.toThrow('the token client is closed');
+    expect(fx.api.requests).toHaveLength(0);
+  });
 });
 
 describe('WWW-Authenticate', () => {

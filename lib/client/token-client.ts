@@ -267,7 +267,8 @@ export class TokenCache {
   }
 
   private failed(entry: Entry, err: unknown): unknown {
-    if (this.closed) return err;
+    // a request aborted by close(): its callers are told so, not given the abort as a network error
+    if (this.closed) return new Error('the token client is closed', { cause: err });
     const error = err instanceof TokenEndpointError ? err : new TokenEndpointError({ error: 'invalid_response', cause: err });
     const now = this.config.now();
     entry.failures++;
