@@ -311,7 +311,6 @@ export class TokenCache {
     };
     const found = await this.fromStore(entry, shared, this.budget(shared));
     if (found !== undefined) return found;
-    this.checkOpen();
     if (store.lock === undefined) return this.request(entry, reason, shared);
     // the metadata first, outside the lock: a holder holds it for the token request alone
     await this.resolveEndpoint();
@@ -368,7 +367,6 @@ export class TokenCache {
     for (let pause = 25, waited = false; ; pause = Math.min(250, pause * 2), waited = true) {
       const limit = waited ? Math.min(timeoutMs, msUntil(waitEnds)) : this.budget(shared);
       const release = await this.storeCall('lock', () => lock(shared.key, lockMs), limit, lateLock);
-      this.checkOpen();
       if (release === undefined) return this.request(entry, reason, shared);
       if (release === 'failed' || (release !== null && waited)) {
         if (release !== 'failed') this.unlock(release, false);
@@ -379,26 +377,16 @@ export class TokenCache {
       await this.pause(pause);
       const found = await this.fromStore(entry, shared, Math.min(timeoutMs, msUntil(waitEnds)));
       if (found !== undefined) return found;
-      this.checkOpen();
     }
   }
 
   /** The lock holder's part: one more look (the holder before may have stored a token and let go between the read and the lock), then the token request. */
   private async holdLock(entry: Entry, reason: TokenRequestReason, shared: Shared, release: ReleaseLock): Promise<CachedToken> {
-    let found: CachedToken | undefined;
     try {
-      found = await this.fromStore(entry, shared, this.budget(shared));
-      this.checkOpen();
-    } catch (err) {
-      this.unlock(release, false);
-      throw err;
-    }
-    if (found !== undefined) {
+      const found = await this.fromStore(entry, shared, this.budget(shared));
+      if (found === undefined) return await this.request(entry, reason, shared, release);
       this.unlock(release, false);
       return found;
-    }
-    try {
-      return await this.request(entry, reason, shared, release);
     } catch (err) {
       // the others wait on this lock: no token came of it, so they ask on their own (a closing client just lets go)
       this.unlock(release, !this.closed);
@@ -431,7 +419,7 @@ export class TokenCache {
    * read it from there.
    */
   private async request(entry: Entry, reason: TokenRequestReason, shared: Shared | undefined, release?: ReleaseLock): Promise<CachedToken> {
-    // a call that waited on the store while the client closed sends nothing
+    // the one gate for every path: a call that waited on the store (or the lock) while the client closed sends nothing
     this.checkOpen();
     const { url, auth } = await this.resolveEndpoint();
     const context: ClientAuthContext = { clientId: this.config.clientId, tokenEndpoint: url, issuer: this.config.issuer };
