@@ -121,6 +121,10 @@ describe('create --auth private_key_jwt --jwks', () => {
     ['a symmetric key', () => ({ kty: 'oct', k: 'c2VjcmV0', kid: 'a' }), 'symmetric keys are refused'],
     ['RSA under 2048 bits', () => ({ ...generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }), kid: 'r' }), 'at least 2048 bits'],
     ['duplicate kids', () => ({ keys: [ecPair('same').pub, ecPair('same').pub] }), 'duplicate kid'],
+    ['one key under two kids', () => {
+      const { pub } = ecPair();
+      return { keys: [{ ...pub, kid: 'first' }, { ...pub, kid: 'second' }] };
+    }, 'key 2 is the same public key as key 1 (kid "first")'],
     ['more than 8 keys', () => ({ keys: Array.from({ length: 9 }, (_, i) => ecPair(`k${i}`).pub) }), 'at most 8 keys'],
   ])('refuses %s with one line and exit 2', async (_name, make, problem) => {
     expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', make())]), problem);
@@ -186,10 +190,13 @@ describe('client-key add | remove | list', () => {
     expectRefused(await cli(['client-key', 'add', clientId]), /^error: missing FILE \(/);
   });
 
-  it('refuses a duplicate kid, a private key and a secret-based client', async () => {
+  it('refuses a duplicate kid, a key it has already, a private key and a secret-based client', async () => {
     const k = ecPair('k');
     const clientId = JSON.parse((await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', k.pub), '--json'])).stdout).client_id;
     expectRefused(await cli(['client-key', 'add', clientId, writeJson('dup.json', ecPair('k').pub)]), 'kid "k" already');
+    // the same key again under a new kid: a "rotation" that rotates nothing
+    expectRefused(await cli(['client-key', 'add', clientId, writeJson('same.json', { ...k.pub, kid: 'k2' })]), 'has this public key already (kid "k"): a new key needs a new key pair');
+    expect(JSON.parse((await cli(['client-key', 'list', clientId, '--json'])).stdout).map((row: { kid: string }) => row.kid)).toEqual(['k']);
     expectRefused(await cli(['client-key', 'add', clientId, writeJson('priv.json', ecPair('p').priv)]), 'private member');
     const secretClient = JSON.parse((await cli(['create', '--name', 'plain', '--json'])).stdout).client_id;
     const r = await cli(['client-key', 'add', secretClient, writeJson('x.json', ecPair('x').pub)]);

@@ -387,12 +387,14 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect((await store.listClients())[0]).toEqual(found);
       });
 
-      it('addClientKey appends, refusing a duplicate kid and more than maxKeys, and is seen by findClient at once', async () => {
+      it('addClientKey appends, refusing a duplicate kid or key and more than maxKeys, and is seen by findClient at once', async () => {
         await store.createClient(keyClient('pk', ['a']));
         await store.findClient('pk'); // warm any cache
         expect(await store.addClientKey('pk', jwk('b'), 2)).toBe('added');
         expect((await store.findClient('pk'))!.jwks!.keys.map((k) => k.kid)).toEqual(['a', 'b']);
         expect(await store.addClientKey('pk', jwk('b'), 8)).toBe('duplicate_kid');
+        // b's public key under another kid
+        expect(await store.addClientKey('pk', { ...jwk('b'), kid: 'b2' }, 8)).toBe('duplicate_key');
         expect(await store.addClientKey('pk', jwk('c'), 2)).toBe('too_many_keys');
         expect((await store.findClient('pk'))!.jwks!.keys.map((k) => k.kid)).toEqual(['a', 'b']);
       });

@@ -59,7 +59,7 @@ shown only this once and cannot be recovered; 'rotate-secret' issues a new one.
 With --auth private_key_jwt the client has no secret: it signs a JWT with its
 private key for every token request (RFC 7523), and only its public keys are
 registered. Refused: private members, symmetric keys, RSA under 2048 bits,
-duplicate kids, more than 8 keys.
+duplicate kids, one key under two kids, more than 8 keys.
 
 Options:
   --name NAME       name for operators, 1 to 200 printable characters (required)
@@ -210,7 +210,8 @@ Adds one public key (a JWK, or a JWK Set holding one key) to a key-based
 client. Both keys then work: move the client to the new key, then remove the
 old one with 'client-key remove'. A key without kid gets its RFC 7638
 thumbprint. Refused: private members, symmetric keys, RSA under 2048 bits, a
-kid the client has already, a ninth key.
+kid or a key the client has already (a new key needs a new key pair), a ninth
+key.
 
 Options:
   --json      print one JSON object {client_id, kid, alg}

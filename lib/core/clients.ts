@@ -1,6 +1,7 @@
 import type { JsonWebKey } from 'node:crypto';
 import type { Logger } from '../logger';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
+import { samePublicKey } from '../jwt/thumbprint';
 import { checkJwksUri } from './client-jwks-uri';
 import type { ClientAuthKind, ClientPermission, ClientPublicJwk, ClientRecord, ClientStore, RevocationNotifier } from '../stores/types';
 import type { RevocationStore } from './revocation';
@@ -57,7 +58,7 @@ export const MAX_CLIENT_KEYS = 8;
 
 /**
  * Checks public keys for registration: public members only, no symmetric
- * keys, RSA of 2048 bits or more, unique kids, at most `MAX_CLIENT_KEYS`.
+ * keys, RSA of 2048 bits or more, unique kids and keys, at most `MAX_CLIENT_KEYS`.
  * Throws a TypeError with a one-line reason.
  */
 export function checkClientKeys(input: unknown): ClientPublicJwk[] {
@@ -69,6 +70,9 @@ export function checkClientKeys(input: unknown): ClientPublicJwk[] {
     const checked = checkPublicJwk(jwk);
     if (typeof checked === 'string') throw new TypeError(list.length > 1 ? `key ${i + 1}: ${checked}` : checked);
     if (keys.some((k) => k.kid === checked.jwk.kid)) throw new TypeError(`duplicate kid ${JSON.stringify(checked.jwk.kid)}`);
+    // one key under two kids: removing one kid (a rotation, a leaked key) would leave the key working under the other
+    const same = keys.findIndex((k) => samePublicKey(k, checked.jwk));
+    if (same >= 0) throw new TypeError(`key ${i + 1} is the same public key as key ${same + 1} (kid ${JSON.stringify(keys[same].kid)})`);
     keys.push(checked.jwk as unknown as ClientPublicJwk);
   }
   return keys;
@@ -299,6 +303,10 @@ export class ClientService {
     const result = await (await this.store()).addClientKey(clientId, key, MAX_CLIENT_KEYS);
     if (result === 'unknown_client') return null;
     if (result === 'duplicate_kid') throw new TypeError(`client ${clientId} has a key with kid ${JSON.stringify(key.kid)} already`);
+    if (result === 'duplicate_key') {
+      const existing = (await this.listKeys(clientId))?.find((k) => samePublicKey(k, key));
+      throw new TypeError(`client ${clientId} has this public key already${existing ? ` (kid ${JSON.stringify(existing.kid)})` : ''}: a new key needs a new key pair`);
+    }
     if (result === 'too_many_keys') throw new TypeError(`client ${clientId} has ${MAX_CLIENT_KEYS} keys already; remove one first`);
     this.logger.info({ event: 'client.key_added', client_id: clientId, kid: key.kid }, 'client key added');
     return key;

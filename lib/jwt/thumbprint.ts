@@ -26,3 +26,17 @@ export function jwkThumbprint(jwk: JsonWebKey): string {
   // publicKeyMembers lists the members in lexicographic order already
   return createHash('sha256').update(JSON.stringify(publicKeyMembers(jwk))).digest('base64url');
 }
+
+/**
+ * Whether two JWKs hold the same public key (their RFC 7638 members agree),
+ * whatever their `kid`, `alg` or `use`. Key types without a thumbprint are
+ * never the same.
+ */
+export function samePublicKey(a: { kty?: unknown }, b: { kty?: unknown }): boolean {
+  if (a.kty !== b.kty) return false;
+  try {
+    return JSON.stringify(publicKeyMembers(a as JsonWebKey)) === JSON.stringify(publicKeyMembers(b as JsonWebKey));
+  } catch {
+    return false;
+  }
+}

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError } from '../errors';
+import { samePublicKey } from '../jwt/thumbprint';
 import type { RevocationSnapshot } from '../core/revocation';
 import { TurnBatch } from './turn-batch';
 import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
@@ -362,6 +363,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     const jwks = liveKeys(clientId);
     if (!jwks) return 'unknown_client';
     if (jwks.keys.some((k) => k.kid === jwk.kid)) return 'duplicate_kid';
+    if (jwks.keys.some((k) => samePublicKey(k, jwk))) return 'duplicate_key';
     if (jwks.keys.length >= maxKeys) return 'too_many_keys';
     q.setJwks.run(JSON.stringify({ keys: [...jwks.keys, jwk] }), clientId);
     return 'added';

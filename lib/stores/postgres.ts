@@ -6,6 +6,7 @@
  */
 import { Client, Pool, type ClientConfig, type PoolClient } from 'pg';
 import { StoreUnavailableError } from '../errors';
+import { samePublicKey } from '../jwt/thumbprint';
 import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientRecord, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
 import { TurnBatch } from './turn-batch';
 
@@ -523,6 +524,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
         const jwks = await lockedKeys(tx, clientId);
         if (!jwks) return 'unknown_client';
         if (jwks.keys.some((k) => k.kid === jwk.kid)) return 'duplicate_kid';
+        if (jwks.keys.some((k) => samePublicKey(k, jwk))) return 'duplicate_key';
         if (jwks.keys.length >= maxKeys) return 'too_many_keys';
         await tx.query(`UPDATE ${S}.clients SET jwks = $2 WHERE client_id = $1`, [clientId, JSON.stringify({ keys: [...jwks.keys, jwk] })]);
         return 'added';

@@ -85,8 +85,8 @@ export interface NewClient {
   requireDpop?: boolean;
 }
 
-/** What `addClientKey` did. */
-export type AddClientKeyResult = 'added' | 'unknown_client' | 'duplicate_kid' | 'too_many_keys';
+/** What `addClientKey` did. `duplicate_key`: the client has the same public key already, under another kid. */
+export type AddClientKeyResult = 'added' | 'unknown_client' | 'duplicate_kid' | 'duplicate_key' | 'too_many_keys';
 
 export interface ClientStore {
   /**
