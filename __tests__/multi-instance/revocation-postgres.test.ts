@@ -7,9 +7,10 @@
  */
 import express from 'express';
 import { Pool } from 'pg';
+import request from 'supertest';
 import { createIssuer, type Issuer } from '../../lib';
 import { createPostgresStore } from '../../lib/stores/postgres';
-import { cliRevocationsReachBoth, revokedAtAReachesB, status, token } from './revocation-helpers';
+import { cliRevocationsReachBoth, expectRefusedWithin1s, revokedAtAReachesB, status, token } from './revocation-helpers';
 import { AUDIENCE, ISSUER } from '../helpers/app';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 
@@ -52,6 +53,16 @@ describeIfPostgres('revocation across instances on PostgreSQL (LISTEN/NOTIFY)', 
 
   it('RV7/RV8 from the CLI: revoke-tokens and revoke reach both instances within 1 s; revoke-tokens keeps the client working', async () => {
     await cliRevocationsReachBoth(a, b, 'pg-c2', { DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema });
+  });
+
+  it('a client revoked at A gets no more tokens at B as soon as its old token is refused there (not after B\'s 2 s client cache)', async () => {
+    const client = await a.issuer.clients.create({ name: 'pg-c5', scopes: 'orders:read' });
+    const old = await token(b.app, client); // B caches the client's record
+    await a.issuer.clients.revoke(client.clientId);
+    await expectRefusedWithin1s([b.app], old);
+    const res = await request(b.app).post('/oauth/token').type('form').auth(client.clientId, client.clientSecret).send({ grant_type: 'client_credentials' });
+    expect(res.status).toBe(401);
+    expect(res.body.error).toBe('invalid_client');
   });
 
   it('an instance started after the revocations loads them (shared and persisted)', async () => {

@@ -111,6 +111,8 @@ export class AuthorizationServer {
     });
     this.metadata = authorizationServerMetadata(config);
     this.audiences = new IssuerAudiences(config, this.keys, this.revocations.state, now, this.verifier);
+    // a client revoked, or its tokens (an update that took scopes away), anywhere: its cached record goes too
+    this.revocations.state.onChange(() => this.clientCache?.clear());
     this.assertions = new ClientAssertionVerifier({
       issuer: config.issuer,
       tokenEndpoint: config.tokenEndpoint,
