@@ -49,7 +49,7 @@ export interface Issuer {
    * store answers and a key signs. Never rejects.
    */
   health(): Promise<IssuerHealth>;
-  /** Create, list, revoke clients and rotate their secrets. */
+  /** Create, list, update and revoke clients, rotate their secrets and keys. */
   readonly clients: ClientService;
   readonly keys: {
     list(): Promise<KeyInfo[]>;

@@ -8,14 +8,14 @@ export type { IssuerHealth } from './core/authorization-server';
 export type { AccessTokenClaims } from './core/issuer';
 export type { ClientInfo, IssuedCredentials, CreateClientInput, ClientService } from './core/clients';
 export type { SigningAlgorithm, PublicJwk } from './core/keys';
-export type { RegisteredKeyClient, CreateKeyClientInput } from './core/clients';
+export type { RegisteredKeyClient, CreateKeyClientInput, ClientChanges, ClientUpdate } from './core/clients';
 export { signClientAssertion, CLIENT_ASSERTION_TYPE } from './jwt/client-assertion';
 export type { ClientAssertionInput } from './jwt/client-assertion';
 export { openEmbeddedStore } from './stores/embedded';
 export type { EmbeddedStore } from './stores/embedded';
 export { openStore } from './stores/open';
 export type { ClientStore, KeyStore, Store, ClientRecord, NewClient, StoredKey, StoredSecret } from './stores/types';
-export type { ClientAuthKind, ClientJwks, ClientPublicJwk, AddClientKeyResult } from './stores/types';
+export type { ClientAuthKind, ClientJwks, ClientPublicJwk, AddClientKeyResult, StoredClientChanges } from './stores/types';
 export type { Logger } from './logger';
 export type { TokenRejectionReason, TokenRejectionFacts } from './errors';
 export {

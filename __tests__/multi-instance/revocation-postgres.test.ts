@@ -10,6 +10,7 @@ import { Pool } from 'pg';
 import request from 'supertest';
 import { createIssuer, type Issuer } from '../../lib';
 import { createPostgresStore } from '../../lib/stores/postgres';
+import { main } from '../../lib/cli/main';
 import { cliRevocationsReachBoth, expectRefusedWithin1s, revokedAtAReachesB, status, token } from './revocation-helpers';
 import { AUDIENCE, ISSUER } from '../helpers/app';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
@@ -53,6 +54,25 @@ describeIfPostgres('revocation across instances on PostgreSQL (LISTEN/NOTIFY)', 
 
   it('RV7/RV8 from the CLI: revoke-tokens and revoke reach both instances within 1 s; revoke-tokens keeps the client working', async () => {
     await cliRevocationsReachBoth(a, b, 'pg-c2', { DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema });
+  });
+
+  it('update from the CLI taking a scope away: both instances refuse the old token within 1 s and the scope at once after (their cached client records go with it)', async () => {
+    const client = await a.issuer.clients.create({ name: 'pg-c4', scopes: 'orders:read orders:write' });
+    const ask = (app: express.Express, scope: string) =>
+      request(app).post('/oauth/token').type('form').auth(client.clientId, client.clientSecret).send({ grant_type: 'client_credentials', scope });
+    // both instances hold the client's record in their client cache (2 s) now
+    const old = (await ask(a.app, 'orders:read orders:write').expect(200)).body.access_token as string;
+    await ask(b.app, 'orders:write').expect(200);
+    const env = { DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema };
+    expect(await main(['update', client.clientId, '--scope', 'orders:read'], { stdout: () => undefined, stderr: () => undefined, env })).toBe(0);
+    await expectRefusedWithin1s([a.app, b.app], old);
+    for (const app of [a.app, b.app]) {
+      const refused = await ask(app, 'orders:write');
+      expect(refused.status).toBe(400);
+      expect(refused.body.error).toBe('invalid_scope');
+      const kept = await ask(app, 'orders:read').expect(200);
+      expect(await status(app, kept.body.access_token)).toBe(200);
+    }
   });
 
   it('a client revoked at A gets no more tokens at B as soon as its old token is refused there (not after B\'s 2 s client cache)', async () => {

@@ -203,6 +203,34 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
       });
     });
 
+    describe('updateClient', () => {
+      it('changes what is given in one write, keeps the rest, and findClient sees it at once', async () => {
+        await store.createClient(newClient('up', { resources: ['https://a.test'] }));
+        await store.findClient('up'); // warm any cache
+        expect(await store.updateClient('up', { scopes: ['read:items'], permissions: ['introspect'] })).toBe(true);
+        expect(await store.findClient('up')).toMatchObject({
+          name: 'Client up',
+          scopes: ['read:items'],
+          resources: ['https://a.test'],
+          permissions: ['introspect'],
+          requireDpop: false,
+          secrets: [expect.objectContaining({ hash: 'hash-up-1' })],
+        });
+        expect(await store.updateClient('up', { name: 'renamed', scopes: [], resources: [], permissions: [], requireDpop: true })).toBe(true);
+        const after = await store.findClient('up');
+        expect(after).toMatchObject({ name: 'renamed', scopes: [], resources: [], permissions: [], requireDpop: true });
+        expect((await store.listClients()).find((c) => c.clientId === 'up')).toEqual(after);
+      });
+
+      it('false for an unknown or revoked client, which stays as it was', async () => {
+        expect(await store.updateClient('nobody', { scopes: ['x'] })).toBe(false);
+        await store.createClient(newClient('gone'));
+        await store.revokeClient('gone', T1);
+        expect(await store.updateClient('gone', { scopes: ['x'] })).toBe(false);
+        expect((await store.findClient('gone'))!.scopes).toEqual(['read:items', 'write:items']);
+      });
+    });
+
     describe('rotateSecret', () => {
       it('with keepOldUntil: adds the new secret first and caps older ones at min(expiresAt, keepOldUntil)', async () => {
         const keep1 = t('2099-01-01T00:00:00.111Z');

@@ -1,4 +1,5 @@
-/** `create`, `list`, `revoke`, `revoke-tokens`, `rotate-secret`: the client commands. */
+/** `create`, `list`, `update`, `revoke`, `revoke-tokens`, `rotate-secret`: the client commands. */
+import type { ClientChanges, ClientUpdate } from '../core/clients';
 import { isScopeToken } from '../core/scope';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { createKeyClient } from './client-keys';
@@ -6,6 +7,15 @@ import { BIN } from './help';
 import { CLIENT_ID_SHAPE, activeClient, clientPolicy, iso, policyJson, policyLines, printable, quoted, services, table, type Handler } from './context';
 
 const SECRET_WARNING = 'warning: the client secret is shown only now and cannot be recovered; store it safely.';
+
+/** The `--scope` values (repeatable; "" is none) as one space-separated list, checked. */
+function scopeFlag(values: string[] | undefined, command: string): string | undefined {
+  const scope = values?.filter((s) => s !== '').join(' ');
+  if (scope !== undefined && scope !== '' && !scope.split(' ').every(isScopeToken)) {
+    throw new UsageError(`--scope takes scope tokens separated by single spaces (RFC 6749 §3.3), got ${JSON.stringify(scope)}`, command);
+  }
+  return scope;
+}
 
 export const create: Handler = async (args, ctx) => {
   const { values } = parseCommand('create', args, {
@@ -22,10 +32,7 @@ export const create: Handler = async (args, ctx) => {
     resource: { type: 'string', multiple: true },
   });
   if (values.name === undefined) throw new UsageError('missing required option --name', 'create');
-  const scope = values.scope?.filter((s) => s !== '').join(' ');
-  if (scope !== undefined && scope !== '' && !scope.split(' ').every(isScopeToken)) {
-    throw new UsageError(`--scope takes scope tokens separated by single spaces (RFC 6749 §3.3), got ${JSON.stringify(scope)}`, 'create');
-  }
+  const scope = scopeFlag(values.scope, 'create');
   const auth = values.auth ?? 'client_secret';
   if (auth !== 'client_secret' && auth !== 'private_key_jwt') {
     throw new UsageError(`--auth must be client_secret or private_key_jwt, got ${JSON.stringify(auth)}`, 'create');
@@ -142,5 +149,90 @@ export const rotateSecret: Handler = async (args, ctx) => {
     );
   }
   ctx.err(SECRET_WARNING);
+  return 0;
+};
+
+/** A flag and its --no- form: true, false, or undefined when neither is given; both at once is a usage error. */
+function toggle(on: boolean | undefined, off: boolean | undefined, flag: string): boolean | undefined {
+  if (on && off) throw new UsageError(`give --${flag} or --no-${flag}, not both`, 'update');
+  return on ? true : off ? false : undefined;
+}
+
+/** How `update` names what changed (the flags' words). */
+const CHANGED_NAMES: Record<ClientUpdate['changed'][number], string> = {
+  name: 'name',
+  scopes: 'scope',
+  resources: 'resources',
+  permissions: 'introspect',
+  requireDpop: 'require-dpop',
+};
+
+export const update: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand(
+    'update',
+    args,
+    {
+      name: { type: 'string' },
+      scope: { type: 'string', multiple: true },
+      resource: { type: 'string', multiple: true },
+      'no-resources': { type: 'boolean' },
+      introspect: { type: 'boolean' },
+      'no-introspect': { type: 'boolean' },
+      'require-dpop': { type: 'boolean' },
+      'no-require-dpop': { type: 'boolean' },
+      json: { type: 'boolean' },
+    },
+    { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE },
+  );
+  const clientId = positionals[0];
+  const changes: ClientChanges = {};
+  if (values.name !== undefined) changes.name = values.name;
+  const scope = scopeFlag(values.scope, 'update');
+  if (scope !== undefined) changes.scopes = scope;
+  if (values.resource !== undefined && values['no-resources']) throw new UsageError('give --resource or --no-resources, not both', 'update');
+  if (values.resource !== undefined) changes.resources = [...new Set(values.resource)];
+  else if (values['no-resources']) changes.resources = [];
+  const introspect = toggle(values.introspect, values['no-introspect'], 'introspect');
+  if (introspect !== undefined) changes.permissions = introspect ? ['introspect'] : [];
+  const requireDpop = toggle(values['require-dpop'], values['no-require-dpop'], 'require-dpop');
+  if (requireDpop !== undefined) changes.requireDpop = requireDpop;
+  if (Object.keys(changes).length === 0) {
+    throw new UsageError('nothing to change: give --name, --scope, --resource, --no-resources, --[no-]introspect or --[no-]require-dpop', 'update');
+  }
+  const service = services(ctx);
+  await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot be changed`);
+  let done: ClientUpdate | null;
+  try {
+    done = await service.update(clientId, changes);
+  } catch (err) {
+    if (err instanceof TypeError) throw new UsageError(err.message, 'update');
+    throw err;
+  }
+  if (!done) throw new CommandError(`client ${quoted(clientId)} is unknown or revoked`);
+  const { client, tokensRevoked } = done;
+  const changed = done.changed.map((c) => CHANGED_NAMES[c]);
+  const scopeText = client.scopes.join(' ');
+  if (values.json) {
+    ctx.out(JSON.stringify({ client_id: client.clientId, name: client.name, scope: scopeText, auth: client.authMethod, ...policyJson(client), changed, tokens_revoked: tokensRevoked }));
+    return 0;
+  }
+  if (changed.length === 0) {
+    ctx.out(`Client ${client.clientId} has these settings already; nothing changed.`);
+    return 0;
+  }
+  ctx.out('Client updated.');
+  ctx.out(`  client_id:  ${client.clientId}`);
+  ctx.out(`  name:       ${printable(client.name)}`);
+  ctx.out(`  scope:      ${scopeText || '(none)'}`);
+  for (const line of policyLines(client, 12)) ctx.out(line);
+  ctx.out(`  changed:    ${changed.join(', ')}`);
+  if (tokensRevoked) {
+    ctx.out('Something was taken away, so every access token issued to it until now is revoked: running issuers');
+    ctx.out('refuse them within their revocation reload interval (2 s by default), and its next token request gets');
+    ctx.out('what it may have now.');
+  } else {
+    ctx.out('Its tokens issued before keep what they were issued with until they expire; running issuers use the');
+    ctx.out('new settings for token requests within their client cache time (2 s by default).');
+  }
   return 0;
 };

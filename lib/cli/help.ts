@@ -7,8 +7,9 @@ const ENVIRONMENT = `Environment:
   DATABASE_URL            postgres:// URL; when set, PostgreSQL is used and DATA_DIR is ignored
   DATABASE_SCHEMA         the PostgreSQL schema of the issuer's tables (default client_credentials);
                           set it as the server has it, or the CLI works on another set of clients
-  REDIS_URL               the Redis the issuers share: revoke and revoke-tokens ring them there,
-                          so they reload revocations at once (REVOCATION_CHANNEL: its channel)
+  REDIS_URL               the Redis the issuers share: revoke, revoke-tokens and an update that
+                          takes something away ring them there, so they reload revocations at
+                          once (REVOCATION_CHANNEL: its channel)
   LOG_LEVEL               when set (info, debug, ...), audit lines (client.created, client.revoked,
                           ...) go to stderr as JSON`;
 
@@ -29,6 +30,9 @@ Commands:
   create --name NAME --auth private_key_jwt (--jwks FILE | --jwks-uri URL | --generate-key --out FILE)
                                                  create a key-based client (no secret)
   list [--json]                                  list clients (never secrets)
+  update CLIENT_ID [--name NAME] [--scope "a b"] [--resource URL]... [--no-resources]
+         [--[no-]introspect] [--[no-]require-dpop] [--json]
+                                                 change a client's name or what it may have
   revoke CLIENT_ID [--json]                      revoke a client, its secrets and its tokens
   revoke-tokens CLIENT_ID [--json]               revoke every token the client holds; it stays active
   rotate-secret CLIENT_ID [--keep-old DURATION] [--json]
@@ -99,6 +103,39 @@ Options:
   --json      print a JSON array of {client_id, name, scope, status, created_at,
               revoked_at, active_secrets, auth}
   -h, --help  show this help
+
+${ENVIRONMENT}
+`,
+
+  update: `Usage: ${BIN} update CLIENT_ID [--name NAME] [--scope "a b"] [--resource URL]... [--no-resources]
+         [--[no-]introspect] [--[no-]require-dpop] [--json]
+
+Changes a client's name, its scopes, the resources it may ask tokens for, its
+introspect permission or its DPoP requirement; the client_id and its secrets
+or keys stay. Each option given replaces what the client has; the others stay.
+
+An access token keeps the scopes and audience it was issued with until it
+expires. So when the change takes something away (a scope, a resource) or makes
+DPoP required, every token issued to the client until now is revoked as well,
+as 'revoke-tokens' does: the change holds at once, and the client's next token
+request gets what it may have now. A change that only adds revokes nothing.
+Running issuers use the new settings within their client cache time (2 s by
+default; at once on the embedded store).
+
+Options:
+  --name NAME          a new name, 1 to 200 printable characters
+  --scope SCOPES       the scopes it may request, separated by single spaces
+                       (--scope "" for none)
+  --resource URL       the APIs (RFC 8707 resources) it may ask tokens for;
+                       repeatable, the whole list
+  --no-resources       none: the issuer's default audience only
+  --introspect         let it call /oauth/introspect; --no-introspect: no more
+  --require-dpop       refuse its token requests without a DPoP proof;
+                       --no-require-dpop: accept them again
+  --json               print one JSON object {client_id, name, scope, auth,
+                       resources, permissions, dpop_bound_access_tokens (when
+                       set), changed, tokens_revoked}
+  -h, --help           show this help
 
 ${ENVIRONMENT}
 `,

@@ -5,7 +5,7 @@
  */
 import { UsageError } from './args';
 import { clientKey } from './client-keys';
-import { create, list, revoke, revokeTokens, rotateSecret } from './clients';
+import { create, list, revoke, revokeTokens, rotateSecret, update } from './clients';
 import { LazyStore, oneLine, quoted, withHelp, type CliIo, type Context, type Handler } from './context';
 import { HELP, helpPointer } from './help';
 import { keys } from './keys';
@@ -28,6 +28,7 @@ const help: Handler = async (args, ctx) => {
 const COMMANDS: Record<string, Handler> = {
   create: withHelp('create', create),
   list: withHelp('list', list),
+  update: withHelp('update', update),
   revoke: withHelp('revoke', revoke),
   'revoke-tokens': withHelp('revoke-tokens', revokeTokens),
   'rotate-secret': withHelp('rotate-secret', rotateSecret),

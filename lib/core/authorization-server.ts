@@ -87,6 +87,8 @@ export class AuthorizationServer {
         clientTokens: (clientId, at) => this.revocations.writer.clientTokens(clientId, at),
       },
       (values) => this.audiences.clientResources(values),
+      // a client updated through this issuer counts here from its next request
+      (clientId) => this.clientCache?.delete(clientId),
     );
     this.keys = new KeyRing(
       deferredKeyStore(() => this.watched!),

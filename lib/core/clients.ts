@@ -3,7 +3,7 @@ import type { Logger } from '../logger';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
 import { samePublicKey } from '../jwt/thumbprint';
 import { checkJwksUri } from './client-jwks-uri';
-import type { ClientAuthKind, ClientPermission, ClientPublicJwk, ClientRecord, ClientStore, RevocationNotifier } from '../stores/types';
+import type { ClientAuthKind, ClientPermission, ClientPublicJwk, ClientRecord, ClientStore, RevocationNotifier, StoredClientChanges } from '../stores/types';
 import type { RevocationStore } from './revocation';
 import { parseResourceIndicator } from './resources';
 import { scopeOption } from './scope';
@@ -32,6 +32,31 @@ export interface ClientInfo {
   requireDpop: boolean;
   /** RFC 8707 resources it may ask tokens for; empty: the default audience only. */
   resources: string[];
+}
+
+/** What `ClientService.update()` may change; each given member replaces the client's. */
+export interface ClientChanges {
+  name?: string;
+  /** "a b" or ["a", "b"]. */
+  scopes?: string | string[];
+  resources?: string[];
+  permissions?: ClientPermission[];
+  requireDpop?: boolean;
+}
+
+/** What `ClientService.update()` did. */
+export interface ClientUpdate {
+  client: ClientInfo;
+  /** The members that differ from before (none: nothing was written). */
+  changed: ('name' | 'scopes' | 'resources' | 'permissions' | 'requireDpop')[];
+  /** Something was taken away: the tokens issued before are revoked. */
+  tokensRevoked: boolean;
+}
+
+/** Whether two stored values are the same: equal, or lists holding the same members. */
+function sameValue(a: unknown, b: unknown): boolean {
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((v) => b.includes(v)) && b.every((v) => a.includes(v));
+  return a === b;
 }
 
 /** A key-based client as registered: no secret exists. */
@@ -172,6 +197,8 @@ export class ClientService {
     revocations?: ClientRevocations,
     /** Checks a client's resources against the issuer's (TypeError for one it does not serve); without it, their form only. */
     private readonly checkResources: (values: readonly string[]) => string[] = resourceForms,
+    /** Told after update() wrote a client (a running issuer drops its cached record). */
+    private readonly onUpdate: (clientId: string) => void = () => undefined,
   ) {
     this.revocations = revocations ?? storeClientRevocations(store, async () => (await store()).notifyRevocations?.());
   }
@@ -290,6 +317,54 @@ export class ClientService {
     if (!ok) return null;
     this.logger.info({ event: 'client.secret_rotated', client_id: clientId, keep_old_for: keepOldFor }, 'client secret rotated');
     return { clientId, clientSecret };
+  }
+
+  /**
+   * Changes a live client's name or policy: its scopes, resources,
+   * permissions or DPoP requirement (each replaced as a whole; an absent one
+   * stays). When it takes something away (a scope, a resource) or makes DPoP
+   * required, every token issued to the client before is revoked too, as
+   * with `revokeTokens()`: a token keeps the scopes it was issued with until
+   * it expires, so the change holds at once only that way; the client's next
+   * token request gets what it may have now. What only adds revokes nothing.
+   * `null` when the client is unknown or revoked; TypeError for a bad value
+   * or no change asked for.
+   */
+  async update(clientId: string, changes: ClientChanges): Promise<ClientUpdate | null> {
+    const next = this.checkChanges(changes);
+    const store = await this.store();
+    const before = await store.findClient(clientId);
+    if (!before || before.revokedAt) return null;
+    const changed = (Object.keys(next) as (keyof StoredClientChanges)[]).filter((field) => !sameValue(before[field], next[field]));
+    if (changed.length === 0) return { client: this.info(before), changed, tokensRevoked: false };
+    const lost = (was: readonly string[], now: readonly string[] | undefined): boolean => now !== undefined && was.some((v) => !now.includes(v));
+    const narrows = lost(before.scopes, next.scopes) || lost(before.resources, next.resources) || (next.requireDpop === true && !before.requireDpop);
+    if (!(await store.updateClient(clientId, next))) return null;
+    this.onUpdate(clientId);
+    // after the write: a token issued between the two has the client's new policy, or the old generation
+    if (narrows) await this.revocations.clientTokens(clientId, new Date(this.now()));
+    const after = await store.findClient(clientId);
+    this.logger.info({ event: 'client.updated', client_id: clientId, changed, tokens_revoked: narrows }, 'client updated');
+    return { client: this.info(after ?? { ...before, ...next }), changed, tokensRevoked: narrows };
+  }
+
+  /** The values of `changes`, checked as create() checks them; TypeError for a bad one or none at all. */
+  private checkChanges(changes: ClientChanges): StoredClientChanges {
+    if (!changes || typeof changes !== 'object') throw new TypeError('changes must be an object');
+    const next: StoredClientChanges = {};
+    if (changes.name !== undefined) {
+      if (typeof changes.name !== 'string' || !NAME.test(changes.name.trim())) throw new TypeError('a client needs a name of 1 to 200 printable characters');
+      next.name = changes.name.trim();
+    }
+    if (changes.scopes !== undefined) next.scopes = scopeOption('scopes', changes.scopes);
+    if (changes.resources !== undefined) next.resources = this.checkResources(resourceList(changes.resources));
+    if (changes.permissions !== undefined) next.permissions = checkPermissions(changes.permissions);
+    if (changes.requireDpop !== undefined) {
+      if (typeof changes.requireDpop !== 'boolean') throw new TypeError('requireDpop must be true or false');
+      next.requireDpop = changes.requireDpop;
+    }
+    if (Object.keys(next).length === 0) throw new TypeError('nothing to change: give a name, scopes, resources, permissions or requireDpop');
+    return next;
   }
 
   /**

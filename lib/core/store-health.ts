@@ -68,4 +68,4 @@ export class StoreHealth {
   }
 }
 
-const STORE_CALLS = ['findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'ping', 'addClientKey', 'removeClientKey', 'consumeJti'] as const;
+const STORE_CALLS = ['findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'ping', 'addClientKey', 'removeClientKey', 'updateClient', 'consumeJti'] as const;

@@ -6,7 +6,7 @@ import { StoreUnavailableError } from '../errors';
 import { samePublicKey } from '../jwt/thumbprint';
 import type { RevocationSnapshot } from '../core/revocation';
 import { TurnBatch } from './turn-batch';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, JtiUse, NewClient, Store, StoredClientChanges, StoredKey, StoredSecret } from './types';
 
 /**
  * The default store: one SQLite database (`store.sqlite`) under `dataDir`,
@@ -258,6 +258,11 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri, resources, permissions, require_dpop) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)',
     ),
     setJwks: db.prepare('UPDATE clients SET jwks = ? WHERE client_id = ?'),
+    // a NULL leaves the column as it is
+    updateClient: db.prepare<[string | null, string | null, string | null, string | null, number | null, string]>(
+      'UPDATE clients SET name = coalesce(?, name), scopes = coalesce(?, scopes), resources = coalesce(?, resources), ' +
+        'permissions = coalesce(?, permissions), require_dpop = coalesce(?, require_dpop) WHERE client_id = ? AND revoked_at IS NULL',
+    ),
     consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (expires_at, client_id, jti_hash) VALUES (?, ?, ?)'),
     syncNormal: db.prepare('PRAGMA synchronous = NORMAL'),
     syncFull: db.prepare('PRAGMA synchronous = FULL'),
@@ -494,6 +499,12 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ),
     addClientKey: io((clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys)),
     removeClientKey: io((clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid)),
+    updateClient: io((clientId: string, c: StoredClientChanges) => {
+      const joined = (list: readonly string[] | undefined): string | null => (list === undefined ? null : list.join(' '));
+      const run = () =>
+        q.updateClient.run(c.name ?? null, joined(c.scopes), joined(c.resources), joined(c.permissions), c.requireDpop === undefined ? null : c.requireDpop ? 1 : 0, clientId);
+      return wrote(run)().changes === 1;
+    }),
     // a jti is kept only until its assertion expires (at most 300 s); written with the turn's others (TurnBatch)
     consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean> {
       if (!open) return Promise.reject(new Error('the embedded store is closed'));

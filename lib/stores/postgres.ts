@@ -531,6 +531,17 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       });
     },
 
+    async updateClient(clientId, c) {
+      // a NULL leaves the column as it is
+      const res = await pool.query(
+        `UPDATE ${S}.clients SET name = coalesce($2, name), scopes = coalesce($3::text[], scopes), resources = coalesce($4::text[], resources),
+           permissions = coalesce($5::text[], permissions), require_dpop = coalesce($6::boolean, require_dpop)
+         WHERE client_id = $1 AND revoked_at IS NULL`,
+        [clientId, c.name ?? null, c.scopes ?? null, c.resources ?? null, c.permissions ?? null, c.requireDpop ?? null],
+      );
+      return res.rowCount === 1;
+    },
+
     async removeClientKey(clientId, kid) {
       return inTransaction(pool, async (tx) => {
         const jwks = await lockedKeys(tx, clientId);

@@ -85,6 +85,15 @@ export interface NewClient {
   requireDpop?: boolean;
 }
 
+/** What `updateClient` changes; an absent member stays as it is. */
+export interface StoredClientChanges {
+  name?: string;
+  scopes?: string[];
+  resources?: string[];
+  permissions?: ClientPermission[];
+  requireDpop?: boolean;
+}
+
 /** What `addClientKey` did. `duplicate_key`: the client has the same public key already, under another kid. */
 export type AddClientKeyResult = 'added' | 'unknown_client' | 'duplicate_kid' | 'duplicate_key' | 'too_many_keys';
 
@@ -110,6 +119,8 @@ export interface ClientStore {
    * (and no change) when the client is unknown or revoked.
    */
   rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null): Promise<boolean>;
+  /** Changes a live client's name or policy, in one write; `false` when it is unknown or revoked. */
+  updateClient(clientId: string, changes: StoredClientChanges): Promise<boolean>;
   /**
    * Appends `jwk` to a live `private_key_jwt` client's key set, atomically
    * refusing a `kid` already there or a set that would exceed `maxKeys`.

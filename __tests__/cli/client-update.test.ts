@@ -1,0 +1,269 @@
+/**
+ * `client-credentials update`: a client's name, scopes, resources,
+ * introspect permission and DPoP requirement change in place. End to end
+ * against an issuer running on the same data dir, as a server would: what is
+ * taken away holds at once (the tokens issued before are revoked), what is
+ * added revokes nothing.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import express from 'express';
+import request from 'supertest';
+import { createIssuer, type Issuer } from '../../lib';
+import { main } from '../../lib/cli/main';
+import { openEmbeddedStore } from '../../lib/stores/embedded';
+
+const ISSUER = 'http://issuer.test';
+const AUDIENCE = 'http://api.test';
+const API_B = 'https://b.api.test';
+
+let tmp: string;
+let dataDir: string;
+
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-cli-update-'));
+  dataDir = path.join(tmp, 'data');
+});
+afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function cli(args: string[]): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env: { DATA_DIR: dataDir } });
+  return { code, stdout, stderr };
+}
+
+async function created(scope: string, ...more: string[]): Promise<{ client_id: string; client_secret: string }> {
+  const r = await cli(['create', '--name', 'svc', '--scope', scope, ...more, '--json']);
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+function expectUsage(r: Run, problem: string): void {
+  expect(r.code).toBe(2);
+  expect(r.stdout).toBe('');
+  expect(r.stderr).toBe(`error: ${problem} (run 'client-credentials update --help' for usage)\n`);
+}
+
+async function listed(clientId: string): Promise<Record<string, unknown>> {
+  const all = JSON.parse((await cli(['list', '--json'])).stdout) as Record<string, unknown>[];
+  return all.find((c) => c.client_id === clientId)!;
+}
+
+describe('update', () => {
+  it('replaces what is given, keeps the rest, and says what changed', async () => {
+    const c = await created('orders:read');
+    const r = await cli(['update', c.client_id, '--scope', 'orders:read reports:read', '--name', 'billing']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toContain('Client updated.');
+    expect(r.stdout).toContain('  scope:      orders:read reports:read\n');
+    expect(r.stdout).toContain('  changed:    name, scope\n');
+    expect(r.stdout).toContain('keep what they were issued with');
+    expect(r.stdout).not.toContain(c.client_secret);
+    expect(await listed(c.client_id)).toMatchObject({ name: 'billing', scope: 'orders:read reports:read', status: 'active', active_secrets: 1 });
+  });
+
+  it('--json: the client as it is now, what changed and whether its tokens were revoked', async () => {
+    const c = await created('a b');
+    const r = await cli(['update', c.client_id, '--scope', 'a', '--introspect', '--resource', API_B, '--require-dpop', '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({
+      client_id: c.client_id,
+      name: 'svc',
+      scope: 'a',
+      auth: 'client_secret',
+      resources: [API_B],
+      permissions: ['introspect'],
+      dpop_bound_access_tokens: true,
+      changed: ['scope', 'resources', 'introspect', 'require-dpop'],
+      tokens_revoked: true,
+    });
+    const back = await cli(['update', c.client_id, '--no-resources', '--no-introspect', '--no-require-dpop', '--json']);
+    expect(JSON.parse(back.stdout)).toEqual({ client_id: c.client_id, name: 'svc', scope: 'a', auth: 'client_secret', changed: ['resources', 'introspect', 'require-dpop'], tokens_revoked: true });
+    const row = await listed(c.client_id);
+    expect(row).not.toHaveProperty('resources');
+    expect(row).not.toHaveProperty('permissions');
+    expect(row).not.toHaveProperty('dpop_bound_access_tokens');
+  });
+
+  it('the same settings again: nothing written, nothing revoked', async () => {
+    const c = await created('a b');
+    const r = await cli(['update', c.client_id, '--scope', 'b a']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(`Client ${c.client_id} has these settings already; nothing changed.\n`);
+    const json = JSON.parse((await cli(['update', c.client_id, '--scope', 'a b', '--json'])).stdout);
+    expect(json).toMatchObject({ changed: [], tokens_revoked: false });
+    const store = await openEmbeddedStore({ dataDir });
+    try {
+      const { clients } = await store.listRevocations(new Date(), new Date(Date.now() - 3_600_000));
+      expect(clients.find((x) => x.client_id === c.client_id)).toBeUndefined();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it.each([
+    [[], 'nothing to change: give --name, --scope, --resource, --no-resources, --[no-]introspect or --[no-]require-dpop'],
+    [['--introspect', '--no-introspect'], 'give --introspect or --no-introspect, not both'],
+    [['--require-dpop', '--no-require-dpop'], 'give --require-dpop or --no-require-dpop, not both'],
+    [['--resource', API_B, '--no-resources'], 'give --resource or --no-resources, not both'],
+    [['--scope', 'a  b'], '--scope takes scope tokens separated by single spaces (RFC 6749 §3.3), got "a  b"'],
+    [['--resource', 'https://b.api.test/#x'], 'resource "https://b.api.test/#x": resource must not contain a fragment'],
+    [['--resource', '/relative'], 'resource "/relative": resource must be an absolute URI'],
+    [['--name', ' '], 'a client needs a name of 1 to 200 printable characters'],
+  ])('refuses %j with one line and exit 2, changing nothing', async (flags, problem) => {
+    const c = await created('a');
+    const before = await listed(c.client_id);
+    expectUsage(await cli(['update', c.client_id, ...flags]), problem);
+    expect(await listed(c.client_id)).toEqual(before);
+  });
+
+  it('an unknown or revoked client: exit 1 with a clear message', async () => {
+    const unknown = await cli(['update', 'AAAAAAAAAAAAAAAAAAAAAA', '--scope', 'a']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toBe("error: no client with id 'AAAAAAAAAAAAAAAAAAAAAA'\n");
+    const c = await created('a');
+    expect((await cli(['revoke', c.client_id])).code).toBe(0);
+    const revoked = await cli(['update', c.client_id, '--scope', 'a b']);
+    expect(revoked.code).toBe(1);
+    expect(revoked.stderr).toMatch(new RegExp(`^error: client '${c.client_id}' is revoked \\(since .+\\); a revoked client cannot be changed\\n$`));
+    expect(await listed(c.client_id)).toMatchObject({ scope: 'a', status: 'revoked' });
+  });
+
+  it('has help, listed at the top level', async () => {
+    const help = await cli(['update', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('Usage: client-credentials update CLIENT_ID');
+    expect(help.stdout).toContain('revoked as well');
+    expect((await cli(['--help'])).stdout).toContain('  update CLIENT_ID [--name NAME]');
+  });
+});
+
+describe('update under a running issuer on the same data dir', () => {
+  let issuer: Issuer;
+  let app: express.Express;
+
+  beforeEach(async () => {
+    issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: false, resources: [API_B] });
+    await issuer.ready();
+    app = express();
+    app.use(issuer.router());
+    app.get('/api/reports', issuer.requireBearer({ scope: 'reports:read' }), (_req, res) => res.json({ ok: true }));
+    app.get('/b/reports', issuer.requireBearer({ scope: 'reports:read', audience: API_B }), (_req, res) => res.json({ ok: true }));
+  });
+  afterEach(() => issuer.close());
+
+  const tokenRequest = (c: { client_id: string; client_secret: string }, form: Record<string, string> = {}) =>
+    request(app).post('/oauth/token').type('form').auth(c.client_id, c.client_secret).send({ grant_type: 'client_credentials', ...form });
+  const reports = async (token: string): Promise<number> => (await request(app).get('/api/reports').set('Authorization', `Bearer ${token}`)).status;
+
+  /** Milliseconds until `check` holds, polled every 20 ms for at most 4 s (the CLI's revocations reach a running issuer within its 2 s resync); -1 if never. */
+  async function within(check: () => Promise<boolean>): Promise<number> {
+    const started = Date.now();
+    while (Date.now() - started < 4000) {
+      if (await check()) return Date.now() - started;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return -1;
+  }
+
+  it('a scope taken away: the token that has it is refused, and so is a token request for it; the kept scope still works', async () => {
+    const c = await created('orders:read reports:read');
+    const old = (await tokenRequest(c, { scope: 'orders:read reports:read' }).expect(200)).body.access_token as string;
+    expect(await reports(old)).toBe(200);
+
+    const r = await cli(['update', c.client_id, '--scope', 'orders:read', '--json']);
+    expect(JSON.parse(r.stdout)).toMatchObject({ scope: 'orders:read', changed: ['scope'], tokens_revoked: true });
+    expect(await within(async () => (await reports(old)) === 401)).toBeGreaterThanOrEqual(0);
+
+    const refused = await tokenRequest(c, { scope: 'reports:read' });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toBe('invalid_scope');
+    const kept = await tokenRequest(c);
+    expect(kept.status).toBe(200);
+    expect(kept.body.scope).toBe('orders:read');
+    expect(await reports(kept.body.access_token)).toBe(403);
+  });
+
+  it('a scope added: nothing is revoked, and the new scope is granted', async () => {
+    const c = await created('orders:read');
+    const old = (await tokenRequest(c).expect(200)).body.access_token as string;
+    const r = await cli(['update', c.client_id, '--scope', 'orders:read reports:read', '--json']);
+    expect(JSON.parse(r.stdout)).toMatchObject({ tokens_revoked: false });
+    const wider = await tokenRequest(c, { scope: 'reports:read' });
+    expect(wider.status).toBe(200);
+    expect(await reports(wider.body.access_token)).toBe(200);
+    // the old token (orders:read only) is still valid, with what it was issued with
+    expect(await reports(old)).toBe(403);
+    await new Promise((r) => setTimeout(r, 2500)); // past a revocation reload: still nothing revoked
+    expect(await reports(wider.body.access_token)).toBe(200);
+  });
+
+  it('a resource taken away: tokens for it are revoked and it can be asked for no more', async () => {
+    const c = await created('reports:read', '--resource', API_B);
+    const forB = await tokenRequest(c, { resource: API_B }).expect(200);
+    expect((await request(app).get('/b/reports').set('Authorization', `Bearer ${forB.body.access_token}`)).status).toBe(200);
+    const r = await cli(['update', c.client_id, '--no-resources', '--json']);
+    expect(JSON.parse(r.stdout)).toMatchObject({ changed: ['resources'], tokens_revoked: true });
+    const atB = async (): Promise<number> => (await request(app).get('/b/reports').set('Authorization', `Bearer ${forB.body.access_token}`)).status;
+    expect(await within(async () => (await atB()) === 401)).toBeGreaterThanOrEqual(0);
+    const refused = await tokenRequest(c, { resource: API_B });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toBe('invalid_target');
+    expect((await tokenRequest(c)).status).toBe(200);
+  });
+
+  it('--introspect and --no-introspect take effect at the next introspection request', async () => {
+    const rs = await created('');
+    const c = await created('reports:read');
+    const token = (await tokenRequest(c).expect(200)).body.access_token as string;
+    const introspect = async () => (await request(app).post('/oauth/introspect').type('form').auth(rs.client_id, rs.client_secret).send({ token }).expect(200)).body;
+    expect(await introspect()).toEqual({ active: false });
+    expect((await cli(['update', rs.client_id, '--introspect'])).code).toBe(0);
+    expect(await introspect()).toMatchObject({ active: true, client_id: c.client_id });
+    const off = JSON.parse((await cli(['update', rs.client_id, '--no-introspect', '--json'])).stdout);
+    expect(off).toMatchObject({ changed: ['introspect'], tokens_revoked: false });
+    expect(await introspect()).toEqual({ active: false });
+  });
+
+  it('--require-dpop: the Bearer tokens issued before are refused, and a token request without a proof too', async () => {
+    const c = await created('reports:read');
+    const old = (await tokenRequest(c).expect(200)).body.access_token as string;
+    const r = await cli(['update', c.client_id, '--require-dpop', '--json']);
+    expect(JSON.parse(r.stdout)).toMatchObject({ dpop_bound_access_tokens: true, changed: ['require-dpop'], tokens_revoked: true });
+    expect(await within(async () => (await reports(old)) === 401)).toBeGreaterThanOrEqual(0);
+    const refused = await tokenRequest(c);
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ error: 'invalid_request', error_description: 'this client must send a DPoP proof with every token request' });
+  });
+
+  it('issuer.clients.update() counts at that issuer from its next request, even with a long client cache, and logs client.updated', async () => {
+    const logged: Record<string, unknown>[] = [];
+    const keep = (obj: Record<string, unknown>): void => void logged.push(obj);
+    const cached = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: { info: keep, warn: keep, error: keep }, clientCacheTtl: 60 });
+    try {
+      const own = express();
+      own.use(cached.router());
+      const c = await cached.clients.create({ name: 'svc', scopes: 'orders:read' });
+      const ask = (scope: string) => request(own).post('/oauth/token').type('form').auth(c.clientId, c.clientSecret).send({ grant_type: 'client_credentials', scope });
+      await ask('orders:read').expect(200); // the record is cached now
+      const done = await cached.clients.update(c.clientId, { scopes: ['orders:read', 'reports:read'] });
+      expect(done).toMatchObject({ changed: ['scopes'], tokensRevoked: false, client: { scopes: ['orders:read', 'reports:read'] } });
+      const wider = await ask('reports:read');
+      expect(wider.status).toBe(200);
+      expect(wider.body.scope).toBe('reports:read');
+      expect(logged.filter((l) => l.event === 'client.updated')).toEqual([{ event: 'client.updated', client_id: c.clientId, changed: ['scopes'], tokens_revoked: false }]);
+      expect(JSON.stringify(logged)).not.toContain(c.clientSecret);
+    } finally {
+      await cached.close();
+    }
+  });
+});
