@@ -5,36 +5,16 @@
  */
 import { generateKeyPairSync, type JsonWebKey } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import express from 'express';
 import request from 'supertest';
 import { createIssuer } from '../../lib';
-import { main } from '../../lib/cli/main';
+import { cliPerTest, type Run } from '../helpers/cli';
 import { CLIENT_ASSERTION_TYPE, signClientAssertion } from '../../lib/jwt/client-assertion';
 
 const ISSUER = 'http://issuer.test';
-let tmp: string;
-let dataDir: string;
-
-beforeEach(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-cli-keys-'));
-  dataDir = path.join(tmp, 'data');
-});
-afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function cli(args: string[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env: { DATA_DIR: dataDir } });
-  return { code, stdout, stderr };
-}
+const dirs = cliPerTest('ecc-cli-keys-');
+const { cli } = dirs;
 
 function expectRefused(r: Run, problem: string | RegExp): void {
   expect(r.code).toBe(2);
@@ -46,7 +26,7 @@ function expectRefused(r: Run, problem: string | RegExp): void {
 }
 
 function writeJson(name: string, value: unknown): string {
-  const file = path.join(tmp, name);
+  const file = path.join(dirs.tmp, name);
   fs.writeFileSync(file, JSON.stringify(value));
   return file;
 }
@@ -58,7 +38,7 @@ function ecPair(kid?: string): { pub: JsonWebKey; priv: JsonWebKey } {
 }
 
 async function tokenStatus(clientId: string, privateKey: JsonWebKey): Promise<number> {
-  const issuer = createIssuer({ issuer: ISSUER, audience: 'http://api.test', dataDir, logger: false });
+  const issuer = createIssuer({ issuer: ISSUER, audience: 'http://api.test', dataDir: dirs.dataDir, logger: false });
   try {
     const app = express();
     app.use(issuer.router());
@@ -75,7 +55,7 @@ async function tokenStatus(clientId: string, privateKey: JsonWebKey): Promise<nu
 
 describe('create --auth private_key_jwt --generate-key', () => {
   it('writes the private JWK to a 0600 file, registers only the public key, and the key gets a token', async () => {
-    const out = path.join(tmp, 'client.key.json');
+    const out = path.join(dirs.tmp, 'client.key.json');
     const r = await cli(['create', '--name', 'svc', '--scope', 'a', '--auth', 'private_key_jwt', '--generate-key', '--out', out, '--json']);
     expect(r.code).toBe(0);
     const printed = JSON.parse(r.stdout);
@@ -89,7 +69,7 @@ describe('create --auth private_key_jwt --generate-key', () => {
 
     const listed = await cli(['client-key', 'list', printed.client_id, '--json']);
     expect(JSON.parse(listed.stdout)).toEqual([{ kid: printed.kid, kty: 'EC', alg: 'ES256', crv: 'P-256' }]);
-    const store = fs.readFileSync(path.join(dataDir, 'store.sqlite'));
+    const store = fs.readFileSync(path.join(dirs.dataDir, 'store.sqlite'));
     expect(store.includes(Buffer.from(priv.d))).toBe(false);
 
     expect(await tokenStatus(printed.client_id, priv)).toBe(200);
@@ -148,7 +128,7 @@ describe('create --auth private_key_jwt --jwks-uri', () => {
     expect(printed).toMatchObject({ auth: 'private_key_jwt', jwks_uri: 'https://client.example/jwks' });
     expectRefused(await cli(['create', '--name', 'x', '--auth', 'private_key_jwt', '--jwks-uri', 'http://client.example/jwks']), 'https');
     // --out writes a generated key only: with a remote key set it is refused, and nothing is created
-    const out = path.join(tmp, 'never.json');
+    const out = path.join(dirs.tmp, 'never.json');
     expectRefused(await cli(['create', '--name', 'y', '--auth', 'private_key_jwt', '--jwks-uri', 'https://client.example/jwks', '--out', out]), '--out goes with --generate-key');
     expect(fs.existsSync(out)).toBe(false);
     expect(JSON.parse((await cli(['list', '--json'])).stdout).map((c: { name: string }) => c.name)).toEqual(['remote']);

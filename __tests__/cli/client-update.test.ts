@@ -5,40 +5,18 @@
  * taken away holds at once (the tokens issued before are revoked), what is
  * added revokes nothing.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import express from 'express';
 import request from 'supertest';
 import { createIssuer, type Issuer } from '../../lib';
-import { main } from '../../lib/cli/main';
+import { cliPerTest, type Run } from '../helpers/cli';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
 
 const ISSUER = 'http://issuer.test';
 const AUDIENCE = 'http://api.test';
 const API_B = 'https://b.api.test';
 
-let tmp: string;
-let dataDir: string;
-
-beforeEach(() => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ecc-cli-update-'));
-  dataDir = path.join(tmp, 'data');
-});
-afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function cli(args: string[]): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env: { DATA_DIR: dataDir } });
-  return { code, stdout, stderr };
-}
+const dirs = cliPerTest('ecc-cli-update-');
+const { cli } = dirs;
 
 async function created(scope: string, ...more: string[]): Promise<{ client_id: string; client_secret: string }> {
   const r = await cli(['create', '--name', 'svc', '--scope', scope, ...more, '--json']);
@@ -101,7 +79,7 @@ describe('update', () => {
     expect(r.stdout).toBe(`Client ${c.client_id} has these settings already; nothing changed.\n`);
     const json = JSON.parse((await cli(['update', c.client_id, '--scope', 'a b', '--json'])).stdout);
     expect(json).toMatchObject({ changed: [], tokens_revoked: false });
-    const store = await openEmbeddedStore({ dataDir });
+    const store = await openEmbeddedStore({ dataDir: dirs.dataDir });
     try {
       const { clients } = await store.listRevocations(new Date(), new Date(Date.now() - 3_600_000));
       expect(clients.find((x) => x.client_id === c.client_id)).toBeUndefined();
@@ -152,7 +130,7 @@ describe('update under a running issuer on the same data dir', () => {
   let app: express.Express;
 
   beforeEach(async () => {
-    issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: false, resources: [API_B] });
+    issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir: dirs.dataDir, logger: false, resources: [API_B] });
     await issuer.ready();
     app = express();
     app.use(issuer.router());
@@ -248,7 +226,7 @@ describe('update under a running issuer on the same data dir', () => {
   it('issuer.clients.update() counts at that issuer from its next request, even with a long client cache, and logs client.updated', async () => {
     const logged: Record<string, unknown>[] = [];
     const keep = (obj: Record<string, unknown>): void => void logged.push(obj);
-    const cached = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: { info: keep, warn: keep, error: keep }, clientCacheTtl: 60 });
+    const cached = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir: dirs.dataDir, logger: { info: keep, warn: keep, error: keep }, clientCacheTtl: 60 });
     try {
       const own = express();
       own.use(cached.router());
