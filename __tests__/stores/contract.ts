@@ -207,7 +207,7 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
       it('changes what is given in one write, keeps the rest, and findClient sees it at once', async () => {
         await store.createClient(newClient('up', { resources: ['https://a.test'] }));
         await store.findClient('up'); // warm any cache
-        expect(await store.updateClient('up', { scopes: ['read:items'], permissions: ['introspect'] })).toBe(true);
+        expect(await store.updateClient('up', { scopes: ['read:items'], permissions: ['introspect'] })).toEqual({ generation: null });
         expect(await store.findClient('up')).toMatchObject({
           name: 'Client up',
           scopes: ['read:items'],
@@ -216,18 +216,29 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
           requireDpop: false,
           secrets: [expect.objectContaining({ hash: 'hash-up-1' })],
         });
-        expect(await store.updateClient('up', { name: 'renamed', scopes: [], resources: [], permissions: [], requireDpop: true })).toBe(true);
+        expect(await store.updateClient('up', { name: 'renamed', scopes: [], resources: [], permissions: [], requireDpop: true })).toEqual({ generation: null });
         const after = await store.findClient('up');
         expect(after).toMatchObject({ name: 'renamed', scopes: [], resources: [], permissions: [], requireDpop: true });
         expect((await store.listClients()).find((c) => c.clientId === 'up')).toEqual(after);
       });
 
-      it('false for an unknown or revoked client, which stays as it was', async () => {
-        expect(await store.updateClient('nobody', { scopes: ['x'] })).toBe(false);
+      it('with revokeTokensAt, raises the token generation in the same write and answers it', async () => {
+        await store.createClient(newClient('narrow'));
+        expect(await store.updateClient('narrow', { scopes: ['read:items'] }, T1)).toEqual({ generation: 1 });
+        expect(await store.bumpTokenGeneration('narrow', T1)).toBe(2);
+        expect(await store.updateClient('narrow', { scopes: [] }, T1)).toEqual({ generation: 3 });
+        const { clients } = await store.listRevocations(T1, T0);
+        expect(clients.find((c) => c.client_id === 'narrow')).toMatchObject({ generation: 3, revoked_at: null });
+      });
+
+      it('null for an unknown or revoked client, which stays as it was, its generation too', async () => {
+        expect(await store.updateClient('nobody', { scopes: ['x'] }, T1)).toBeNull();
         await store.createClient(newClient('gone'));
         await store.revokeClient('gone', T1);
-        expect(await store.updateClient('gone', { scopes: ['x'] })).toBe(false);
+        expect(await store.updateClient('gone', { scopes: ['x'] }, T1)).toBeNull();
         expect((await store.findClient('gone'))!.scopes).toEqual(['read:items', 'write:items']);
+        const { clients } = await store.listRevocations(T1, T0);
+        expect(clients.find((c) => c.client_id === 'gone')).toMatchObject({ generation: 0 });
       });
     });
 

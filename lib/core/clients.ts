@@ -165,6 +165,8 @@ export interface ClientRevocations {
   client(clientId: string, at: Date): Promise<void>;
   /** Answers the client's new token generation. */
   clientTokens(clientId: string, at: Date): Promise<number>;
+  /** After the store raised the client's token generation itself (an update that took something away, in one transaction). */
+  clientTokensRaised(clientId: string, generation: number, at: Date): Promise<void>;
 }
 
 /**
@@ -177,6 +179,7 @@ export interface ClientRevocations {
 export function storeClientRevocations(store: () => Promise<RevocationStore>, notify: () => Promise<void>): ClientRevocations {
   return {
     client: () => notify(),
+    clientTokensRaised: () => notify(),
     async clientTokens(clientId, at) {
       const generation = await (await store()).bumpTokenGeneration(clientId, at);
       await notify();
@@ -339,10 +342,12 @@ export class ClientService {
     if (changed.length === 0) return { client: this.info(before), changed, tokensRevoked: false };
     const lost = (was: readonly string[], now: readonly string[] | undefined): boolean => now !== undefined && was.some((v) => !now.includes(v));
     const narrows = lost(before.scopes, next.scopes) || lost(before.resources, next.resources) || (next.requireDpop === true && !before.requireDpop);
-    if (!(await store.updateClient(clientId, next))) return null;
+    // the change and the cut-off of the tokens issued before it, in one transaction: a store failure leaves neither (a retry does both)
+    const at = new Date(this.now());
+    const done = await store.updateClient(clientId, next, narrows ? at : undefined);
+    if (!done) return null;
     this.onUpdate(clientId);
-    // after the write: a token issued between the two has the client's new policy, or the old generation
-    if (narrows) await this.revocations.clientTokens(clientId, new Date(this.now()));
+    if (done.generation !== null) await this.revocations.clientTokensRaised(clientId, done.generation, at);
     const after = await store.findClient(clientId);
     this.logger.info({ event: 'client.updated', client_id: clientId, changed, tokens_revoked: narrows }, 'client updated');
     return { client: this.info(after ?? { ...before, ...next }), changed, tokensRevoked: narrows };

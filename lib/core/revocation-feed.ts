@@ -304,6 +304,11 @@ export class Revoker {
     return generation;
   }
 
+  /** An update that took something away: call after ClientStore.updateClient() raised the generation (the store keeps it). */
+  async clientTokensRaised(clientId: string, generation: number, at: Date): Promise<void> {
+    await this.feed.publish({ type: 'tokens', clientId, generation, at: at.getTime() });
+  }
+
   /** revoke: call after ClientStore.revokeClient() answered true (the store keeps revoked_at). */
   async client(clientId: string, at: Date): Promise<void> {
     await this.feed.publish({ type: 'client', clientId, at: at.getTime() });

@@ -373,6 +373,12 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     q.setJwks.run(JSON.stringify({ keys: [...jwks.keys, jwk] }), clientId);
     return 'added';
   });
+  const updateClient = db.transaction((clientId: string, c: StoredClientChanges, revokeTokensAt: number | null): { generation: number | null } | null => {
+    const joined = (list: readonly string[] | undefined): string | null => (list === undefined ? null : list.join(' '));
+    const dpop = c.requireDpop === undefined ? null : c.requireDpop ? 1 : 0;
+    if (q.updateClient.run(c.name ?? null, joined(c.scopes), joined(c.resources), joined(c.permissions), dpop, clientId).changes !== 1) return null;
+    return { generation: revokeTokensAt === null ? null : q.bumpGeneration.get(clientId, revokeTokensAt)!.generation };
+  });
   const removeClientKey = db.transaction((clientId: string, kid: string): boolean => {
     const jwks = liveKeys(clientId);
     if (!jwks || jwks.keys.length <= 1 || !jwks.keys.some((k) => k.kid === kid)) return false;
@@ -499,12 +505,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ),
     addClientKey: io((clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys)),
     removeClientKey: io((clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid)),
-    updateClient: io((clientId: string, c: StoredClientChanges) => {
-      const joined = (list: readonly string[] | undefined): string | null => (list === undefined ? null : list.join(' '));
-      const run = () =>
-        q.updateClient.run(c.name ?? null, joined(c.scopes), joined(c.resources), joined(c.permissions), c.requireDpop === undefined ? null : c.requireDpop ? 1 : 0, clientId);
-      return wrote(run)().changes === 1;
-    }),
+    updateClient: io((clientId: string, c: StoredClientChanges, revokeTokensAt?: Date) => wrote(updateClient.immediate)(clientId, c, revokeTokensAt?.getTime() ?? null)),
     // a jti is kept only until its assertion expires (at most 300 s); written with the turn's others (TurnBatch)
     consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean> {
       if (!open) return Promise.reject(new Error('the embedded store is closed'));

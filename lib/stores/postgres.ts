@@ -330,6 +330,17 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
   }
   const S = `"${schema}"`; // safe: the pattern admits no quotes
 
+  /** Raises the client's token generation by one (1 for its first) and answers it; on the pool or inside a transaction. */
+  const bumpGeneration = async (db: Pool | PoolClient, clientId: string, at: Date): Promise<number> => {
+    const { rows } = await db.query<{ generation: string }>(
+      `INSERT INTO ${S}.token_generations (client_id, generation, updated_at) VALUES ($1, 1, $2)
+       ON CONFLICT (client_id) DO UPDATE SET generation = ${S}.token_generations.generation + 1, updated_at = EXCLUDED.updated_at
+       RETURNING generation`,
+      [clientId, at],
+    );
+    return Number(rows[0].generation);
+  };
+
   const ownsPool = options.pool === undefined;
   const pool =
     options.pool ??
@@ -531,15 +542,18 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       });
     },
 
-    async updateClient(clientId, c) {
-      // a NULL leaves the column as it is
-      const res = await pool.query(
-        `UPDATE ${S}.clients SET name = coalesce($2, name), scopes = coalesce($3::text[], scopes), resources = coalesce($4::text[], resources),
-           permissions = coalesce($5::text[], permissions), require_dpop = coalesce($6::boolean, require_dpop)
-         WHERE client_id = $1 AND revoked_at IS NULL`,
-        [clientId, c.name ?? null, c.scopes ?? null, c.resources ?? null, c.permissions ?? null, c.requireDpop ?? null],
-      );
-      return res.rowCount === 1;
+    async updateClient(clientId, c, revokeTokensAt) {
+      return inTransaction(pool, async (tx) => {
+        // a NULL leaves the column as it is
+        const updated = await tx.query(
+          `UPDATE ${S}.clients SET name = coalesce($2, name), scopes = coalesce($3::text[], scopes), resources = coalesce($4::text[], resources),
+             permissions = coalesce($5::text[], permissions), require_dpop = coalesce($6::boolean, require_dpop)
+           WHERE client_id = $1 AND revoked_at IS NULL`,
+          [clientId, c.name ?? null, c.scopes ?? null, c.resources ?? null, c.permissions ?? null, c.requireDpop ?? null],
+        );
+        if (updated.rowCount !== 1) return null;
+        return { generation: revokeTokensAt === undefined ? null : await bumpGeneration(tx, clientId, revokeTokensAt) };
+      });
     },
 
     async removeClientKey(clientId, kid) {
@@ -607,14 +621,8 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       );
     },
 
-    async bumpTokenGeneration(clientId, at) {
-      const { rows } = await pool.query<{ generation: string }>(
-        `INSERT INTO ${S}.token_generations (client_id, generation, updated_at) VALUES ($1, 1, $2)
-         ON CONFLICT (client_id) DO UPDATE SET generation = ${S}.token_generations.generation + 1, updated_at = EXCLUDED.updated_at
-         RETURNING generation`,
-        [clientId, at],
-      );
-      return Number(rows[0].generation);
+    bumpTokenGeneration(clientId, at) {
+      return bumpGeneration(pool, clientId, at);
     },
 
     async listRevocations(now, revokedSince) {

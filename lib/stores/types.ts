@@ -119,8 +119,13 @@ export interface ClientStore {
    * (and no change) when the client is unknown or revoked.
    */
   rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null): Promise<boolean>;
-  /** Changes a live client's name or policy, in one write; `false` when it is unknown or revoked. */
-  updateClient(clientId: string, changes: StoredClientChanges): Promise<boolean>;
+  /**
+   * Changes a live client's name or policy; `null` when it is unknown or
+   * revoked. With `revokeTokensAt`, raises the client's token generation in
+   * the same transaction (as `bumpTokenGeneration()`) and answers it: the
+   * change and the revocation of the tokens issued before it land together.
+   */
+  updateClient(clientId: string, changes: StoredClientChanges, revokeTokensAt?: Date): Promise<{ generation: number | null } | null>;
   /**
    * Appends `jwk` to a live `private_key_jwt` client's key set, atomically
    * refusing a `kid` already there or a set that would exceed `maxKeys`.
