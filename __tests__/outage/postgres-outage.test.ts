@@ -131,4 +131,30 @@ describeIfPostgres('PostgreSQL outage under a running issuer', () => {
     expect(count('store.unavailable')).toBe(before + 1);
     expect(count('store.recovered')).toBe(2);
   }, 30_000);
+
+  it('a connection cut in the middle of a transaction fails that call alone, changes nothing, and the process lives on', async () => {
+    const c = await issuer.clients.create({ name: 'mid-tx', scopes: 'a b' });
+    // another session holds the client's row: the update waits on it inside its transaction
+    const hold = new Pool({ connectionString: postgresUrl(), max: 1 });
+    const holder = await hold.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM "${schema}".clients WHERE client_id = $1 FOR UPDATE`, [c.clientId]);
+      const pending = issuer.clients.update(c.clientId, { scopes: 'a' });
+      pending.catch(() => undefined);
+      await sleep(300);
+      proxy.cut();
+      await expect(pending).rejects.toThrow(/PostgreSQL is unavailable/);
+      await holder.query('ROLLBACK');
+    } finally {
+      holder.release();
+      await hold.end();
+    }
+    proxy.restore();
+    // nothing half done: the scopes and the token generation are as before, and the update works now
+    expect((await issuer.clients.get(c.clientId))!.scopes).toEqual(['a', 'b']);
+    expect(await issuer.clients.update(c.clientId, { scopes: 'a' })).toMatchObject({ changed: ['scopes'], tokensRevoked: true });
+    const back = await tokenRequest(client.clientId, client.clientSecret);
+    expect(back.status).toBe(200);
+  });
 });
