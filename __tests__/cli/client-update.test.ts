@@ -136,12 +136,14 @@ describe('update under a running issuer on the same data dir', () => {
     app.use(issuer.router());
     app.get('/api/reports', issuer.requireBearer({ scope: 'reports:read' }), (_req, res) => res.json({ ok: true }));
     app.get('/b/reports', issuer.requireBearer({ scope: 'reports:read', audience: API_B }), (_req, res) => res.json({ ok: true }));
+    app.get('/api/whoami', issuer.requireBearer(), (req, res) => res.json({ client_id: req.auth!.clientId }));
   });
   afterEach(() => issuer.close());
 
   const tokenRequest = (c: { client_id: string; client_secret: string }, form: Record<string, string> = {}) =>
     request(app).post('/oauth/token').type('form').auth(c.client_id, c.client_secret).send({ grant_type: 'client_credentials', ...form });
   const reports = async (token: string): Promise<number> => (await request(app).get('/api/reports').set('Authorization', `Bearer ${token}`)).status;
+  const whoami = async (token: string): Promise<number> => (await request(app).get('/api/whoami').set('Authorization', `Bearer ${token}`)).status;
 
   /** Milliseconds until `check` holds, polled every 20 ms for at most 4 s (the CLI's revocations reach a running issuer within its 2 s resync); -1 if never. */
   async function within(check: () => Promise<boolean>): Promise<number> {
@@ -160,8 +162,7 @@ describe('update under a running issuer on the same data dir', () => {
 
     const r = await cli(['update', c.client_id, '--scope', 'orders:read', '--json']);
     expect(JSON.parse(r.stdout)).toMatchObject({ scope: 'orders:read', changed: ['scope'], tokens_revoked: true });
-    expect(await within(async () => (await reports(old)) === 401)).toBeGreaterThanOrEqual(0);
-
+    // at once, before the issuer has reloaded the revocations: the removed scope is refused, the kept one granted
     const refused = await tokenRequest(c, { scope: 'reports:read' });
     expect(refused.status).toBe(400);
     expect(refused.body.error).toBe('invalid_scope');
@@ -169,6 +170,22 @@ describe('update under a running issuer on the same data dir', () => {
     expect(kept.status).toBe(200);
     expect(kept.body.scope).toBe('orders:read');
     expect(await reports(kept.body.access_token)).toBe(403);
+
+    expect(await within(async () => (await reports(old)) === 401)).toBeGreaterThanOrEqual(0);
+    // the token asked for right after the update stays valid once the revocation is in force (and after the next reload)
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(await whoami(kept.body.access_token)).toBe(200);
+    expect(await whoami(old)).toBe(401);
+  });
+
+  it('revoke-tokens from the CLI: a token asked for right after it stays valid once the issuer has reloaded', async () => {
+    const c = await created('orders:read');
+    const old = (await tokenRequest(c).expect(200)).body.access_token as string;
+    expect((await cli(['revoke-tokens', c.client_id])).code).toBe(0);
+    const fresh = (await tokenRequest(c).expect(200)).body.access_token as string;
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(await whoami(old)).toBe(401);
+    expect(await whoami(fresh)).toBe(200);
   });
 
   it('a scope added: nothing is revoked, and the new scope is granted', async () => {

@@ -107,6 +107,7 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
           resources: [],
           permissions: [],
           requireDpop: false,
+          tokenGeneration: 0,
         });
         expect(found!.createdAt).toBeInstanceOf(Date);
         expect(found!.createdAt.getTime()).toBe(T1.getTime());
@@ -229,6 +230,9 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect(await store.updateClient('narrow', { scopes: [] }, T1)).toEqual({ generation: 3 });
         const { clients } = await store.listRevocations(T1, T0);
         expect(clients.find((c) => c.client_id === 'narrow')).toMatchObject({ generation: 3, revoked_at: null });
+        // a found client carries the generation its new tokens need
+        expect((await store.findClient('narrow'))!.tokenGeneration).toBe(3);
+        expect((await store.listClients()).find((c) => c.clientId === 'narrow')!.tokenGeneration).toBe(3);
       });
 
       it('null for an unknown or revoked client, which stays as it was, its generation too', async () => {

@@ -282,7 +282,7 @@ describe('embedded store: assertion jtis', () => {
     }
     const check = new Database(path.join(dataDir, 'store.sqlite'), { readonly: true });
     try {
-      expect(check.pragma('user_version', { simple: true })).toBe(6);
+      expect(check.pragma('user_version', { simple: true })).toBe(7);
       expect(check.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'client_assertion_jtis' ORDER BY name").pluck().all()).toEqual(['client_assertion_jtis']);
     } finally {
       check.close();

@@ -280,7 +280,8 @@ export class AuthorizationServer {
       ttl: this.config.accessTokenTtl,
       now: this.now(),
       jkt,
-      generation: this.revocations.state.generation(client.clientId),
+      // what this instance has learned, or the store's when the record is newer (a cut-off another instance or the CLI made)
+      generation: Math.max(this.revocations.state.generation(client.clientId), client.tokenGeneration ?? 0),
     });
     this.logger.info(
       {

@@ -103,6 +103,11 @@ const MIGRATIONS: string[] = [
    ${changeTriggers('token_generations', 'revocations')}
    CREATE TRIGGER clients_revoked_changes AFTER UPDATE OF revoked_at ON clients
      BEGIN UPDATE store_changes SET n = n + 1 WHERE name = 'revocations'; END;`,
+  // a found client carries its token generation: a new one (revoke-tokens, an update that takes
+  // something away) empties the other connections' client caches too
+  ['INSERT', 'UPDATE', 'DELETE']
+    .map((op) => `CREATE TRIGGER token_generations_${op.toLowerCase()}_client_changes AFTER ${op} ON token_generations BEGIN UPDATE store_changes SET n = n + 1 WHERE name = 'clients'; END;`)
+    .join('\n   '),
 ];
 
 interface ClientRow {
@@ -118,6 +123,8 @@ interface ClientRow {
   resources: string;
   permissions: string;
   require_dpop: number;
+  /** From token_generations (0 without a row). */
+  token_generation: number;
 }
 interface SecretRow {
   client_id: string;
@@ -160,6 +167,7 @@ function toClient(row: ClientRow, secrets: SecretRow[]): ClientRecord {
     resources: words(row.resources),
     permissions: words(row.permissions).filter((p): p is ClientPermission => p === 'introspect'),
     requireDpop: row.require_dpop === 1,
+    tokenGeneration: row.token_generation,
   };
 }
 
@@ -250,9 +258,13 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
   const q = {
     dataVersion: db.prepare('PRAGMA data_version').pluck(),
     changes: db.prepare<[string], number>('SELECT n FROM store_changes WHERE name = ?').pluck(),
-    client: db.prepare<[string], ClientRow>('SELECT * FROM clients WHERE client_id = ?'),
+    client: db.prepare<[string], ClientRow>(
+      'SELECT c.*, coalesce(g.generation, 0) AS token_generation FROM clients c LEFT JOIN token_generations g ON g.client_id = c.client_id WHERE c.client_id = ?',
+    ),
     secrets: db.prepare<[string], SecretRow>('SELECT * FROM client_secrets WHERE client_id = ? ORDER BY created_at DESC, id DESC'),
-    allClients: db.prepare<[], ClientRow>('SELECT * FROM clients ORDER BY created_at, rowid'),
+    allClients: db.prepare<[], ClientRow>(
+      'SELECT c.*, coalesce(g.generation, 0) AS token_generation FROM clients c LEFT JOIN token_generations g ON g.client_id = c.client_id ORDER BY c.created_at, c.rowid',
+    ),
     allSecrets: db.prepare<[], SecretRow>('SELECT * FROM client_secrets ORDER BY created_at DESC, id DESC'),
     insertClient: db.prepare(
       'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri, resources, permissions, require_dpop) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)',
@@ -539,9 +551,8 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     revokeToken: io(({ jti, clientId, exp }: { jti: string; clientId: string; exp: Date }) => {
       q.revokeToken.run(jti, clientId, exp.getTime());
     }),
-    bumpTokenGeneration: io((clientId: string, at: Date) => {
-      return q.bumpGeneration.get(clientId, at.getTime())!.generation;
-    }),
+    // found clients carry their generation: this connection's cache goes too (the trigger tells the others)
+    bumpTokenGeneration: io((clientId: string, at: Date) => wrote(() => q.bumpGeneration.get(clientId, at.getTime())!.generation)()),
     listRevocations: io((now: Date, revokedSince: Date) => listRevocations(now.getTime(), revokedSince.getTime())),
     purgeExpiredRevocations: io((now: Date) => {
       return q.purgeRevokedTokens.run(now.getTime()).changes;

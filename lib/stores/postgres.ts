@@ -161,6 +161,8 @@ interface ClientSecretRow {
   resources: string[];
   permissions: string[];
   require_dpop: boolean;
+  /** bigint: a string. */
+  token_generation: string | number;
   hash: string | null;
   secret_created_at: Date | null;
   expires_at: Date | null;
@@ -258,6 +260,7 @@ function toClientRecords(rows: ClientSecretRow[]): ClientRecord[] {
         resources: [...row.resources],
         permissions: row.permissions.filter((p): p is ClientPermission => p === 'introspect'),
         requireDpop: row.require_dpop,
+        tokenGeneration: Number(row.token_generation),
       };
       records.push(current);
     }
@@ -377,9 +380,10 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
   // One statement (hence one snapshot) for a client and its secrets.
   const selectClients = `
     SELECT c.client_id, c.name, c.scopes, c.grant_types, c.created_at, c.revoked_at, c.auth_method, c.jwks, c.jwks_uri,
-           c.resources, c.permissions, c.require_dpop,
+           c.resources, c.permissions, c.require_dpop, coalesce(g.generation, 0) AS token_generation,
            s.hash, s.created_at AS secret_created_at, s.expires_at
       FROM ${S}.clients c
+      LEFT JOIN ${S}.token_generations g ON g.client_id = c.client_id
       LEFT JOIN ${S}.client_secrets s ON s.client_id = c.client_id`;
   const secretOrder = 's.created_at DESC NULLS LAST, s.id DESC NULLS LAST';
   const selectKeys = `

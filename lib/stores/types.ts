@@ -47,6 +47,13 @@ export interface ClientRecord {
   permissions: ClientPermission[];
   /** RFC 9449 `dpop_bound_access_tokens`: token requests without a DPoP proof are refused. */
   requireDpop: boolean;
+  /**
+   * The client's token generation as the store had it when the record was
+   * read (0, or absent, before any `revoke-tokens`): new tokens carry at
+   * least this one, so a token issued after a cut-off is not refused once
+   * the instance learns of the cut-off.
+   */
+  tokenGeneration?: number;
 }
 
 export type ClientPermission = 'introspect';
