@@ -15,7 +15,7 @@ export { openEmbeddedStore } from './stores/embedded';
 export type { EmbeddedStore } from './stores/embedded';
 export { openStore } from './stores/open';
 export type { ClientStore, KeyStore, Store, ClientRecord, NewClient, StoredKey, StoredSecret } from './stores/types';
-export type { ClientAuthKind, ClientJwks, ClientPublicJwk, AddClientKeyResult, StoredClientChanges } from './stores/types';
+export type { ClientAuthKind, ClientJwks, ClientPublicJwk, AddClientKeyResult, ClientSettings, ClientSettingsChange, StoredClientChanges } from './stores/types';
 export type { Logger } from './logger';
 export type { TokenRejectionReason, TokenRejectionFacts } from './errors';
 export {

@@ -9,6 +9,7 @@ import express from 'express';
 import request from 'supertest';
 import { createIssuer, type Issuer } from '../../lib';
 import { cliPerTest, type Run } from '../helpers/cli';
+import { ClientService } from '../../lib/core/clients';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
 
 const ISSUER = 'http://issuer.test';
@@ -42,9 +43,9 @@ describe('update', () => {
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
     expect(r.stdout).toContain('Client updated.');
-    expect(r.stdout).toContain('  scope:      orders:read reports:read\n');
-    expect(r.stdout).toContain('  changed:    name, scope\n');
-    expect(r.stdout).toContain('keep what they were issued with');
+    expect(r.stdout).toContain('  scope:        orders:read reports:read\n');
+    expect(r.stdout).toContain('  changed:      name, scope\n');
+    expect(r.stdout).toContain('Nothing was taken away: its tokens keep working.');
     expect(r.stdout).not.toContain(c.client_secret);
     expect(await listed(c.client_id)).toMatchObject({ name: 'billing', scope: 'orders:read reports:read', status: 'active', active_secrets: 1 });
   });
@@ -61,11 +62,11 @@ describe('update', () => {
       resources: [API_B],
       permissions: ['introspect'],
       dpop_bound_access_tokens: true,
-      changed: ['scope', 'resources', 'introspect', 'require-dpop'],
+      changed: ['scope', 'resources', 'permissions', 'dpop_bound_access_tokens'],
       tokens_revoked: true,
     });
     const back = await cli(['update', c.client_id, '--no-resources', '--no-introspect', '--no-require-dpop', '--json']);
-    expect(JSON.parse(back.stdout)).toEqual({ client_id: c.client_id, name: 'svc', scope: 'a', auth: 'client_secret', changed: ['resources', 'introspect', 'require-dpop'], tokens_revoked: true });
+    expect(JSON.parse(back.stdout)).toEqual({ client_id: c.client_id, name: 'svc', scope: 'a', auth: 'client_secret', changed: ['resources', 'permissions', 'dpop_bound_access_tokens'], tokens_revoked: true });
     const row = await listed(c.client_id);
     expect(row).not.toHaveProperty('resources');
     expect(row).not.toHaveProperty('permissions');
@@ -120,7 +121,7 @@ describe('update', () => {
     const help = await cli(['update', '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Usage: client-credentials update CLIENT_ID');
-    expect(help.stdout).toContain('revoked as well');
+    expect(help.stdout).toContain('is revoked with it,\nin the same store transaction');
     expect((await cli(['--help'])).stdout).toContain('  update CLIENT_ID [--name NAME]');
   });
 });
@@ -225,7 +226,7 @@ describe('update under a running issuer on the same data dir', () => {
     expect((await cli(['update', rs.client_id, '--introspect'])).code).toBe(0);
     expect(await introspect()).toMatchObject({ active: true, client_id: c.client_id });
     const off = JSON.parse((await cli(['update', rs.client_id, '--no-introspect', '--json'])).stdout);
-    expect(off).toMatchObject({ changed: ['introspect'], tokens_revoked: false });
+    expect(off).toMatchObject({ changed: ['permissions'], tokens_revoked: false });
     expect(await introspect()).toEqual({ active: false });
   });
 
@@ -233,7 +234,7 @@ describe('update under a running issuer on the same data dir', () => {
     const c = await created('reports:read');
     const old = (await tokenRequest(c).expect(200)).body.access_token as string;
     const r = await cli(['update', c.client_id, '--require-dpop', '--json']);
-    expect(JSON.parse(r.stdout)).toMatchObject({ dpop_bound_access_tokens: true, changed: ['require-dpop'], tokens_revoked: true });
+    expect(JSON.parse(r.stdout)).toMatchObject({ dpop_bound_access_tokens: true, changed: ['dpop_bound_access_tokens'], tokens_revoked: true });
     expect(await within(async () => (await reports(old)) === 401)).toBeGreaterThanOrEqual(0);
     const refused = await tokenRequest(c);
     expect(refused.status).toBe(400);
@@ -251,7 +252,7 @@ describe('update under a running issuer on the same data dir', () => {
       const ask = (scope: string) => request(own).post('/oauth/token').type('form').auth(c.clientId, c.clientSecret).send({ grant_type: 'client_credentials', scope });
       await ask('orders:read').expect(200); // the record is cached now
       const done = await cached.clients.update(c.clientId, { scopes: ['orders:read', 'reports:read'] });
-      expect(done).toMatchObject({ changed: ['scopes'], tokensRevoked: false, client: { scopes: ['orders:read', 'reports:read'] } });
+      expect(done).toMatchObject({ changed: ['scopes'], tokensRevoked: false, announced: true, settings: { scopes: ['orders:read', 'reports:read'] } });
       const wider = await ask('reports:read');
       expect(wider.status).toBe(200);
       expect(wider.body.scope).toBe('reports:read');
@@ -259,6 +260,37 @@ describe('update under a running issuer on the same data dir', () => {
       expect(JSON.stringify(logged)).not.toContain(c.clientSecret);
     } finally {
       await cached.close();
+    }
+  });
+
+  it('issuer.clients.update() refuses a member it does not know (scope for scopes) and changes nothing', async () => {
+    const c = await issuer.clients.create({ name: 'svc', scopes: 'orders:read' });
+    await expect(issuer.clients.update(c.clientId, { scope: 'x' } as never)).rejects.toThrow(
+      'update() takes name, scopes, resources, permissions, requireDpop; not "scope"',
+    );
+    expect((await issuer.clients.get(c.clientId))!.scopes).toEqual(['orders:read']);
+  });
+});
+
+describe('update when the running instances cannot be told', () => {
+  it('the change and the revocation are stored and answered as done (announced: false, a warning logged), not as a failure', async () => {
+    const store = await openEmbeddedStore({ dataDir: dirs.dataDir });
+    const logged: Record<string, unknown>[] = [];
+    const keep = (obj: Record<string, unknown>): void => void logged.push(obj);
+    try {
+      const refusing = {
+        client: () => Promise.resolve(),
+        clientTokens: () => Promise.reject(new Error('unused')),
+        clientTokensRaised: () => Promise.reject(new Error('NOTIFY failed')),
+      };
+      const service = new ClientService(async () => store, { info: keep, warn: keep, error: keep }, Date.now, refusing);
+      const c = await service.create({ name: 'svc', scopes: 'a b' });
+      const done = await service.update(c.clientId, { scopes: 'a' });
+      expect(done).toMatchObject({ changed: ['scopes'], tokensRevoked: true, announced: false, settings: { scopes: ['a'] } });
+      expect((await store.findClient(c.clientId))!).toMatchObject({ scopes: ['a'], tokenGeneration: 1 });
+      expect(logged.find((l) => l.event === 'client.update_not_announced')).toEqual({ event: 'client.update_not_announced', client_id: c.clientId, reason: 'NOTIFY failed' });
+    } finally {
+      await store.close();
     }
   });
 });

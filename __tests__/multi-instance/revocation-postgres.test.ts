@@ -85,6 +85,25 @@ describeIfPostgres('revocation across instances on PostgreSQL (LISTEN/NOTIFY)', 
     expect(res.body.error).toBe('invalid_client');
   });
 
+  it('an update is decided on what the client has when it writes: a scope another session added meanwhile and this update drops revokes the tokens', async () => {
+    const client = await a.issuer.clients.create({ name: 'pg-c6', scopes: 'orders:read' });
+    const holder = await admin.connect();
+    let pending: ReturnType<Issuer['clients']['update']> | undefined;
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`UPDATE "${schema}".clients SET scopes = '{orders:read,orders:write}' WHERE client_id = $1`, [client.clientId]);
+      // this update reads the client while the other session's change is not committed: it only adds, as far as it can see
+      pending = a.issuer.clients.update(client.clientId, { scopes: 'orders:read reports:read' });
+      await new Promise((r) => setTimeout(r, 200));
+      await holder.query('COMMIT');
+    } finally {
+      holder.release();
+    }
+    const done = await pending;
+    expect(done!.tokensRevoked).toBe(true);
+    expect(done).toMatchObject({ changed: ['scopes'], settings: { scopes: ['orders:read', 'reports:read'] } });
+  });
+
   it('an instance started after the revocations loads them (shared and persisted)', async () => {
     const client = await a.issuer.clients.create({ name: 'pg-c3', scopes: 'orders:read' });
     const at = await token(a.app, client);

@@ -3,7 +3,7 @@
  * store runs. Tests only call the Store interface and check what it returns.
  * `open` is called before each test and must give an empty store.
  */
-import type { ClientPublicJwk, NewClient, Store, StoredKey, StoredSecret } from '../../lib/stores/types';
+import type { ClientPublicJwk, ClientSettings, NewClient, Store, StoredClientChanges, StoredKey, StoredSecret } from '../../lib/stores/types';
 
 export interface OpenedStore {
   store: Store;
@@ -205,10 +205,18 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
     });
 
     describe('updateClient', () => {
+      /** Writes `changes` whatever the client has; `revokeTokens` as given. */
+      const always = (changes: StoredClientChanges, revokeTokens = false) => () => ({ changes, revokeTokens });
+
       it('changes what is given in one write, keeps the rest, and findClient sees it at once', async () => {
         await store.createClient(newClient('up', { resources: ['https://a.test'] }));
         await store.findClient('up'); // warm any cache
-        expect(await store.updateClient('up', { scopes: ['read:items'], permissions: ['introspect'] })).toEqual({ generation: null });
+        const first = await store.updateClient('up', always({ scopes: ['read:items'], permissions: ['introspect'] }), T1);
+        expect(first).toEqual({
+          before: { name: 'Client up', scopes: ['read:items', 'write:items'], resources: ['https://a.test'], permissions: [], requireDpop: false },
+          written: { changes: { scopes: ['read:items'], permissions: ['introspect'] }, revokeTokens: false },
+          generation: null,
+        });
         expect(await store.findClient('up')).toMatchObject({
           name: 'Client up',
           scopes: ['read:items'],
@@ -217,17 +225,26 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
           requireDpop: false,
           secrets: [expect.objectContaining({ hash: 'hash-up-1' })],
         });
-        expect(await store.updateClient('up', { name: 'renamed', scopes: [], resources: [], permissions: [], requireDpop: true })).toEqual({ generation: null });
+        await store.updateClient('up', always({ name: 'renamed', scopes: [], resources: [], permissions: [], requireDpop: true }), T1);
         const after = await store.findClient('up');
         expect(after).toMatchObject({ name: 'renamed', scopes: [], resources: [], permissions: [], requireDpop: true });
         expect((await store.listClients()).find((c) => c.clientId === 'up')).toEqual(after);
       });
 
-      it('with revokeTokensAt, raises the token generation in the same write and answers it', async () => {
+      it('asks decide() with the settings inside the transaction; null writes nothing', async () => {
+        await store.createClient(newClient('same'));
+        const seen: ClientSettings[] = [];
+        const done = await store.updateClient('same', (current) => (seen.push(current), null), T1);
+        expect(done).toEqual({ before: seen[0], written: null, generation: null });
+        expect(seen).toEqual([{ name: 'Client same', scopes: ['read:items', 'write:items'], resources: [], permissions: [], requireDpop: false }]);
+        expect(await store.findClient('same')).toMatchObject({ scopes: ['read:items', 'write:items'], tokenGeneration: 0 });
+      });
+
+      it('with revokeTokens, raises the token generation in the same transaction and answers it', async () => {
         await store.createClient(newClient('narrow'));
-        expect(await store.updateClient('narrow', { scopes: ['read:items'] }, T1)).toEqual({ generation: 1 });
+        expect((await store.updateClient('narrow', always({ scopes: ['read:items'] }, true), T1))!.generation).toBe(1);
         expect(await store.bumpTokenGeneration('narrow', T1)).toBe(2);
-        expect(await store.updateClient('narrow', { scopes: [] }, T1)).toEqual({ generation: 3 });
+        expect((await store.updateClient('narrow', always({ scopes: [] }, true), T1))!.generation).toBe(3);
         const { clients } = await store.listRevocations(T1, T0);
         expect(clients.find((c) => c.client_id === 'narrow')).toMatchObject({ generation: 3, revoked_at: null });
         // a found client carries the generation its new tokens need
@@ -235,11 +252,21 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect((await store.listClients()).find((c) => c.clientId === 'narrow')!.tokenGeneration).toBe(3);
       });
 
-      it('null for an unknown or revoked client, which stays as it was, its generation too', async () => {
-        expect(await store.updateClient('nobody', { scopes: ['x'] }, T1)).toBeNull();
+      it('a decide() that throws leaves everything as it was', async () => {
+        await store.createClient(newClient('boom'));
+        await expect(store.updateClient('boom', () => {
+          throw new Error('no');
+        }, T1)).rejects.toThrow('no');
+        expect(await store.findClient('boom')).toMatchObject({ scopes: ['read:items', 'write:items'], tokenGeneration: 0 });
+      });
+
+      it('null for an unknown or revoked client, which stays as it was, its generation too, without asking decide()', async () => {
+        const decide = jest.fn(always({ scopes: ['x'] }, true));
+        expect(await store.updateClient('nobody', decide, T1)).toBeNull();
         await store.createClient(newClient('gone'));
         await store.revokeClient('gone', T1);
-        expect(await store.updateClient('gone', { scopes: ['x'] }, T1)).toBeNull();
+        expect(await store.updateClient('gone', decide, T1)).toBeNull();
+        expect(decide).not.toHaveBeenCalled();
         expect((await store.findClient('gone'))!.scopes).toEqual(['read:items', 'write:items']);
         const { clients } = await store.listRevocations(T1, T0);
         expect(clients.find((c) => c.client_id === 'gone')).toMatchObject({ generation: 0 });

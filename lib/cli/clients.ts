@@ -158,13 +158,20 @@ function toggle(on: boolean | undefined, off: boolean | undefined, flag: string)
   return on ? true : off ? false : undefined;
 }
 
-/** How `update` names what changed (the flags' words). */
-const CHANGED_NAMES: Record<ClientUpdate['changed'][number], string> = {
+/** How `update` names what changed: by its flags, and in --json by the keys of its answer. */
+const FLAG_NAMES: Record<ClientUpdate['changed'][number], string> = {
   name: 'name',
   scopes: 'scope',
   resources: 'resources',
   permissions: 'introspect',
   requireDpop: 'require-dpop',
+};
+const JSON_NAMES: Record<ClientUpdate['changed'][number], string> = {
+  name: 'name',
+  scopes: 'scope',
+  resources: 'resources',
+  permissions: 'permissions',
+  requireDpop: 'dpop_bound_access_tokens',
 };
 
 export const update: Handler = async (args, ctx) => {
@@ -200,7 +207,7 @@ export const update: Handler = async (args, ctx) => {
     throw new UsageError('nothing to change: give --name, --scope, --resource, --no-resources, --[no-]introspect or --[no-]require-dpop', 'update');
   }
   const service = services(ctx);
-  await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot be changed`);
+  const { authMethod } = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot be changed`);
   let done: ClientUpdate | null;
   try {
     done = await service.update(clientId, changes);
@@ -209,30 +216,31 @@ export const update: Handler = async (args, ctx) => {
     throw err;
   }
   if (!done) throw new CommandError(`client ${quoted(clientId)} is unknown or revoked`);
-  const { client, tokensRevoked } = done;
-  const changed = done.changed.map((c) => CHANGED_NAMES[c]);
-  const scopeText = client.scopes.join(' ');
+  const { settings, tokensRevoked } = done;
+  const scopeText = settings.scopes.join(' ');
   if (values.json) {
-    ctx.out(JSON.stringify({ client_id: client.clientId, name: client.name, scope: scopeText, auth: client.authMethod, ...policyJson(client), changed, tokens_revoked: tokensRevoked }));
-    return 0;
-  }
-  if (changed.length === 0) {
-    ctx.out(`Client ${client.clientId} has these settings already; nothing changed.`);
-    return 0;
-  }
-  ctx.out('Client updated.');
-  ctx.out(`  client_id:  ${client.clientId}`);
-  ctx.out(`  name:       ${printable(client.name)}`);
-  ctx.out(`  scope:      ${scopeText || '(none)'}`);
-  for (const line of policyLines(client, 12)) ctx.out(line);
-  ctx.out(`  changed:    ${changed.join(', ')}`);
-  if (tokensRevoked) {
-    ctx.out('Something was taken away, so every access token issued to it until now is revoked: running issuers');
-    ctx.out('refuse them within their revocation reload interval (2 s by default), and its next token request gets');
-    ctx.out('what it may have now.');
+    const changed = done.changed.map((c) => JSON_NAMES[c]);
+    ctx.out(JSON.stringify({ client_id: clientId, name: settings.name, scope: scopeText, auth: authMethod, ...policyJson(settings), changed, tokens_revoked: tokensRevoked }));
+  } else if (done.changed.length === 0) {
+    ctx.out(`Client ${clientId} has these settings already; nothing changed.`);
   } else {
-    ctx.out('Its tokens issued before keep what they were issued with until they expire; running issuers use the');
-    ctx.out('new settings for token requests within their client cache time (2 s by default).');
+    ctx.out('Client updated.');
+    ctx.out(`  client_id:    ${clientId}`);
+    ctx.out(`  name:         ${printable(settings.name)}`);
+    ctx.out(`  scope:        ${scopeText || '(none)'}`);
+    for (const line of policyLines(settings, 14)) ctx.out(line);
+    ctx.out(`  changed:      ${done.changed.map((c) => FLAG_NAMES[c]).join(', ')}`);
+    if (tokensRevoked) {
+      ctx.out('Something was taken away, so every access token issued to it until now is revoked, as with');
+      ctx.out("'revoke-tokens': running issuers refuse them within their revocation reload interval (2 s by");
+      ctx.out('default; at once with a push), and its next token request gets what it may have now.');
+    } else {
+      ctx.out('Nothing was taken away: its tokens keep working. Running issuers use the new settings for token');
+      ctx.out('requests at once on the embedded store, within their client cache time (2 s) on PostgreSQL.');
+    }
+  }
+  if (!done.announced) {
+    ctx.err('warning: the update is stored, but the running instances could not be told at once; they refuse the old tokens within their revocationResync');
   }
   return 0;
 };

@@ -116,25 +116,31 @@ or keys stay. Each option given replaces what the client has; the others stay.
 
 An access token keeps the scopes and audience it was issued with until it
 expires. So when the change takes something away (a scope, a resource) or makes
-DPoP required, every token issued to the client until now is revoked as well,
-as 'revoke-tokens' does: the change holds at once, and the client's next token
-request gets what it may have now. A change that only adds revokes nothing.
-Running issuers use the new settings within their client cache time (2 s by
-default; at once on the embedded store).
+DPoP required, every token issued to the client until now is revoked with it,
+in the same store transaction, as 'revoke-tokens' does: running issuers refuse
+those tokens within their revocation reload interval (2 s by default; sooner
+with PostgreSQL or a Redis push), and the client's next token request gets what
+it may have now. What is taken away is judged on what the client has when the
+change is written. A change that only adds revokes nothing; running issuers use
+it at once on the embedded store, within their client cache time (2 s) on
+PostgreSQL.
 
 Options:
   --name NAME          a new name, 1 to 200 printable characters
-  --scope SCOPES       the scopes it may request, separated by single spaces
-                       (--scope "" for none)
+  --scope SCOPES       the scopes it may request, separated by single spaces;
+                       repeatable, the values joined (--scope "" for none)
   --resource URL       the APIs (RFC 8707 resources) it may ask tokens for;
-                       repeatable, the whole list
+                       repeatable, the whole list. Checked for its form only
+                       here: the server refuses token requests for a resource
+                       it does not serve (invalid_target)
   --no-resources       none: the issuer's default audience only
   --introspect         let it call /oauth/introspect; --no-introspect: no more
   --require-dpop       refuse its token requests without a DPoP proof;
                        --no-require-dpop: accept them again
   --json               print one JSON object {client_id, name, scope, auth,
-                       resources, permissions, dpop_bound_access_tokens (when
-                       set), changed, tokens_revoked}
+                       changed, tokens_revoked}, with resources, permissions and
+                       dpop_bound_access_tokens when set; changed names those
+                       keys
   -h, --help           show this help
 
 ${ENVIRONMENT}

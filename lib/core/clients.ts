@@ -3,7 +3,7 @@ import type { Logger } from '../logger';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
 import { samePublicKey } from '../jwt/thumbprint';
 import { checkJwksUri } from './client-jwks-uri';
-import type { ClientAuthKind, ClientPermission, ClientPublicJwk, ClientRecord, ClientStore, RevocationNotifier, StoredClientChanges } from '../stores/types';
+import type { ClientAuthKind, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientStore, RevocationNotifier, StoredClientChanges } from '../stores/types';
 import type { RevocationStore } from './revocation';
 import { parseResourceIndicator } from './resources';
 import { scopeOption } from './scope';
@@ -44,13 +44,35 @@ export interface ClientChanges {
   requireDpop?: boolean;
 }
 
+const CHANGEABLE: readonly string[] = ['name', 'scopes', 'resources', 'permissions', 'requireDpop'];
+
 /** What `ClientService.update()` did. */
 export interface ClientUpdate {
-  client: ClientInfo;
+  clientId: string;
+  /** The client's settings now. */
+  settings: ClientSettings;
   /** The members that differ from before (none: nothing was written). */
   changed: ('name' | 'scopes' | 'resources' | 'permissions' | 'requireDpop')[];
   /** Something was taken away: the tokens issued before are revoked. */
   tokensRevoked: boolean;
+  /**
+   * `false` when the change is stored but the running instances could not be
+   * told at once (a failed NOTIFY or Redis ring): they learn of it at their
+   * next revocation reload (`revocationResync`).
+   */
+  announced: boolean;
+}
+
+/**
+ * What an update of `current` to `next` changes, and whether it takes
+ * something away (a scope, a resource) or makes DPoP required: the tokens
+ * issued until then would keep what was taken, so they go.
+ */
+function planUpdate(current: ClientSettings, next: StoredClientChanges): { changed: ClientUpdate['changed']; narrows: boolean } {
+  const changed = (Object.keys(next) as (keyof StoredClientChanges)[]).filter((field) => !sameValue(current[field], next[field]));
+  const lost = (was: readonly string[], now: readonly string[] | undefined): boolean => now !== undefined && was.some((v) => !now.includes(v));
+  const narrows = lost(current.scopes, next.scopes) || lost(current.resources, next.resources) || (next.requireDpop === true && !current.requireDpop);
+  return { changed, narrows };
 }
 
 /** Whether two stored values are the same: equal, or lists holding the same members. */
@@ -336,26 +358,43 @@ export class ClientService {
   async update(clientId: string, changes: ClientChanges): Promise<ClientUpdate | null> {
     const next = this.checkChanges(changes);
     const store = await this.store();
-    const before = await store.findClient(clientId);
-    if (!before || before.revokedAt) return null;
-    const changed = (Object.keys(next) as (keyof StoredClientChanges)[]).filter((field) => !sameValue(before[field], next[field]));
-    if (changed.length === 0) return { client: this.info(before), changed, tokensRevoked: false };
-    const lost = (was: readonly string[], now: readonly string[] | undefined): boolean => now !== undefined && was.some((v) => !now.includes(v));
-    const narrows = lost(before.scopes, next.scopes) || lost(before.resources, next.resources) || (next.requireDpop === true && !before.requireDpop);
-    // the change and the cut-off of the tokens issued before it, in one transaction: a store failure leaves neither (a retry does both)
     const at = new Date(this.now());
-    const done = await store.updateClient(clientId, next, narrows ? at : undefined);
+    // decided inside the store's transaction, on the settings the client has then: a concurrent
+    // update cannot make one that takes something away look as if it only added
+    const done = await store.updateClient(
+      clientId,
+      (current) => {
+        const plan = planUpdate(current, next);
+        return plan.changed.length === 0 ? null : { changes: next, revokeTokens: plan.narrows };
+      },
+      at,
+    );
     if (!done) return null;
+    const settings: ClientSettings = { ...done.before, ...next };
+    if (!done.written) return { clientId, settings, changed: [], tokensRevoked: false, announced: true };
+    const { changed } = planUpdate(done.before, next);
+    const tokensRevoked = done.generation !== null;
     this.onUpdate(clientId);
-    if (done.generation !== null) await this.revocations.clientTokensRaised(clientId, done.generation, at);
-    const after = await store.findClient(clientId);
-    this.logger.info({ event: 'client.updated', client_id: clientId, changed, tokens_revoked: narrows }, 'client updated');
-    return { client: this.info(after ?? { ...before, ...next }), changed, tokensRevoked: narrows };
+    this.logger.info({ event: 'client.updated', client_id: clientId, changed, tokens_revoked: tokensRevoked }, 'client updated');
+    let announced = true;
+    if (done.generation !== null) {
+      // stored already: a failure to tell the running instances now is no failure of the update (they reload within revocationResync)
+      try {
+        await this.revocations.clientTokensRaised(clientId, done.generation, at);
+      } catch (err) {
+        announced = false;
+        this.logger.warn({ event: 'client.update_not_announced', client_id: clientId, reason: err instanceof Error ? err.message : String(err) }, 'client updated; running instances learn of it at their next revocation reload');
+      }
+    }
+    return { clientId, settings, changed, tokensRevoked, announced };
   }
 
   /** The values of `changes`, checked as create() checks them; TypeError for a bad one or none at all. */
   private checkChanges(changes: ClientChanges): StoredClientChanges {
     if (!changes || typeof changes !== 'object') throw new TypeError('changes must be an object');
+    // a misspelt member (scope for scopes) would otherwise change nothing and say so quietly
+    const unknown = Object.keys(changes).filter((k) => !CHANGEABLE.includes(k));
+    if (unknown.length > 0) throw new TypeError(`update() takes ${CHANGEABLE.join(', ')}; not ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
     const next: StoredClientChanges = {};
     if (changes.name !== undefined) {
       if (typeof changes.name !== 'string' || !NAME.test(changes.name.trim())) throw new TypeError('a client needs a name of 1 to 200 printable characters');

@@ -6,7 +6,7 @@ import { StoreUnavailableError } from '../errors';
 import { samePublicKey } from '../jwt/thumbprint';
 import type { RevocationSnapshot } from '../core/revocation';
 import { TurnBatch } from './turn-batch';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, JtiUse, NewClient, Store, StoredClientChanges, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
 
 /**
  * The default store: one SQLite database (`store.sqlite`) under `dataDir`,
@@ -385,11 +385,18 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     q.setJwks.run(JSON.stringify({ keys: [...jwks.keys, jwk] }), clientId);
     return 'added';
   });
-  const updateClient = db.transaction((clientId: string, c: StoredClientChanges, revokeTokensAt: number | null): { generation: number | null } | null => {
+  const updateClient = db.transaction((clientId: string, decide: (current: ClientSettings) => ClientSettingsChange | null, at: number) => {
+    const row = q.client.get(clientId);
+    if (!row || row.revoked_at !== null) return null;
+    const client = toClient(row, []);
+    const before: ClientSettings = { name: client.name, scopes: client.scopes, resources: client.resources, permissions: client.permissions, requireDpop: client.requireDpop };
+    const written = decide(before);
+    if (!written) return { before, written, generation: null };
+    const c = written.changes;
     const joined = (list: readonly string[] | undefined): string | null => (list === undefined ? null : list.join(' '));
     const dpop = c.requireDpop === undefined ? null : c.requireDpop ? 1 : 0;
-    if (q.updateClient.run(c.name ?? null, joined(c.scopes), joined(c.resources), joined(c.permissions), dpop, clientId).changes !== 1) return null;
-    return { generation: revokeTokensAt === null ? null : q.bumpGeneration.get(clientId, revokeTokensAt)!.generation };
+    q.updateClient.run(c.name ?? null, joined(c.scopes), joined(c.resources), joined(c.permissions), dpop, clientId);
+    return { before, written, generation: written.revokeTokens ? q.bumpGeneration.get(clientId, at)!.generation : null };
   });
   const removeClientKey = db.transaction((clientId: string, kid: string): boolean => {
     const jwks = liveKeys(clientId);
@@ -517,7 +524,11 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ),
     addClientKey: io((clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys)),
     removeClientKey: io((clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid)),
-    updateClient: io((clientId: string, c: StoredClientChanges, revokeTokensAt?: Date) => wrote(updateClient.immediate)(clientId, c, revokeTokensAt?.getTime() ?? null)),
+    updateClient: io((clientId: string, decide: (current: ClientSettings) => ClientSettingsChange | null, at: Date) => {
+      const done = updateClient.immediate(clientId, decide, at.getTime());
+      if (done?.written) cache.clear(); // as wrote() does, for a write only: nothing to change leaves the cache alone
+      return done;
+    }),
     // a jti is kept only until its assertion expires (at most 300 s); written with the turn's others (TurnBatch)
     consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean> {
       if (!open) return Promise.reject(new Error('the embedded store is closed'));

@@ -7,7 +7,7 @@
 import { Client, Pool, type ClientConfig, type PoolClient } from 'pg';
 import { StoreUnavailableError } from '../errors';
 import { samePublicKey } from '../jwt/thumbprint';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientRecord, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientRecord, ClientSettings, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
 import { TurnBatch } from './turn-batch';
 
 export interface PostgresStoreOptions {
@@ -555,17 +555,32 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       });
     },
 
-    async updateClient(clientId, c, revokeTokensAt) {
+    async updateClient(clientId, decide, at) {
       return inTransaction(pool, async (tx) => {
+        const { rows } = await tx.query<{ name: string; scopes: string[]; resources: string[]; permissions: string[]; require_dpop: boolean }>(
+          `SELECT name, scopes, resources, permissions, require_dpop FROM ${S}.clients WHERE client_id = $1 AND revoked_at IS NULL FOR UPDATE`,
+          [clientId],
+        );
+        if (rows.length === 0) return null;
+        const row = rows[0];
+        const before: ClientSettings = {
+          name: row.name,
+          scopes: [...row.scopes],
+          resources: [...row.resources],
+          permissions: row.permissions.filter((p): p is ClientPermission => p === 'introspect'),
+          requireDpop: row.require_dpop,
+        };
+        const written = decide(before);
+        if (!written) return { before, written, generation: null };
+        const c = written.changes;
         // a NULL leaves the column as it is
-        const updated = await tx.query(
+        await tx.query(
           `UPDATE ${S}.clients SET name = coalesce($2, name), scopes = coalesce($3::text[], scopes), resources = coalesce($4::text[], resources),
              permissions = coalesce($5::text[], permissions), require_dpop = coalesce($6::boolean, require_dpop)
-           WHERE client_id = $1 AND revoked_at IS NULL`,
+           WHERE client_id = $1`,
           [clientId, c.name ?? null, c.scopes ?? null, c.resources ?? null, c.permissions ?? null, c.requireDpop ?? null],
         );
-        if (updated.rowCount !== 1) return null;
-        return { generation: revokeTokensAt === undefined ? null : await bumpGeneration(tx, clientId, revokeTokensAt) };
+        return { before, written, generation: written.revokeTokens ? await bumpGeneration(tx, clientId, at) : null };
       });
     },
 

@@ -92,6 +92,21 @@ export interface NewClient {
   requireDpop?: boolean;
 }
 
+/** The settings of a client that `updateClient` may change. */
+export interface ClientSettings {
+  name: string;
+  scopes: string[];
+  resources: string[];
+  permissions: ClientPermission[];
+  requireDpop: boolean;
+}
+
+/** What `updateClient` writes: the changes, and whether the client's tokens issued until now go with them. */
+export interface ClientSettingsChange {
+  changes: StoredClientChanges;
+  revokeTokens: boolean;
+}
+
 /** What `updateClient` changes; an absent member stays as it is. */
 export interface StoredClientChanges {
   name?: string;
@@ -127,12 +142,20 @@ export interface ClientStore {
    */
   rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null): Promise<boolean>;
   /**
-   * Changes a live client's name or policy; `null` when it is unknown or
-   * revoked. With `revokeTokensAt`, raises the client's token generation in
-   * the same transaction (as `bumpTokenGeneration()`) and answers it: the
-   * change and the revocation of the tokens issued before it land together.
+   * Changes a live client's settings in one transaction: reads them, kept
+   * from other writers until the end, asks `decide` what to write (`null`:
+   * nothing), writes it, and when it says `revokeTokens` raises the client's
+   * token generation (as `bumpTokenGeneration()`, dated `at`), so that the
+   * change and the revocation of the tokens issued before it land together
+   * or not at all, decided on what the client had at that moment. `null`
+   * when the client is unknown or revoked; else its settings before, what
+   * was written, and the new generation when raised.
    */
-  updateClient(clientId: string, changes: StoredClientChanges, revokeTokensAt?: Date): Promise<{ generation: number | null } | null>;
+  updateClient(
+    clientId: string,
+    decide: (current: ClientSettings) => ClientSettingsChange | null,
+    at: Date,
+  ): Promise<{ before: ClientSettings; written: ClientSettingsChange | null; generation: number | null } | null>;
   /**
    * Appends `jwk` to a live `private_key_jwt` client's key set, atomically
    * refusing a `kid` already there or a set that would exceed `maxKeys`.
