@@ -5,8 +5,8 @@
  * PORT (3000), HOST (all interfaces), ISSUER (http://localhost:PORT),
  * AUDIENCE (ISSUER + /api), DATA_DIR (./data), DATABASE_URL (PostgreSQL
  * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (shared
- * brute-force counters), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256),
- * KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0:
+ * brute-force counters and revocation push) and REVOCATION_CHANNEL (its
+ * channel), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256), KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
  * Prometheus metrics at GET /metrics, per process), DEMO_CLIENT (0: no demo
  * client on the first start; server.ts reads it).
@@ -68,7 +68,8 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       scopesSupported: ['orders:read', 'orders:write'],
       bruteForce: redis ? { redis } : undefined,
       // instances on one store hear of each other's revocations at once (PostgreSQL also notifies by itself)
-      revocationPush: redis ? { redis } : undefined,
+      // (REVOCATION_CHANNEL: the channel, when several issuers share one Redis; the CLI reads the same variable)
+      revocationPush: redis ? { redis, channel: env.REVOCATION_CHANNEL || undefined } : undefined,
       logger,
       metrics: metrics ? { registry: metrics } : undefined,
     });

@@ -2,7 +2,10 @@ import { rmSync } from 'node:fs';
 import request from 'supertest';
 import { createApp, startServer, type RunningServer } from '../../examples/server';
 import { createIssuer, openEmbeddedStore, StoreUnavailableError } from '../../lib';
+import Redis from 'ioredis';
+import { main } from '../../lib/cli/main';
 import { tempDir } from '../helpers/app';
+import { describeIfRedis, redisUrl } from '../helpers/redis';
 
 const env = (dataDir: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
   PORT: '0',
@@ -183,6 +186,37 @@ describe('examples/server.ts', () => {
       expect(res.text).not.toContain(clientId);
     } finally {
       await withMetrics.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describeIfRedis('examples/server.ts with REDIS_URL and REVOCATION_CHANNEL', () => {
+  it('listens for revocations on that channel, so the CLI given the same variables rings it', async () => {
+    const dir = tempDir();
+    const channel = `ecc-test:${process.pid}:${Date.now()}`;
+    const redis = new Redis(redisUrl(), { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await redis.connect();
+    const server = await startServer(env(dir, { REDIS_URL: redisUrl(), REVOCATION_CHANNEL: channel }), () => undefined, { demoClient: false });
+    try {
+      const numsub = async (name: string): Promise<number> => Number(((await redis.call('PUBSUB', 'NUMSUB', name)) as [string, number])[1]);
+      expect(await numsub(channel)).toBe(1);
+      const c = await server.issuer.clients.create({ name: 'svc', scopes: 'orders:read' });
+      const token = (await request(server.url).post('/oauth/token').auth(c.clientId, c.clientSecret).type('form').send({ grant_type: 'client_credentials' })).body.access_token;
+      const code = await main(['revoke-tokens', c.clientId], { stdout: () => undefined, stderr: () => undefined, env: { DATA_DIR: dir, REDIS_URL: redisUrl(), REVOCATION_CHANNEL: channel } });
+      expect(code).toBe(0);
+      // the ring, not the 2 s reload: refused within 500 ms
+      const started = Date.now();
+      let status = 200;
+      while (status !== 401 && Date.now() - started < 3000) {
+        status = (await request(server.url).get('/api/whoami').set('Authorization', `Bearer ${token}`)).status;
+        if (status !== 401) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(status).toBe(401);
+      expect(Date.now() - started).toBeLessThan(500);
+    } finally {
+      await server.close();
+      await redis.quit();
       rmSync(dir, { recursive: true, force: true });
     }
   });
