@@ -217,6 +217,18 @@ describe('update under a running issuer on the same data dir', () => {
     expect((await tokenRequest(c)).status).toBe(200);
   });
 
+  it('a first resource list takes the default audience away: its tokens are revoked; the same resource spelt otherwise is no change', async () => {
+    const c = await created('reports:read');
+    const forDefault = (await tokenRequest(c).expect(200)).body.access_token as string;
+    const r = await cli(['update', c.client_id, '--resource', API_B, '--json']);
+    expect(JSON.parse(r.stdout)).toMatchObject({ resources: [API_B], changed: ['resources'], tokens_revoked: true });
+    expect(await within(async () => (await whoami(forDefault)) === 401)).toBeGreaterThanOrEqual(0);
+    const now = await tokenRequest(c).expect(200); // its one resource is its audience now
+    expect((await request(app).get('/b/reports').set('Authorization', `Bearer ${now.body.access_token}`)).status).toBe(200);
+    const same = await cli(['update', c.client_id, '--resource', 'https://B.API.test/']);
+    expect(same.stdout).toBe(`Client ${c.client_id} has these settings already; nothing changed.\n`);
+  });
+
   it('--introspect and --no-introspect take effect at the next introspection request', async () => {
     const rs = await created('');
     const c = await created('reports:read');

@@ -69,10 +69,24 @@ export interface ClientUpdate {
  * issued until then would keep what was taken, so they go.
  */
 function planUpdate(current: ClientSettings, next: StoredClientChanges): { changed: ClientUpdate['changed']; narrows: boolean } {
-  const changed = (Object.keys(next) as (keyof StoredClientChanges)[]).filter((field) => !sameValue(current[field], next[field]));
-  const lost = (was: readonly string[], now: readonly string[] | undefined): boolean => now !== undefined && was.some((v) => !now.includes(v));
-  const narrows = lost(current.scopes, next.scopes) || lost(current.resources, next.resources) || (next.requireDpop === true && !current.requireDpop);
+  // resources compare as the issuer does (https://API.example/ is https://api.example)
+  const was = { ...current, resources: current.resources.map(resourceKey) };
+  const now = next.resources === undefined ? next : { ...next, resources: next.resources.map(resourceKey) };
+  const changed = (Object.keys(next) as (keyof StoredClientChanges)[]).filter((field) => !sameValue(was[field], now[field]));
+  const lost = (before: readonly string[], after: readonly string[] | undefined): boolean => after !== undefined && before.some((v) => !after.includes(v));
+  // no list is the default audience alone: a first list takes it away unless it names it, which only the issuer can tell
+  const defaultLost = was.resources.length === 0 && now.resources !== undefined && now.resources.length > 0;
+  const narrows = lost(was.scopes, now.scopes) || lost(was.resources, now.resources) || defaultLost || (now.requireDpop === true && !was.requireDpop);
   return { changed, narrows };
+}
+
+/** A resource as the issuer compares them (RFC 8707 normalised), or as it is when it is no resource indicator. */
+function resourceKey(value: string): string {
+  try {
+    return parseResourceIndicator(value);
+  } catch {
+    return value;
+  }
 }
 
 /** Whether two stored values are the same: equal, or lists holding the same members. */
