@@ -241,11 +241,38 @@ describe('create', () => {
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 
-  test.each([['   '], ['a\u0001b'], ['x'.repeat(201)]])('a bad name %j is rejected by the core: exit 2, the message', async (name) => {
+  test.each([
+    ['   '],
+    ['a\u0001b'],
+    ['x'.repeat(201)],
+    ['a\u0085b'], // C1 control
+    ['a\u009bb'], // C1 CSI
+    ['evil\u202etxt.exe'], // right-to-left override
+    ['a\u200bb'], // zero-width space
+    ['a\u2066b'], // bidi isolate
+    ['a\u2028b'], // line separator inside the name
+  ])('a bad name %j is rejected by the core: exit 2, the message', async (name) => {
     const r = await cli(['create', '--name', name]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe('error: a client needs a name of 1 to 200 printable characters\n');
+    expect(r.stderr).toBe('error: a client needs a name of 1 to 200 printable characters (no control, invisible or bidi characters)\n');
+    expect(await withStore((s) => s.listClients())).toEqual([]);
+  });
+
+  test('a name of 200 characters counts characters, not UTF-16 units (150 emoji are fine)', async () => {
+    const name = '\u{1F511}'.repeat(150);
+    const r = await cli(['create', '--name', name, '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).name).toBe(name);
+  });
+
+  test.each([
+    [Array.from({ length: 101 }, (_, i) => `s${i}`).join(' '), 'at most 100 scopes per client, got 101'],
+    [Array.from({ length: 21 }, (_, i) => `${'x'.repeat(96)}${String(i).padStart(3, '0')}`).join(' '), 'the scopes of a client take at most 2000 characters (every token carries them), got 2099'],
+  ])('too many scopes, or too long in all: exit 2 and nothing created (%#)', async (scope, message) => {
+    const r = await cli(['create', '--name', 'x', '--scope', scope]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`error: ${message}\n`);
     expect(await withStore((s) => s.listClients())).toEqual([]);
   });
 });

@@ -97,7 +97,9 @@ describe('update', () => {
     [['--scope', 'a  b'], '--scope takes scope tokens separated by single spaces (RFC 6749 §3.3), got "a  b"'],
     [['--resource', 'https://b.api.test/#x'], 'resource "https://b.api.test/#x": resource must not contain a fragment'],
     [['--resource', '/relative'], 'resource "/relative": resource must be an absolute URI'],
-    [['--name', ' '], 'a client needs a name of 1 to 200 printable characters'],
+    [['--name', ' '], 'a client needs a name of 1 to 200 printable characters (no control, invisible or bidi characters)'],
+    [['--name', 'evil\u202etxt'], 'a client needs a name of 1 to 200 printable characters (no control, invisible or bidi characters)'],
+    [['--scope', Array.from({ length: 101 }, (_, i) => `s${i}`).join(' ')], 'at most 100 scopes per client, got 101'],
   ])('refuses %j with one line and exit 2, changing nothing', async (flags, problem) => {
     const c = await created('a');
     const before = await listed(c.client_id);

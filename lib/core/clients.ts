@@ -161,7 +161,29 @@ export interface CreateClientInput {
   resources?: string[];
 }
 
-const NAME = /^[^\x00-\x1f\x7f]{1,200}$/;
+/**
+ * 1 to 200 characters (code points), none of them a control character (C0,
+ * C1), an invisible one (zero-width, word joiner, BOM) or one that reorders
+ * text (bidi marks, embeddings, overrides, isolates, line and paragraph
+ * separators): a name is what operators read in lists and logs, and must
+ * look like what it is.
+ */
+const NAME = /^[^\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]{1,200}$/u;
+
+/** Most scopes one client may hold, and their most characters in all: every token carries them, in a header. */
+const NAME_RULE = 'a client needs a name of 1 to 200 printable characters (no control, invisible or bidi characters)';
+
+const MAX_CLIENT_SCOPES = 100;
+const MAX_SCOPE_TEXT = 2000;
+
+/** A client's scopes (scopeOption), at most MAX_CLIENT_SCOPES of them in MAX_SCOPE_TEXT characters. */
+function clientScopes(value: unknown): string[] {
+  const scopes = scopeOption('scopes', value);
+  if (scopes.length > MAX_CLIENT_SCOPES) throw new TypeError(`at most ${MAX_CLIENT_SCOPES} scopes per client, got ${scopes.length}`);
+  const length = scopes.join(' ').length;
+  if (length > MAX_SCOPE_TEXT) throw new TypeError(`the scopes of a client take at most ${MAX_SCOPE_TEXT} characters (every token carries them), got ${length}`);
+  return scopes;
+}
 
 const PERMISSIONS: readonly ClientPermission[] = ['introspect'];
 
@@ -255,9 +277,9 @@ export class ClientService {
     const jwksUri = authMethod === 'private_key_jwt' && uri !== undefined ? checkJwksUri(uri) : undefined;
     const keys = authMethod === 'private_key_jwt' && jwksUri === undefined ? checkClientKeys(jwks) : undefined;
     if (!input || typeof input.name !== 'string' || !NAME.test(input.name.trim())) {
-      throw new TypeError('a client needs a name of 1 to 200 printable characters');
+      throw new TypeError(NAME_RULE);
     }
-    const scopes = scopeOption('scopes', input.scopes);
+    const scopes = clientScopes(input.scopes);
     const grantTypes = input.grantTypes ?? [GRANT_TYPE];
     if (!Array.isArray(grantTypes) || !grantTypes.every((g) => typeof g === 'string' && /^[\x21-\x7e]+$/.test(g))) {
       throw new TypeError('grantTypes must be an array of grant type names');
@@ -411,10 +433,10 @@ export class ClientService {
     if (unknown.length > 0) throw new TypeError(`update() takes ${CHANGEABLE.join(', ')}; not ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
     const next: StoredClientChanges = {};
     if (changes.name !== undefined) {
-      if (typeof changes.name !== 'string' || !NAME.test(changes.name.trim())) throw new TypeError('a client needs a name of 1 to 200 printable characters');
+      if (typeof changes.name !== 'string' || !NAME.test(changes.name.trim())) throw new TypeError(NAME_RULE);
       next.name = changes.name.trim();
     }
-    if (changes.scopes !== undefined) next.scopes = scopeOption('scopes', changes.scopes);
+    if (changes.scopes !== undefined) next.scopes = clientScopes(changes.scopes);
     if (changes.resources !== undefined) next.resources = this.checkResources(resourceList(changes.resources));
     if (changes.permissions !== undefined) next.permissions = checkPermissions(changes.permissions);
     if (changes.requireDpop !== undefined) {
