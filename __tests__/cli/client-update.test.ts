@@ -229,6 +229,8 @@ describe('update under a running issuer on the same data dir', () => {
     expect((await request(app).get('/b/reports').set('Authorization', `Bearer ${now.body.access_token}`)).status).toBe(200);
     const same = await cli(['update', c.client_id, '--resource', 'https://B.API.test/']);
     expect(same.stdout).toBe(`Client ${c.client_id} has these settings already; nothing changed.\n`);
+    // and says what it has, as stored
+    expect(JSON.parse((await cli(['update', c.client_id, '--resource', 'https://B.API.test/', '--json'])).stdout)).toMatchObject({ resources: [API_B], changed: [] });
   });
 
   it('--introspect and --no-introspect take effect at the next introspection request', async () => {

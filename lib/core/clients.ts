@@ -406,8 +406,8 @@ export class ClientService {
       at,
     );
     if (!done) return null;
+    if (!done.written) return { clientId, settings: done.before, changed: [], tokensRevoked: false, announced: true };
     const settings: ClientSettings = { ...done.before, ...next };
-    if (!done.written) return { clientId, settings, changed: [], tokensRevoked: false, announced: true };
     const { changed } = planUpdate(done.before, next);
     const tokensRevoked = done.generation !== null;
     this.onUpdate(clientId);
