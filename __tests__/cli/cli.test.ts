@@ -375,10 +375,23 @@ describe('revoke', () => {
   });
 
   test('an unknown client: exit 1 with a clear message', async () => {
+    await createJson();
     const r = await cli(['revoke', 'no-such-client']);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe("error: no client with id 'no-such-client'\n");
+  });
+
+  test('in a folder without a store (a mistyped DATA_DIR), a note says so before the error', async () => {
+    const r = await cli(['revoke', 'no-such-client']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`note: there was no store in ${path.resolve(dataDir)}; an empty one was created. Is DATA_DIR the server's?\nerror: no client with id 'no-such-client'\n`);
+    // once there is one, no note; create never notes (it starts a store on purpose)
+    expect((await cli(['list'])).stderr).toBe('');
+    const other = path.join(tmp, 'other');
+    const created = await cli(['create', '--name', 'x'], { DATA_DIR: other });
+    expect(created.code).toBe(0);
+    expect(created.stderr).not.toContain('note:');
   });
 
   test.each([['-AbCdEfGhIjKlMnOpQrStU'], ['--bCdEfGhIjKlMnOpQrStU']])('a client id starting with "-" (%s) is an id, not an option', async (clientId) => {
@@ -474,12 +487,12 @@ describe('rotate-secret', () => {
   });
 
   test('an unknown or revoked client: exit 1, no secret', async () => {
+    const c = await createJson();
     const unknown = await cli(['rotate-secret', 'nope', '--json']);
     expect(unknown.code).toBe(1);
     expect(unknown.stdout).toBe('');
     expect(unknown.stderr).toBe("error: no client with id 'nope'\n");
 
-    const c = await createJson();
     await cli(['revoke', c.client_id]);
     const revoked = await cli(['rotate-secret', c.client_id]);
     expect(revoked.code).toBe(1);

@@ -108,10 +108,10 @@ describe('update', () => {
   });
 
   it('an unknown or revoked client: exit 1 with a clear message', async () => {
+    const c = await created('a');
     const unknown = await cli(['update', 'AAAAAAAAAAAAAAAAAAAAAA', '--scope', 'a']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toBe("error: no client with id 'AAAAAAAAAAAAAAAAAAAAAA'\n");
-    const c = await created('a');
     expect((await cli(['revoke', c.client_id])).code).toBe(0);
     const revoked = await cli(['update', c.client_id, '--scope', 'a b']);
     expect(revoked.code).toBe(1);

@@ -2,6 +2,8 @@
 import { ClientService, storeClientRevocations, type ClientInfo } from '../core/clients';
 import { deferredKeyStore } from '../core/keys';
 import { RedisRevocationNotifier } from '../core/redis-revocation-notifier';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import pino from 'pino';
 import { silentLogger, type Logger } from '../logger';
 import { openStore } from '../stores/open';
@@ -51,12 +53,22 @@ export class LazyStore {
     private readonly warn: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
   ) {}
 
+  /** Whether a command that finds no embedded store says so (every command but `create`, which starts one on purpose). */
+  expectsStore = true;
+
   get = (): Promise<Store> => {
-    this.opening ??= openStore({
-      databaseUrl: this.env.DATABASE_URL || undefined,
-      schema: this.env.DATABASE_SCHEMA || undefined,
-      dataDir: this.env.DATA_DIR || './data',
-    });
+    if (this.opening) return this.opening;
+    const databaseUrl = this.env.DATABASE_URL || undefined;
+    const dataDir = this.env.DATA_DIR || './data';
+    const fresh = databaseUrl === undefined && !existsSync(join(dataDir, 'store.sqlite'));
+    this.opening = openStore({ databaseUrl, schema: this.env.DATABASE_SCHEMA || undefined, dataDir });
+    if (fresh && this.expectsStore) {
+      // a mistyped DATA_DIR, or the CLI run in another folder than the server: every client would look unknown
+      this.opening.then(
+        () => this.warn(`note: there was no store in ${resolve(dataDir)}; an empty one was created. Is DATA_DIR the server's?`),
+        () => undefined,
+      );
+    }
     return this.opening;
   };
 

@@ -52,6 +52,7 @@ async function dispatch(argv: string[], ctx: Context): Promise<number> {
     ctx.io.stderr(HELP['']);
     return 2;
   }
+  ctx.stores.expectsStore = command !== 'create';
   return handler(rest, ctx);
 }
 
