@@ -36,6 +36,31 @@ describe('StoreRevocationFeed + Revoker (shared store, no Redis)', () => {
     await Promise.all([feedA.close(), feedB.close()]);
   });
 
+  it('a ring that fails after the write is reported, and the revocation stands: stored, in force here, the call resolves', async () => {
+    const shared = memoryRevocationStore();
+    const state = new RevocationState({ maxTokenTtl: 600, now });
+    const failures: unknown[] = [];
+    const feed = new StoreRevocationFeed({
+      state,
+      store: shared.store,
+      maxTokenTtl: 600,
+      now,
+      notify: () => Promise.reject(new Error('NOTIFY failed')),
+      onNotifyError: (err) => failures.push(err),
+    });
+    await feed.start();
+    const revoker = new Revoker(shared.store, feed);
+    await expect(revoker.clientTokens('c1', new Date(clock))).resolves.toBe(1);
+    await expect(revoker.token('j1', 'c1', Math.floor(clock / 1000) + 600)).resolves.toBeUndefined();
+    expect(failures.map((e) => (e as Error).message)).toEqual(['NOTIFY failed', 'NOTIFY failed']);
+    expect(state.isRevoked({ jti: 'j1', client_id: 'c1', gen: 1 })).toBe('token_revoked');
+    expect(state.generation('c1')).toBe(1);
+    const other = new RevocationState({ maxTokenTtl: 600, now });
+    await new StoreRevocationFeed({ state: other, store: shared.store, maxTokenTtl: 600, now }).start();
+    expect(other.snapshot()).toEqual(state.snapshot());
+    await feed.close();
+  });
+
   it('the timer resyncs every resyncMs and purges expired entries from the store', async () => {
     const shared = memoryRevocationStore();
     const b = new RevocationState({ maxTokenTtl: 600 });

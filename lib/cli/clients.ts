@@ -239,8 +239,5 @@ export const update: Handler = async (args, ctx) => {
       ctx.out('requests at once on the embedded store, within their client cache time (2 s) on PostgreSQL.');
     }
   }
-  if (!done.announced) {
-    ctx.err('warning: the update is stored, but the running instances could not be told at once; they refuse the old tokens within their revocationResync');
-  }
   return 0;
 };

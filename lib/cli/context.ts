@@ -79,7 +79,13 @@ export class LazyStore {
    * revocationResync. Best effort: the revocation is in the store either way.
    */
   notifyRevocations = async (): Promise<void> => {
-    await (await this.get()).notifyRevocations?.();
+    // both rings, whatever the other does; the revocation is stored already, so a failed ring is a warning
+    const store = await this.get();
+    try {
+      await store.notifyRevocations?.();
+    } catch (err) {
+      this.warn(`warning: could not notify running instances through the store (${(err as Error)?.message ?? err}); they pick the revocation up within their revocationResync`);
+    }
     await this.redisPush()?.notifyRevocations();
   };
 

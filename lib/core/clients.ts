@@ -55,12 +55,6 @@ export interface ClientUpdate {
   changed: ('name' | 'scopes' | 'resources' | 'permissions' | 'requireDpop')[];
   /** Something was taken away: the tokens issued before are revoked. */
   tokensRevoked: boolean;
-  /**
-   * `false` when the change is stored but the running instances could not be
-   * told at once (a failed NOTIFY or Redis ring): they learn of it at their
-   * next revocation reload (`revocationResync`).
-   */
-  announced: boolean;
 }
 
 /**
@@ -234,13 +228,19 @@ export interface ClientRevocations {
  * NOTIFY), and whatever else rings the running instances (a Redis doorbell).
  * They reload within their revocationResync anyway.
  */
-export function storeClientRevocations(store: () => Promise<RevocationStore>, notify: () => Promise<void>): ClientRevocations {
+export function storeClientRevocations(
+  store: () => Promise<RevocationStore>,
+  notify: () => Promise<void>,
+  /** A ring that failed: the revocation is stored already, so it is reported here and the call succeeds. */
+  onNotifyError: (err: unknown) => void = () => undefined,
+): ClientRevocations {
+  const ring = (): Promise<void> => notify().catch(onNotifyError);
   return {
-    client: () => notify(),
-    clientTokensRaised: () => notify(),
+    client: ring,
+    clientTokensRaised: ring,
     async clientTokens(clientId, at) {
       const generation = await (await store()).bumpTokenGeneration(clientId, at);
-      await notify();
+      await ring();
       return generation;
     },
   };
@@ -261,7 +261,13 @@ export class ClientService {
     /** Told after update() wrote a client (a running issuer drops its cached record). */
     private readonly onUpdate: (clientId: string) => void = () => undefined,
   ) {
-    this.revocations = revocations ?? storeClientRevocations(store, async () => (await store()).notifyRevocations?.());
+    this.revocations =
+      revocations ??
+      storeClientRevocations(
+        store,
+        async () => (await store()).notifyRevocations?.(),
+        (err) => logger.warn({ event: 'revocation.not_announced', reason: err instanceof Error ? err.message : String(err) }, 'a revocation is stored, but the running instances could not be told: they learn of it at their next reload'),
+      );
   }
 
   create(input: CreateKeyClientInput): Promise<RegisteredKeyClient>;
@@ -406,23 +412,15 @@ export class ClientService {
       at,
     );
     if (!done) return null;
-    if (!done.written) return { clientId, settings: done.before, changed: [], tokensRevoked: false, announced: true };
+    if (!done.written) return { clientId, settings: done.before, changed: [], tokensRevoked: false };
     const settings: ClientSettings = { ...done.before, ...next };
     const { changed } = planUpdate(done.before, next);
     const tokensRevoked = done.generation !== null;
     this.onUpdate(clientId);
     this.logger.info({ event: 'client.updated', client_id: clientId, changed, tokens_revoked: tokensRevoked }, 'client updated');
-    let announced = true;
-    if (done.generation !== null) {
-      // stored already: a failure to tell the running instances now is no failure of the update (they reload within revocationResync)
-      try {
-        await this.revocations.clientTokensRaised(clientId, done.generation, at);
-      } catch (err) {
-        announced = false;
-        this.logger.warn({ event: 'client.update_not_announced', client_id: clientId, reason: err instanceof Error ? err.message : String(err) }, 'client updated; running instances learn of it at their next revocation reload');
-      }
-    }
-    return { clientId, settings, changed, tokensRevoked, announced };
+    // announced: a ring that fails is reported where it fails (a warning), and the instances reload within revocationResync
+    if (done.generation !== null) await this.revocations.clientTokensRaised(clientId, done.generation, at);
+    return { clientId, settings, changed, tokensRevoked };
   }
 
   /** The values of `changes`, checked as create() checks them; TypeError for a bad one or none at all. */

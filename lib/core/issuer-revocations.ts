@@ -64,6 +64,11 @@ export class IssuerRevocations {
           : undefined,
       now,
       onError: () => undefined, // an outage is reported once by the store's health
+      onNotifyError: (err) =>
+        this.options.logger.warn(
+          { event: 'revocation.not_announced', reason: err instanceof Error ? err.message : String(err) },
+          'a revocation is stored and in force here, but the other instances could not be told: they learn of it at their next reload',
+        ),
     });
     await feed.start();
     this.feed = feed;

@@ -210,6 +210,12 @@ export interface StoreRevocationFeedOptions {
   notify?: (events: RevocationEvent[]) => Promise<void>;
   now?: () => number;
   onError?: (err: unknown) => void;
+  /**
+   * A notification that failed (the revocation is stored and applied here
+   * already; the others learn of it within resyncMs): publish() resolves all
+   * the same. Default: onError.
+   */
+  onNotifyError?: (err: unknown) => void;
 }
 
 /**
@@ -233,7 +239,12 @@ export class StoreRevocationFeed implements RevocationFeed {
   async publish(events: RevocationEvent | RevocationEvent[]): Promise<void> {
     const list = asList(events);
     this.options.state.apply(list);
-    await this.options.notify?.(list);
+    try {
+      await this.options.notify?.(list);
+    } catch (err) {
+      // stored and in force here: a failed ring is no failed revocation
+      (this.options.onNotifyError ?? this.options.onError)?.(err);
+    }
   }
 
   async start(): Promise<void> {
