@@ -77,7 +77,14 @@ export class AuthorizationServer {
     revocationPush?: RevocationNotifier,
   ) {
     this.storeHealth = new StoreHealth(logger, now);
-    this.revocations = new IssuerRevocations({ config, logger, now, signingKey: () => this.keys.current(), push: revocationPush });
+    this.revocations = new IssuerRevocations({
+      config,
+      logger,
+      now,
+      signingKey: () => this.keys.current(),
+      push: revocationPush,
+      onRing: () => this.clientCache?.clear(),
+    });
     this.clients = new ClientService(
       () => this.ready().then(() => this.watched!),
       logger,

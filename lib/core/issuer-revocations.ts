@@ -24,6 +24,8 @@ export interface IssuerRevocationsOptions {
   signingKey: () => LoadedKey;
   /** Rings the other instances besides the store's own notifications (e.g. RedisRevocationNotifier). */
   push?: RevocationNotifier;
+  /** Told as soon as another instance rings, before the reload it starts (the issuer drops its cached client records). */
+  onRing?: () => void;
 }
 
 export class IssuerRevocations {
@@ -77,6 +79,8 @@ export class IssuerRevocations {
     for (const n of notifiers) {
       this.stops.push(
         await n.listenRevocations(() => {
+          // a cached client record may be older than what rang: a token request in the reload's few ms reads the store
+          this.options.onRing?.();
           feed.resync().catch(() => undefined);
         }),
       );
