@@ -251,6 +251,11 @@ describe('create', () => {
     ['a\u200bb'], // zero-width space
     ['a\u2066b'], // bidi isolate
     ['a\u2028b'], // line separator inside the name
+    ['a\u061cb'], // Arabic letter mark (bidi)
+    ['a\u00adb'], // soft hyphen
+    ['a\u{E0041}b'], // tag character
+    ['a\ud800b'], // lone surrogate
+    ['\u3164'], // Hangul filler alone
   ])('a bad name %j is rejected by the core: exit 2, the message', async (name) => {
     const r = await cli(['create', '--name', name]);
     expect(r.code).toBe(2);

@@ -132,7 +132,7 @@ export function iso(date: Date | number): string {
 
 /** Neutralises characters that could move the cursor or reorder text in a terminal. */
 export function printable(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, '?');
+  return text.replace(/[\p{C}\p{Zl}\p{Zp}]/gu, '?');
 }
 
 /** A user-given value inside a message. */

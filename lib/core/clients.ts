@@ -156,15 +156,15 @@ export interface CreateClientInput {
 }
 
 /**
- * 1 to 200 characters (code points), none of them a control character (C0,
- * C1), an invisible one (zero-width, word joiner, BOM) or one that reorders
- * text (bidi marks, embeddings, overrides, isolates, line and paragraph
- * separators): a name is what operators read in lists and logs, and must
- * look like what it is.
+ * 1 to 200 characters (code points), none of them a control, format,
+ * surrogate, private-use or unassigned one (Unicode category C: zero-width
+ * characters, bidi marks, embeddings, overrides and isolates, soft hyphens,
+ * tag characters, BOM), a line or paragraph separator, or a Hangul filler:
+ * a name is what operators read in lists and logs, and must look like what
+ * it is.
  */
-const NAME = /^[^\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]{1,200}$/u;
+const NAME = /^[^\p{C}\p{Zl}\p{Zp}\u115f\u1160\u3164\uffa0]{1,200}$/u;
 
-/** Most scopes one client may hold, and their most characters in all: every token carries them, in a header. */
 const NAME_RULE = 'a client needs a name of 1 to 200 printable characters (no control, invisible or bidi characters)';
 
 const MAX_CLIENT_SCOPES = 100;
