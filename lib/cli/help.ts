@@ -122,9 +122,9 @@ those tokens within their revocation reload interval (2 s by default; sooner
 with PostgreSQL or a Redis push), and the client's next token request gets what
 it may have now. What is taken away is judged on what the client has when the
 change is written; a first --resource list counts as taking the default
-audience away (only the server knows whether the list names it). A change that only adds revokes nothing; running issuers use
-it at once on the embedded store, within their client cache time (2 s) on
-PostgreSQL.
+audience away (only the server knows whether the list names it). A change that
+only adds revokes nothing; running issuers use it at once on the embedded
+store, within their client cache time (2 s) on PostgreSQL.
 
 Options:
   --name NAME          a new name, 1 to 200 printable characters
