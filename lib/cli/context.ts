@@ -1,9 +1,9 @@
 /** What every command shares: the I/O, the lazily opened store, the audit logger and output formatting. */
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { ClientService, storeClientRevocations, type ClientInfo } from '../core/clients';
 import { deferredKeyStore } from '../core/keys';
 import { RedisRevocationNotifier } from '../core/redis-revocation-notifier';
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import pino from 'pino';
 import { silentLogger, type Logger } from '../logger';
 import { openStore } from '../stores/open';
