@@ -9,6 +9,9 @@ import express from 'express';
 import request from 'supertest';
 import { createIssuer, type Issuer } from '../../lib';
 import { cliPerTest, type Run } from '../helpers/cli';
+import { describeIfRedis, redisUrl } from '../helpers/redis';
+import Redis from 'ioredis';
+import { LazyStore } from '../../lib/cli/context';
 import { ClientService } from '../../lib/core/clients';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
 
@@ -309,6 +312,34 @@ describe('update when the running instances cannot be told', () => {
       expect((await store.findClient(c.clientId))!.revokedAt).toBeInstanceOf(Date);
     } finally {
       await store.close();
+    }
+  });
+});
+
+describeIfRedis('the CLI when the store cannot ring the running instances', () => {
+  it('writes a warning line, rings Redis all the same, and does not fail the command', async () => {
+    const channel = `ecc-test-ring:${process.pid}:${Date.now()}`;
+    const subscriber = new Redis(redisUrl(), { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await subscriber.connect();
+    const rung: string[] = [];
+    subscriber.on('message', (ch: string) => rung.push(ch));
+    await subscriber.subscribe(channel);
+    const warnings: string[] = [];
+    const stores = new LazyStore({ DATA_DIR: dirs.dataDir, REDIS_URL: redisUrl(), REVOCATION_CHANNEL: channel }, (line) => warnings.push(line));
+    try {
+      const store = await stores.get();
+      // as a PostgreSQL store whose NOTIFY fails after the revocation committed
+      Object.assign(store, { notifyRevocations: () => Promise.reject(new Error('NOTIFY failed')) });
+      await expect(stores.notifyRevocations()).resolves.toBeUndefined();
+      expect(warnings).toEqual([
+        `note: there was no store in ${dirs.dataDir}; an empty one was created. Is DATA_DIR the server's?`,
+        'warning: could not notify running instances through the store (NOTIFY failed); they pick the revocation up within their revocationResync',
+      ]);
+      for (let i = 0; i < 100 && rung.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(rung).toEqual([channel]);
+    } finally {
+      await stores.close();
+      await subscriber.quit();
     }
   });
 });
