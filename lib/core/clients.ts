@@ -165,6 +165,17 @@ export interface CreateClientInput {
  */
 const NAME = /^[^\p{C}\p{Zl}\p{Zp}\u115f\u1160\u3164\uffa0]{1,200}$/u;
 
+/** A client's name as stored (trimmed); TypeError unless 1 to 200 printable characters. */
+function clientName(value: unknown): string {
+  if (typeof value !== 'string' || !NAME.test(value.trim())) throw new TypeError(NAME_RULE);
+  return value.trim();
+}
+
+function booleanOption(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be true or false`);
+  return value;
+}
+
 const NAME_RULE = 'a client needs a name of 1 to 200 printable characters (no control, invisible or bidi characters)';
 
 const MAX_CLIENT_SCOPES = 100;
@@ -282,9 +293,8 @@ export class ClientService {
     if (jwks !== undefined && uri !== undefined) throw new TypeError('give jwks or jwksUri, not both');
     const jwksUri = authMethod === 'private_key_jwt' && uri !== undefined ? checkJwksUri(uri) : undefined;
     const keys = authMethod === 'private_key_jwt' && jwksUri === undefined ? checkClientKeys(jwks) : undefined;
-    if (!input || typeof input.name !== 'string' || !NAME.test(input.name.trim())) {
-      throw new TypeError(NAME_RULE);
-    }
+    if (!input) throw new TypeError(NAME_RULE);
+    const name = clientName(input.name);
     const scopes = clientScopes(input.scopes);
     const grantTypes = input.grantTypes ?? [GRANT_TYPE];
     if (!Array.isArray(grantTypes) || !grantTypes.every((g) => typeof g === 'string' && /^[\x21-\x7e]+$/.test(g))) {
@@ -292,12 +302,10 @@ export class ClientService {
     }
     const permissions = checkPermissions(input.permissions);
     const resources = this.checkResources(resourceList(input.resources));
-    const requireDpop = input.requireDpop ?? false;
-    if (typeof requireDpop !== 'boolean') throw new TypeError('requireDpop must be true or false');
+    const requireDpop = booleanOption('requireDpop', input.requireDpop ?? false);
     const store = await this.store();
     const createdAt = new Date(this.now());
     const clientId = generateClientId();
-    const name = input.name.trim();
     const common = { clientId, name, scopes, grantTypes, createdAt, permissions, requireDpop, resources };
     if (jwksUri !== undefined) {
       await store.createClient({ ...common, secret: null, authMethod: 'private_key_jwt', jwks: null, jwksUri });
@@ -403,18 +411,19 @@ export class ClientService {
     const at = new Date(this.now());
     // decided inside the store's transaction, on the settings the client has then: a concurrent
     // update cannot make one that takes something away look as if it only added
+    let changed: ClientUpdate['changed'] = [];
     const done = await store.updateClient(
       clientId,
       (current) => {
         const plan = planUpdate(current, next);
-        return plan.changed.length === 0 ? null : { changes: next, revokeTokens: plan.narrows };
+        changed = plan.changed;
+        return changed.length === 0 ? null : { changes: next, revokeTokens: plan.narrows };
       },
       at,
     );
     if (!done) return null;
     if (!done.written) return { clientId, settings: done.before, changed: [], tokensRevoked: false };
     const settings: ClientSettings = { ...done.before, ...next };
-    const { changed } = planUpdate(done.before, next);
     const tokensRevoked = done.generation !== null;
     this.onUpdate(clientId);
     this.logger.info({ event: 'client.updated', client_id: clientId, changed, tokens_revoked: tokensRevoked }, 'client updated');
@@ -430,17 +439,11 @@ export class ClientService {
     const unknown = Object.keys(changes).filter((k) => !CHANGEABLE.includes(k));
     if (unknown.length > 0) throw new TypeError(`update() takes ${CHANGEABLE.join(', ')}; not ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
     const next: StoredClientChanges = {};
-    if (changes.name !== undefined) {
-      if (typeof changes.name !== 'string' || !NAME.test(changes.name.trim())) throw new TypeError(NAME_RULE);
-      next.name = changes.name.trim();
-    }
+    if (changes.name !== undefined) next.name = clientName(changes.name);
     if (changes.scopes !== undefined) next.scopes = clientScopes(changes.scopes);
     if (changes.resources !== undefined) next.resources = this.checkResources(resourceList(changes.resources));
     if (changes.permissions !== undefined) next.permissions = checkPermissions(changes.permissions);
-    if (changes.requireDpop !== undefined) {
-      if (typeof changes.requireDpop !== 'boolean') throw new TypeError('requireDpop must be true or false');
-      next.requireDpop = changes.requireDpop;
-    }
+    if (changes.requireDpop !== undefined) next.requireDpop = booleanOption('requireDpop', changes.requireDpop);
     if (Object.keys(next).length === 0) throw new TypeError('nothing to change: give a name, scopes, resources, permissions or requireDpop');
     return next;
   }
