@@ -61,6 +61,16 @@ describe('ResourcePolicy', () => {
     expect(targetError(() => policy.audienceFor(undefined, [A, B])).description).toMatch(/required/);
   });
 
+  it('RI2: no resource, and the client\'s list names resources the issuer no longer serves: the one it serves, or a message that says so', () => {
+    const gone = 'https://retired.test';
+    expect(policy.audienceFor(undefined, [A, gone])).toBe(A);
+    expect(policy.audienceFor(undefined, ['https://API-A.test/', gone])).toBe(A);
+    expect(targetError(() => policy.audienceFor(undefined, [gone])).description).toBe('none of the resources this client may use is served by this issuer');
+    expect(targetError(() => policy.audienceFor(undefined, [gone, 'https://other-retired.test'])).description).toMatch(/none of the resources/);
+    // a request naming the retired one is still told it is not served
+    expect(targetError(() => policy.audienceFor(gone, [gone])).description).toMatch(/not served/);
+  });
+
   it('RI3: not allowed for the client, unknown to the issuer, relative or with a fragment → invalid_target', () => {
     expect(targetError(() => policy.audienceFor(B, [A])).description).toMatch(/may not/);
     expect(targetError(() => policy.audienceFor(A, null)).description).toMatch(/may not/);

@@ -105,7 +105,14 @@ export class ResourcePolicy {
     const list = allowed ?? [];
     if (requested === undefined || (Array.isArray(requested) && requested.length === 0)) {
       if (list.length === 0 || this.allows(list, this.defaultResource)) return this.defaultResource;
-      if (list.length === 1) return this.configured(list[0]) ?? this.refuseUnknown();
+      // the client's list as the issuer serves it now (an entry the issuer stopped serving is no choice)
+      const served = new Set<string>();
+      for (const v of list) {
+        const configured = this.configured(v);
+        if (configured !== undefined) served.add(configured);
+      }
+      if (served.size === 1) return served.values().next().value as string;
+      if (served.size === 0) throw new InvalidTargetError('none of the resources this client may use is served by this issuer');
       throw new InvalidTargetError('resource is required: the client may use several resources and none is the default');
     }
     if (Array.isArray(requested)) {
