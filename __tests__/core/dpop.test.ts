@@ -377,6 +377,29 @@ describe('verifyDpopProof: replay (DT11, DR11)', () => {
     expect(await reasonOf(() => verify(proof))).toBe('replayed');
   });
 
+  it('checkedBefore: the same request\'s proof again is accepted without a second jti, every other check still made', async () => {
+    const at = { htm: 'GET', htu: 'https://api.test/orders', accessToken: AT, jkt: key.jkt };
+    const proof = key.proof({ ...at, iat: IAT });
+    const consumed: string[] = [];
+    const spy: ReplayStore = { consume: (k) => (consumed.push(k), true) };
+    const first = verify(proof, at, { replay: spy }) as VerifiedDpopProof;
+    expect(consumed).toHaveLength(1);
+    const checkedBefore = { proof, verified: first };
+    expect(verify(proof, { ...at, checkedBefore }, { replay: spy })).toBe(first);
+    expect(consumed).toHaveLength(1);
+    // another proof, or the same one checked for another URL or method, or with a nonce required: the full checks
+    expect(await reasonOf(() => verify(proof, { ...at, htu: 'https://api.test/other', checkedBefore }, { replay: spy }))).toBe('htu');
+    expect(await reasonOf(() => verify(proof, { ...at, htm: 'POST', checkedBefore }, { replay: spy }))).toBe('htm');
+    await expect(async () => verify(proof, { ...at, checkedBefore }, { replay: spy, nonces: new DpopNonces(Buffer.alloc(32, 1), { now: () => NOW }) })).rejects.toThrow(UseDpopNonceError);
+    const another = key.proof({ ...at, iat: IAT });
+    expect(verify(another, { ...at, checkedBefore }, { replay: spy })).not.toBe(first);
+    expect(consumed).toHaveLength(2);
+    // a forged signature on another proof is not excused by an earlier one
+    const [h, p] = another.split('.');
+    const forged = `${h}.${p}.${proof.split('.')[2]}`;
+    expect(await reasonOf(() => verify(forged, { ...at, checkedBefore }, { replay: spy }))).toBe('signature');
+  });
+
   it('keys the jti by proof key: another key may use the same jti', () => {
     expect(verify(raw({ payload: { jti: 'same' } }))).toHaveProperty('jkt');
     expect(verify(raw({ payload: { jti: 'same' } }, {}, otherKey))).toHaveProperty('jkt', otherKey.jkt);

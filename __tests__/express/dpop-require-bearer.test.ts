@@ -104,6 +104,11 @@ describe('issuer.requireBearer() with DPoP', () => {
       const v1 = express.Router();
       v1.get('/api/orders', i.requireBearer(), sendAuth);
       app.use('/v1', v1);
+      // the example's shape: one check for the mount, one more with each route's scope
+      app.use('/two', i.requireBearer());
+      app.get('/two/orders', i.requireBearer({ scope: 'orders:read' }), sendAuth);
+      app.get('/two/admin', i.requireBearer({ scope: 'orders:admin' }), sendAuth);
+      app.get('/two/nonce', i.requireBearer({ dpopNonce: true }), sendAuth);
     });
     issuer = t.issuer;
     client = await issuer.clients.create({ name: 'dpop-rs', scopes: 'orders:read' });
@@ -226,6 +231,28 @@ describe('issuer.requireBearer() with DPoP', () => {
     const res = await get('/api/admin', `DPoP ${dpopToken}`, proofFor('/api/admin'));
     expectError(res, 403, 'insufficient_scope', 'DPoP');
     expect(challengesOf(res).DPoP.scope).toBe('orders:admin');
+  });
+
+  it('a route behind two requireBearer() layers checks one proof once: 200, 403 for a missing scope, and the proof is still single use', async () => {
+    const proof = proofFor('/two/orders');
+    const res = await get('/two/orders', `DPoP ${dpopToken}`, proof);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ clientId: client.clientId, cnf: { jkt: key.jkt } });
+    expectError(await get('/two/orders', `DPoP ${dpopToken}`, proof), 401, 'invalid_dpop_proof', 'DPoP');
+    const admin = await get('/two/admin', `DPoP ${dpopToken}`, proofFor('/two/admin'));
+    expectError(admin, 403, 'insufficient_scope', 'DPoP');
+    expect(challengesOf(admin).DPoP.scope).toBe('orders:admin');
+    // a proof failing the first layer never reaches the second
+    expectError(await get('/two/orders', `DPoP ${dpopToken}`, proofFor('/two/other')), 401, 'invalid_dpop_proof', 'DPoP');
+  });
+
+  it('a second layer still applies its own settings to a proof the first passed (here: a server nonce)', async () => {
+    const first = await get('/two/nonce', `DPoP ${dpopToken}`, proofFor('/two/nonce'));
+    expectError(first, 401, 'use_dpop_nonce', 'DPoP');
+    const nonce = first.headers['dpop-nonce'] as string;
+    expect(nonce).toEqual(expect.any(String));
+    const withNonce = rawProof(key, { htm: 'GET', htu: `${API}/two/nonce`, iat: now(), accessToken: dpopToken }, { payload: { nonce } });
+    expect((await get('/two/nonce', `DPoP ${dpopToken}`, withNonce)).status).toBe(200);
   });
 
   it("dpop: 'required' refuses Bearer and challenges DPoP only; 'disabled' ignores the DPoP scheme", async () => {

@@ -31,6 +31,22 @@ export interface DpopExpected {
   accessTokenHash?: string;
   /** At a protected resource: the token's `cnf.jkt`, the thumbprint the proof key must have. */
   jkt?: string;
+  /**
+   * The proof this same request passed at an earlier check, as that check
+   * answered it (a route behind two requireBearer() layers: the mount's and
+   * its own, with a scope). When the proof is that one, its signature and
+   * its `jti` are not checked again (a `jti` may be used once, and this is
+   * still the one request); every other check runs, with this check's
+   * settings.
+   */
+  checkedBefore?: CheckedDpopProof;
+}
+
+/** A proof as verifyDpopProof() accepted it for a request. */
+export interface CheckedDpopProof {
+  /** The proof, the `DPoP` header's value. */
+  proof: string;
+  verified: VerifiedDpopProof;
 }
 
 export interface DpopVerifyOptions {
@@ -107,7 +123,8 @@ function replayKey(jkt: string, jti: string): string {
  * key's thumbprint when the request carries an access token; the signature
  * with the (cached) header key; the server nonce when nonces are on; and,
  * last, the `jti` unused (recorded in the replay store until the proof
- * expires).
+ * expires). A proof the same request passed before (`checkedBefore`) skips
+ * the signature and the `jti`.
  *
  * Throws InvalidDpopProofError (with a reason), UseDpopNonceError (carries
  * the `DPoP-Nonce` to send), InvalidTokenError when the proof key is not the
@@ -188,7 +205,9 @@ export function verifyDpopProof(
   if (expected.jkt !== undefined && imported.jkt !== expected.jkt) {
     throw new InvalidTokenError('the access token is bound to another DPoP key', { detail: 'dpop proof key thumbprint is not cnf.jkt' });
   }
-  if (!verifyJws(alg, imported.key, proof.slice(0, secondDot), Buffer.from(proof.slice(secondDot + 1), 'base64url'))) fail('signature');
+  // the very proof this request passed before (the same bytes, so the same key and signature)
+  const before = expected.checkedBefore !== undefined && expected.checkedBefore.proof === proof && expected.checkedBefore.verified.jkt === imported.jkt ? expected.checkedBefore.verified : undefined;
+  if (!before && !verifyJws(alg, imported.key, proof.slice(0, secondDot), Buffer.from(proof.slice(secondDot + 1), 'base64url'))) fail('signature');
 
   if (options.nonces) {
     if (claims.nonce === undefined) throw new UseDpopNonceError(options.nonces.current(), { status, detail: 'dpop proof: no nonce' });
@@ -197,6 +216,8 @@ export function verifyDpopProof(
     }
   }
 
+  // its jti was recorded when this request first passed
+  if (before) return before;
   const verified: VerifiedDpopProof = { jkt: imported.jkt, jwk: imported.jwk, claims: claims as DpopProofClaims };
   // the proof stays acceptable until iat + maxAge (by any instance's clock within the tolerance)
   const expiresAt = ((iat as number) + maxAge + clockTolerance) * 1000;

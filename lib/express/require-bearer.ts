@@ -1,7 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type passport from 'passport';
 import { Strategy as BearerStrategy } from 'passport-http-bearer';
-import { DPOP_ALGORITHMS, requestHtu, verifyDpopProof, type DpopVerifyOptions } from '../core/dpop';
+import { DPOP_ALGORITHMS, requestHtu, verifyDpopProof, type CheckedDpopProof, type DpopVerifyOptions, type VerifiedDpopProof } from '../core/dpop';
 import { accessTokenHash } from '../jwt/dpop-proof';
 import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
@@ -148,6 +148,13 @@ export interface BearerMiddlewareOptions {
 }
 
 /**
+ * The DPoP proof each request passed, for the next requireBearer() on its
+ * way (`app.use('/api', requireBearer())` and a route's own with a scope):
+ * the proof's jti is spent at the first, and the same request is no replay.
+ */
+const checkedProofs = new WeakMap<Request, CheckedDpopProof>();
+
+/**
  * The protected-resource check. Only the Authorization header counts; the
  * header is parsed by the passport-http-bearer strategy (run as passport runs
  * strategies, without sessions), the token checked by the core verifier, the
@@ -236,14 +243,23 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     const withAuth = (auth: AccessTokenAuth): void => {
       const jkt = (auth.claims.cnf as { jkt?: unknown } | undefined)?.jkt;
       if (typeof jkt !== 'string') return fail(res, binding('the access token is not DPoP-bound; send it as Bearer', 'DPoP scheme with a token without cnf.jkt', auth), 'dpop');
+      const proof = req.headers.dpop;
       let verified;
       try {
-        verified = verifyDpopProof(req.headers.dpop, { htm: req.method, htu: requestHtu(publicUrl, req.originalUrl), accessToken: token, accessTokenHash: athOf(auth), jkt }, dpop!);
+        verified = verifyDpopProof(
+          proof,
+          { htm: req.method, htu: requestHtu(publicUrl, req.originalUrl), accessToken: token, accessTokenHash: athOf(auth), jkt, checkedBefore: checkedProofs.get(req) },
+          dpop!,
+        );
       } catch (err) {
         return fail(res, err instanceof InvalidTokenError ? binding(err.description, err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop');
       }
-      if (verified instanceof Promise) verified.then(() => accept(req, res, next, auth, 'dpop'), (err: unknown) => fail(res, err, 'dpop'));
-      else accept(req, res, next, auth, 'dpop');
+      const passed = (result: VerifiedDpopProof): void => {
+        if (typeof proof === 'string') checkedProofs.set(req, { proof, verified: result });
+        accept(req, res, next, auth, 'dpop');
+      };
+      if (verified instanceof Promise) verified.then(passed, (err: unknown) => fail(res, err, 'dpop'));
+      else passed(verified);
     };
     const verify = (): void => {
       let result: AccessTokenAuth | Promise<AccessTokenAuth>;
