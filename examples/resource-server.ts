@@ -5,7 +5,8 @@
  *   ISSUER=http://localhost:3000 PORT=4000 node dist/examples/resource-server.js   # built by npm install / npm run build
  *   ISSUER=http://localhost:3000 PORT=4000 npx ts-node --transpile-only examples/resource-server.ts
  *
- * Environment: PORT (4000), HOST (all interfaces), ISSUER (http://localhost:3000),
+ * Environment: PORT (4000), HOST (all interfaces), PUBLIC_URL (the URL its callers use,
+ * http://localhost:PORT: DPoP proofs name it), ISSUER (http://localhost:3000),
  * AUDIENCE (ISSUER + /api), JWKS_URI (ISSUER + /.well-known/jwks.json), LOG_LEVEL (info),
  * REVOCATION_LIST (ISSUER + /oauth/revocation-list; `off` to accept tokens until they
  * expire), REVOCATION_LIST_INTERVAL (seconds between polls, 10).
@@ -23,6 +24,8 @@ export interface RunningResourceServer {
 }
 
 export async function startResourceServer(env: NodeJS.ProcessEnv = process.env): Promise<RunningResourceServer> {
+  const port = Number(env.PORT ?? 4000);
+  if (!Number.isInteger(port) || port < 0) throw new TypeError(`PORT must be a whole number, got ${JSON.stringify(env.PORT)}`);
   const issuer = (env.ISSUER || 'http://localhost:3000').replace(/\/+$/, '');
   const logger = pino({ name: 'reports-api', level: env.LOG_LEVEL || 'info' });
   const list = env.REVOCATION_LIST || `${issuer}/oauth/revocation-list`;
@@ -32,6 +35,8 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
     jwksUri: env.JWKS_URI || `${issuer}/.well-known/jwks.json`,
     // revoked tokens are refused within one poll of the issuer's signed list
     revocationList: list === 'off' ? undefined : { uri: list, interval: Number(env.REVOCATION_LIST_INTERVAL || 10) },
+    // a DPoP proof's htu is this API's URL (without it, the audience's origin: here the issuer's)
+    publicUrl: env.PUBLIC_URL || `http://localhost:${port}`,
     logger,
   };
 
@@ -51,8 +56,6 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
     res.status(404).json({ error: 'not_found' });
   });
 
-  const port = Number(env.PORT ?? 4000);
-  if (!Number.isInteger(port) || port < 0) throw new TypeError(`PORT must be a whole number, got ${JSON.stringify(env.PORT)}`);
   const { server, url } = await listen(app, port, env.HOST);
   logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
   return {

@@ -1,0 +1,75 @@
+/**
+ * examples/resource-server.ts, the API that only verifies: a DPoP caller
+ * names this API's URL in its proofs (PUBLIC_URL), and its scoped route
+ * (requireBearer at /api and again with a scope) takes one proof.
+ */
+import { createServer } from 'node:net';
+import { rmSync } from 'node:fs';
+import request from 'supertest';
+import { startResourceServer, type RunningResourceServer } from '../../examples/resource-server';
+import { startServer, type RunningServer } from '../../examples/server';
+import { tempDir } from '../helpers/app';
+import { newDpopKey } from '../helpers/dpop';
+
+const ISSUER = 'http://localhost:3000';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+describe('examples/resource-server.ts with DPoP', () => {
+  const dataDir = tempDir();
+  let issuer: RunningServer;
+  let api: RunningResourceServer;
+  let port: number;
+  const key = newDpopKey();
+  let token: string;
+
+  beforeAll(async () => {
+    issuer = await startServer({ PORT: '0', HOST: '127.0.0.1', ISSUER, DATA_DIR: dataDir, LOG_LEVEL: 'silent' }, () => undefined, { demoClient: false });
+    const client = await issuer.issuer.clients.create({ name: 'reports-caller', scopes: 'orders:read' });
+    port = await freePort();
+    api = await startResourceServer({
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      ISSUER,
+      JWKS_URI: `${issuer.url}/.well-known/jwks.json`,
+      REVOCATION_LIST: 'off',
+      LOG_LEVEL: 'silent',
+    });
+    const res = await request(issuer.server)
+      .post('/oauth/token')
+      .set('DPoP', key.proof({ htm: 'POST', htu: `${ISSUER}/oauth/token` }))
+      .type('form')
+      .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
+    expect(res.body.token_type).toBe('DPoP');
+    token = res.body.access_token;
+  });
+  afterAll(async () => {
+    await api?.close();
+    await issuer?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const reports = (htu: string) =>
+    request(api.server).get('/api/reports').set('Authorization', `DPoP ${token}`).set('DPoP', key.proof({ htm: 'GET', htu, accessToken: token }));
+
+  it('accepts a proof naming its own URL (http://localhost:PORT by default) on a route checked twice', async () => {
+    const res = await reports(`http://localhost:${port}/api/reports`);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ reports: [], for: expect.any(String) });
+  });
+
+  it("refuses a proof made for the issuer's origin", async () => {
+    const res = await reports(`${ISSUER}/api/reports`);
+    expect(res.status).toBe(401);
+    expect(res.body.error).toBe('invalid_dpop_proof');
+  });
+});
