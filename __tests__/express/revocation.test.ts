@@ -132,6 +132,22 @@ describe('RFC 7009 revocation at the issuer', () => {
     }
   });
 
+  it('RFC 7009 §2.1, RFC 7662 §2.1: the credentials first; wrong ones are 401 invalid_client with a Basic challenge whatever else the form holds', async () => {
+    for (const path of ['/oauth/revoke', '/oauth/introspect']) {
+      for (const body of ['', 'foo=1', 'token=', 'token=a&token=b', 'token=a&token_type_hint=x&token_type_hint=y']) {
+        const res = await request(app).post(path).type('form').auth(c1.clientId, 'wrong').send(body);
+        expect({ path, body, status: res.status, error: res.body.error }).toEqual({ path, body, status: 401, error: 'invalid_client' });
+        expect(res.headers['www-authenticate']).toMatch(/^Basic /);
+      }
+      // right credentials: the form's own fault
+      const missing = await request(app).post(path).type('form').auth(c1.clientId, c1.clientSecret).send('foo=1');
+      expect({ status: missing.status, body: missing.body }).toEqual({ status: 400, body: { error: 'invalid_request', error_description: 'missing token' } });
+    }
+    // credentials that cannot be read stay a 400 at once
+    const twoIds = await request(app).post('/oauth/introspect').type('form').send(`client_id=${c1.clientId}&client_id=${c2.clientId}&client_secret=x&token=a`);
+    expect({ status: twoIds.status, body: twoIds.body }).toEqual({ status: 400, body: { error: 'invalid_request', error_description: 'parameter client_id is repeated' } });
+  });
+
   it('RV6: other methods → 405 with Allow: POST; a missing or repeated token → 400 invalid_request', async () => {
     const get = await request(app).get('/oauth/revoke');
     expect(get.status).toBe(405);
@@ -140,6 +156,10 @@ describe('RFC 7009 revocation at the issuer', () => {
     expect({ status: missing.status, body: missing.body }).toEqual({ status: 400, body: { error: 'invalid_request', error_description: 'missing token' } });
     const repeated = await request(app).post('/oauth/revoke').type('form').auth(c1.clientId, c1.clientSecret).send('token=a&token=b');
     expect({ status: repeated.status, error: repeated.body.error }).toEqual({ status: 400, error: 'invalid_request' });
+    // an empty value is an omitted one (RFC 6749 §3.2): it is no second token
+    const at = await token(app, c1);
+    expect((await request(app).post('/oauth/revoke').type('form').auth(c1.clientId, c1.clientSecret).send(`token=&token=${at}`)).status).toBe(200);
+    expectRevoked(await callApi(app, at));
     const inUrl = await request(app).post('/oauth/revoke?token=abc').type('form').auth(c1.clientId, c1.clientSecret).send('token=abc');
     expect(inUrl.status).toBe(400);
     // client credentials in the URL are refused as at the token endpoint, client_id included

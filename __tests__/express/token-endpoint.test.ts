@@ -290,6 +290,17 @@ describe('POST /oauth/token: request errors', () => {
     },
   );
 
+  it.each([['grant_type'], ['client_id'], ['client_secret'], ['scope']])('takes an empty %s beside the real one as omitted (RFC 6749 §3.2), not as a repeat', async (name) => {
+    const params = new URLSearchParams(bodyCredentials({ scope: 'orders:read' }));
+    const real = params.get(name)!;
+    params.delete(name);
+    params.append(name, '');
+    params.append(name, real);
+    const res = await tokenRequest(params.toString());
+    expect(res.status).toBe(200);
+    expect(res.body.scope).toBe('orders:read');
+  });
+
   it.each([['grant_type'], ['client_id'], ['client_secret'], ['scope']])('refuses a repeated %s', async (name) => {
     const params = new URLSearchParams(bodyCredentials({ scope: 'orders:read' }));
     params.append(name, params.get(name)!);

@@ -29,15 +29,15 @@ export function parseTokenRequest(entries: Iterable<[string, string]>): TokenReq
   const seen = new Set<string>();
   let resource: string | string[] | undefined;
   for (const [name, value] of entries) {
-    if (!KNOWN.has(name)) continue;
+    // a parameter sent without a value is one omitted (RFC 6749 §3.2): it neither counts nor repeats
+    if (!KNOWN.has(name) || value === '') continue;
     if (name === 'resource') {
-      // an empty value is an omitted one (RFC 6749 §3.2), here too
-      if (value !== '') resource = resource === undefined ? value : [...(Array.isArray(resource) ? resource : [resource]), value];
+      resource = resource === undefined ? value : [...(Array.isArray(resource) ? resource : [resource]), value];
       continue;
     }
     if (seen.has(name)) throw new InvalidRequestError(`parameter ${name} is repeated`);
     seen.add(name);
-    if (value !== '') params[name] = value;
+    params[name] = value;
   }
   const grantType = params.grant_type;
   if (grantType === undefined) throw new InvalidRequestError('missing grant_type');

@@ -113,6 +113,7 @@ function tokenManagement(server: AuthorizationServer, answer: (client: ClientRec
       const credentials = readClientCredentials(req.headers.authorization, params);
       if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
       const client = await server.authenticate(credentials, { ip: req.ip });
+      if (token instanceof InvalidRequestError) throw token;
       await answer(client, token, res);
     } catch (err) {
       next(err);
