@@ -14,6 +14,13 @@ interface Order {
   created_by: string;
 }
 
+function onlyMethods(allow: string): express.RequestHandler {
+  return (_req, res) => {
+    res.setHeader('Allow', allow);
+    res.status(405).json({ error: 'method_not_allowed' });
+  };
+}
+
 /** `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1). */
 export function createApp(issuer: Issuer, options: { metrics?: Registry } = {}): express.Express {
   const app = express();
@@ -64,6 +71,10 @@ export function createApp(issuer: Issuer, options: { metrics?: Registry } = {}):
     orders.push(order);
     res.status(201).json(order);
   });
+
+  // a known path with another method: 405 and what it takes (after the token check, like any /api request)
+  app.all('/api/whoami', onlyMethods('GET, HEAD'));
+  app.all('/api/orders', onlyMethods('GET, HEAD, POST'));
 
   app.use((_req, res) => {
     res.status(404).json({ error: 'not_found' });

@@ -86,6 +86,16 @@ describe('examples/server.ts', () => {
     expect(list.body).toEqual({ orders: [created.body] });
   });
 
+  it('answers another method on a known /api path with 405 and Allow (after the token check), an unknown path with 404', async () => {
+    const auth = { Authorization: `Bearer ${token}` };
+    const del = await request(running.url).delete('/api/orders').set(auth);
+    expect({ status: del.status, allow: del.headers.allow, body: del.body }).toEqual({ status: 405, allow: 'GET, HEAD, POST', body: { error: 'method_not_allowed' } });
+    const put = await request(running.url).put('/api/whoami').set(auth);
+    expect({ status: put.status, allow: put.headers.allow }).toEqual({ status: 405, allow: 'GET, HEAD' });
+    expect((await request(running.url).delete('/api/orders')).status).toBe(401);
+    expect((await request(running.url).get('/api/nothing').set(auth)).status).toBe(404);
+  });
+
   it('needs a token on /api and the right scope per route', async () => {
     const none = await request(running.url).get('/api/orders');
     expect(none.status).toBe(401);
