@@ -67,7 +67,7 @@ describe('FailedAuthLimiter (in memory)', () => {
 
   it('counts no alert for an unknown client_id', async () => {
     const l = new FailedAuthLimiter(settings({ alertFailuresPerClient: 1 }));
-    expect(await l.failed('nobody', '192.0.2.1', false)).toEqual({ clientFailures: 0, alert: false });
+    expect(await l.failed('nobody', '192.0.2.1', false)).toEqual({ clientFailures: 0, alert: false, retryAfterMs: 0 });
   });
 
   it('a success clears the pair count only', async () => {
@@ -108,8 +108,10 @@ describe('FailedAuthLimiter with Redis unreachable', () => {
   it('counts in memory instead: the pair and address limits still hold, the alert still fires', async () => {
     const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 3, alertFailuresPerClient: 2 }), redis);
     await l.failed('c', '192.0.2.1', true);
-    expect(await l.failed('c', '192.0.2.1', true)).toEqual({ clientFailures: 2, alert: true });
+    // the limit's own failure is not beyond it; the next one is
+    expect(await l.failed('c', '192.0.2.1', true)).toEqual({ clientFailures: 2, alert: true, retryAfterMs: 0 });
     expect((await l.check('c', '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
+    expect((await l.failed('c', '192.0.2.1', true)).retryAfterMs).toBeGreaterThan(0);
     expect((await l.check('c', '192.0.2.2')).retryAfterMs).toBe(0);
     await l.failed('d', '192.0.2.1', false);
     expect((await l.check('e', '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import Redis from 'ioredis';
 import request from 'supertest';
-import { setup, type TestSetup } from '../helpers/app';
+import { openEmbeddedStore } from '../../lib';
+import { setup, tempDir, type TestSetup } from '../helpers/app';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
 import type { Logger } from '../../lib';
 
@@ -52,6 +53,30 @@ describe('failed client authentications are limited (RFC 6749 §2.3.1)', () => {
     expect429(await attempt(s, victim.clientId, 'wrong', '198.51.100.1'));
     expect429(await attempt(s, victim.clientId, victim.clientSecret, '198.51.100.1'));
     expect((await attempt(s, victim.clientId, victim.clientSecret, '198.51.100.9')).status).toBe(200);
+  });
+
+  it('a burst of wrong secrets sent together, on a store that answers later (as PostgreSQL does): 401 up to the limit, 429 beyond it, each failure counted', async () => {
+    const slow = await openEmbeddedStore({ dataDir: tempDir() });
+    const findClient = slow.findClient.bind(slow);
+    slow.findClient = async (id) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return findClient(id);
+    };
+    const b = await setup({ store: slow, bruteForce: { maxFailuresPerClientAddress: 3, maxFailuresPerAddress: 6, window: 60 } });
+    trustProxy(b);
+    try {
+      const victim = await b.issuer.clients.create({ name: 'victim' });
+      const burst = await Promise.all(Array.from({ length: 40 }, () => attempt(b, victim.clientId, 'wrong', '198.51.100.7')));
+      const statuses = burst.map((r) => r.status).sort();
+      expect(statuses.filter((x) => x === 401)).toHaveLength(3);
+      expect(statuses.filter((x) => x === 429)).toHaveLength(37);
+      for (const r of burst.filter((x) => x.status === 429)) expect429(r);
+      // a burst of unknown ids from one address stops at the address limit (6)
+      const unknown = await Promise.all(Array.from({ length: 20 }, (_, i) => attempt(b, `nobody-${i}`, 'wrong', '198.51.100.8')));
+      expect(unknown.filter((r) => r.status === 401)).toHaveLength(6);
+    } finally {
+      await b.close();
+    }
   });
 
   it('wrong secrets for one client_id from many addresses never refuse its right secret from another address', async () => {

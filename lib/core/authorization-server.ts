@@ -247,10 +247,7 @@ export class AuthorizationServer {
     if (!this.isReady) await this.ready().catch((err: unknown) => Promise.reject(asTemporarilyUnavailable(err)));
     // only what the caller controls can refuse it: its address, and this client_id from its address
     const limit = this.limiter && (await this.limiter.check(credentials.clientId, source.ip));
-    if (limit && limit.retryAfterMs > 0) {
-      this.logger.warn({ event: 'client.rate_limited', client_id: credentials.clientId, method: credentials.method, ip: source.ip, retry_after_ms: limit.retryAfterMs }, 'too many failed client authentications');
-      throw new TooManyRequestsError(limit.retryAfterMs / 1000);
-    }
+    if (limit && limit.retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, limit.retryAfterMs);
     try {
       const client = await this.check(credentials);
       if (limit && limit.pairFailures > 0) await this.limiter!.succeeded(credentials.clientId, source.ip);
@@ -260,21 +257,35 @@ export class AuthorizationServer {
       if (err instanceof OAuthError) {
         const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
         this.logger.warn({ event: 'client.auth_failed', client_id: credentials.clientId, method: credentials.method, ip: source.ip, reason: err.detail, ...facts }, 'client authentication failed');
-        if (err instanceof InvalidClientError && this.limiter) await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
+        if (err instanceof InvalidClientError && this.limiter) {
+          const retryAfterMs = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
+          // one of a burst that passed the check together, past the limit once counted: answered as the check would have
+          if (retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, retryAfterMs);
+        }
       }
       throw err;
     }
   }
 
-  /** Counts a failure; at the alert threshold (and each doubling) of a registered client, one audit event. */
-  private async countFailure(clientId: string, ip: string | undefined, knownClient: boolean): Promise<void> {
-    const { clientFailures, alert } = await this.limiter!.failed(clientId, ip, knownClient);
-    if (!alert) return;
+  private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
+    this.logger.warn({ event: 'client.rate_limited', client_id: credentials.clientId, method: credentials.method, ip, retry_after_ms: retryAfterMs }, 'too many failed client authentications');
+    return new TooManyRequestsError(retryAfterMs / 1000);
+  }
+
+  /**
+   * Counts a failure; at the alert threshold (and each doubling) of a
+   * registered client, one audit event. Answers how long the address or the
+   * pair is refused when this failure went past a limit, else 0.
+   */
+  private async countFailure(clientId: string, ip: string | undefined, knownClient: boolean): Promise<number> {
+    const { clientFailures, alert, retryAfterMs } = await this.limiter!.failed(clientId, ip, knownClient);
+    if (!alert) return retryAfterMs;
     const { alertFailuresPerClient, window } = this.limiter!.settings;
     this.logger.warn(
       { event: 'client.auth_failures_high', client_id: clientId, failures: clientFailures, threshold: alertFailuresPerClient, window_s: window, ip },
       'many failed authentications for one client; its right secret still works',
     );
+    return retryAfterMs;
   }
 
   /** Signs a token for `audience` (default: the default audience); bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */

@@ -49,6 +49,12 @@ export interface FailureCount {
   clientFailures: number;
   /** True exactly when this failure brought the client's count to the alert threshold or a doubling of it. */
   alert: boolean;
+  /**
+   * More than 0 when this failure went past the address's or the pair's
+   * limit (requests that all passed check() before any of them was
+   * counted): how long until the next try, as check() would have said.
+   */
+  retryAfterMs: number;
 }
 
 /** node:crypto's one-shot hash (Node 20.12+), cheaper than a Hash object; createHash before. */
@@ -126,21 +132,25 @@ export class FailedAuthLimiter {
    * when the client is registered (`knownClient`), against the client.
    */
   async failed(clientId: string, address: string | undefined, knownClient: boolean): Promise<FailureCount> {
-    const consume = (limiter: RateLimiterAbstract, key: string): Promise<number> =>
-      limiter.consume(key).then(
-        (res) => res.consumedPoints,
-        (res: unknown) => {
-          // over the limit is a RateLimiterRes, not an error: the next check() reports it
-          if (res instanceof Error) throw res;
-          return (res as RateLimiterRes).consumedPoints;
-        },
-      );
-    const [clientFailures] = await Promise.all([
-      knownClient ? consume(this.perClient, clientKey(clientId)) : 0,
-      address ? consume(this.perAddress, addressKey(address)) : undefined,
-      address ? consume(this.perPair, FailedAuthLimiter.pairKey(clientId, address)) : undefined,
+    const consume = (limiter: RateLimiterAbstract, key: string): Promise<RateLimiterRes> =>
+      limiter.consume(key).catch((res: unknown) => {
+        // over the limit is a RateLimiterRes, not an error
+        if (res instanceof Error) throw res;
+        return res as RateLimiterRes;
+      });
+    const [client, addr, pair] = await Promise.all([
+      knownClient ? consume(this.perClient, clientKey(clientId)) : null,
+      address ? consume(this.perAddress, addressKey(address)) : null,
+      address ? consume(this.perPair, FailedAuthLimiter.pairKey(clientId, address)) : null,
     ]);
-    return { clientFailures, alert: knownClient && isAlertCount(clientFailures, this.settings.alertFailuresPerClient) };
+    const clientFailures = client?.consumedPoints ?? 0;
+    // counted atomically: the limit's own failure still answers 401, those beyond it do not
+    const beyond = (res: RateLimiterRes | null, points: number): number => (res && res.consumedPoints > points ? res.msBeforeNext : 0);
+    return {
+      clientFailures,
+      alert: knownClient && isAlertCount(clientFailures, this.settings.alertFailuresPerClient),
+      retryAfterMs: Math.max(beyond(addr, this.settings.maxFailuresPerAddress), beyond(pair, this.settings.maxFailuresPerClientAddress)),
+    };
   }
 
   /** A success clears the count of this client from this address (not the address's, nor the client's alert count). */
