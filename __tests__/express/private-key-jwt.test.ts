@@ -377,4 +377,28 @@ describeIfPostgres('private_key_jwt on PostgreSQL, two issuers', () => {
       await admin.end();
     }
   });
+
+  it('a client_id, or an assertion sub, with a NUL in it is 401 invalid_client, never a 500 (PostgreSQL refuses NUL in text)', async () => {
+    const schema = uniqueSchemaName();
+    const admin = new Pool({ connectionString: postgresUrl(), max: 2 });
+    const store = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 4 });
+    const errors: unknown[] = [];
+    const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, store, logger: { info: () => undefined, warn: () => undefined, error: (o: unknown) => void errors.push(o) } });
+    try {
+      await issuer.ready();
+      const app = express();
+      app.use(issuer.router());
+      const key = ecKey('k-nul');
+      const posted = await request(app).post('/oauth/token').type('form').send({ grant_type: 'client_credentials', client_id: 'ab\u0000cd', client_secret: 'x' });
+      const basic = await request(app).post('/oauth/token').type('form').auth('ab%00cd', 'x').send({ grant_type: 'client_credentials' });
+      const assertion = signClientAssertion({ clientId: 'ab\u0000cd', audience: ISSUER, privateKey: key.privateJwk });
+      const asserted = await tokenRequest(app, assertion);
+      for (const res of [posted, basic, asserted]) expect({ status: res.status, error: res.body.error }).toEqual({ status: 401, error: 'invalid_client' });
+      expect(errors).toEqual([]);
+    } finally {
+      await issuer.close();
+      await dropSchema(admin, schema);
+      await admin.end();
+    }
+  });
 });

@@ -476,6 +476,37 @@ describe('logging', () => {
       await s.close();
     }
   });
+
+  it('shows a client_id that is no client id as a hash: a secret sent in its place, a long one, control characters (401, counted, never a 500)', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const capture = (obj: Record<string, unknown>) => void lines.push(obj);
+    const s = await setup({ logger: { info: capture, warn: capture, error: capture }, bruteForce: { maxFailuresPerAddress: 3, window: 60 } });
+    try {
+      const c = await s.issuer.clients.create({ name: 'swapped', scopes: 'a' });
+      const basic = (id: string, secret: string) =>
+        request(s.app).post('/oauth/token').type('form').auth(encodeURIComponent(id), encodeURIComponent(secret)).send({ grant_type: 'client_credentials' });
+      const swapped = await basic(c.clientSecret, c.clientId);
+      const long = await basic('x'.repeat(7000), 'y');
+      const nul = await basic('ab\u0000cd', 'y');
+      expect([swapped.status, long.status, nul.status]).toEqual([401, 401, 401]);
+      expect(nul.body.error).toBe('invalid_client');
+      const failed = lines.filter((l) => l.event === 'client.auth_failed');
+      expect(failed.map((l) => [l.reason, l.client_id])).toEqual([
+        ['unknown_client', expect.stringMatching(/^h\.[A-Za-z0-9_-]{22}$/)],
+        ['unknown_client', expect.stringMatching(/^h\.[A-Za-z0-9_-]{22}$/)],
+        ['unknown_client', expect.stringMatching(/^h\.[A-Za-z0-9_-]{22}$/)],
+      ]);
+      expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
+      expect(lines.filter((l) => l.event === 'error')).toEqual([]);
+      // each was counted against the address (limit 3)
+      expect((await basic(c.clientId, c.clientSecret)).status).toBe(429);
+      // a mistyped id of the usual shape stays readable
+      await request(s.app).post('/oauth/token').type('form').send({ grant_type: 'client_credentials', client_id: 'typo-id', client_secret: 'x' });
+      expect(lines.filter((l) => l.event === 'client.rate_limited').map((l) => l.client_id)).toEqual([c.clientId, 'typo-id']);
+    } finally {
+      await s.close();
+    }
+  });
 });
 
 describe('persistence', () => {

@@ -5,7 +5,7 @@ import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
-import { authenticateClient, type ClientCredentials } from './client-auth';
+import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
 import { signAccessToken, type IssuedToken } from './issuer';
@@ -256,7 +256,7 @@ export class AuthorizationServer {
       if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
       if (err instanceof OAuthError) {
         const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
-        this.logger.warn({ event: 'client.auth_failed', client_id: credentials.clientId, method: credentials.method, ip: source.ip, reason: err.detail, ...facts }, 'client authentication failed');
+        this.logger.warn({ event: 'client.auth_failed', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts }, 'client authentication failed');
         if (err instanceof InvalidClientError && this.limiter) {
           const retryAfterMs = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
           // one of a burst that passed the check together, past the limit once counted: answered as the check would have
@@ -268,7 +268,7 @@ export class AuthorizationServer {
   }
 
   private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
-    this.logger.warn({ event: 'client.rate_limited', client_id: credentials.clientId, method: credentials.method, ip, retry_after_ms: retryAfterMs }, 'too many failed client authentications');
+    this.logger.warn({ event: 'client.rate_limited', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip, retry_after_ms: retryAfterMs }, 'too many failed client authentications');
     return new TooManyRequestsError(retryAfterMs / 1000);
   }
 

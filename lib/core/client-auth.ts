@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { InvalidClientError, InvalidRequestError } from '../errors';
 import { CLIENT_ASSERTION_TYPE } from '../jwt/client-assertion';
 import type { ClientRecord, ClientStore } from '../stores/types';
@@ -91,6 +92,30 @@ function readAssertion(body: Readonly<Record<string, string>>): AssertionCredent
   return { clientId, method: 'private_key_jwt', assertion, bodyClientId };
 }
 
+/**
+ * Whether a client_id could name a client, before any store is asked: no
+ * control character (PostgreSQL refuses a NUL in text, which would be a 500)
+ * and at most 256 characters. Others are unknown clients, counted as such.
+ */
+function couldBeClientId(clientId: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  return clientId.length <= 256 && !/[\x00-\x1f\x7f]/.test(clientId);
+}
+
+/** What client ids look like when the log may show them: generated ids are 22 of these characters. */
+const LOGGABLE_ID = /^[A-Za-z0-9._~-]{0,32}$/;
+
+/**
+ * A client_id as the audit log shows it: as it is when it has the shape of a
+ * client id, else `h.` and 22 characters of its SHA-256. A request's
+ * client_id may be anything: a secret sent in its place (43 characters),
+ * or a stranger's megabyte; neither reaches the log.
+ */
+export function loggedClientId(clientId: string): string {
+  if (LOGGABLE_ID.test(clientId)) return clientId;
+  return `h.${createHash('sha256').update(clientId).digest('base64url').slice(0, 22)}`;
+}
+
 export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'wrong_auth_method';
 
 /**
@@ -109,6 +134,7 @@ export async function authenticateClient(
   if (credentials.method === 'private_key_jwt') {
     if (typeof credentials.assertion === 'string') return fail(credentials.assertion);
     if (credentials.clientId === '') return fail('assertion_wrong_subject');
+    if (!couldBeClientId(credentials.clientId)) return fail('unknown_client');
     const client = await find(credentials.clientId);
     if (!client) return fail('unknown_client');
     if (client.revokedAt !== null) return fail('revoked_client');
@@ -116,7 +142,7 @@ export async function authenticateClient(
     await assertions.verify(client, credentials.assertion, credentials.bodyClientId);
     return client;
   }
-  const client = await find(credentials.clientId);
+  const client = couldBeClientId(credentials.clientId) ? await find(credentials.clientId) : null;
   if (!client) {
     verifyNothing(credentials.clientSecret);
     return fail('unknown_client');
