@@ -265,8 +265,36 @@ describe('RevocationListPoller against an HTTP issuer', () => {
     expect((err as TemporarilyUnavailableError).status).toBe(503);
     expect((err as TemporarilyUnavailableError).headers['Retry-After']).toBe('10');
     down = false;
-    expect(await poller.poll()).toBe('unchanged');
+    // the issuer's clock went on too: its list of 301 s ago has been re-signed (a new ETag)
+    issuerClock = clock;
+    expect(await poller.poll()).toBe('updated');
     expect(poller.isRevoked({ jti: 'x', client_id: 'c1' })).toBe(false);
+  });
+
+  it('a 304 for a held list past its exp is no contact with the issuer (a cache or a man in the middle answering 304 for ever)', async () => {
+    let clock = Date.now();
+    const state = verifierState(() => clock);
+    let frozen = false;
+    const seen: (string | undefined)[] = [];
+    const stuck: typeof fetch = async (input, init) => {
+      seen.push((init?.headers as Record<string, string>)['if-none-match']);
+      return frozen ? new Response(null, { status: 304 }) : fetch(input, init);
+    };
+    const errors: unknown[] = [];
+    const poller = new RevocationListPoller({ url, issuer: ISSUER, keys: publicResolver(key), state, fetch: stuck, now: () => clock, maxStaleMs: 300_000, onError: (e) => errors.push(e) });
+    expect(await poller.poll()).toBe('updated');
+    frozen = true;
+    clock += 290_000; // the list (valid 300 s) has not expired: a 304 confirms it
+    expect(await poller.poll()).toBe('unchanged');
+    issuerState.apply({ type: 'client', clientId: 'revoked-meanwhile', at: issuerClock });
+    clock += 20_000; // past the list's exp
+    expect(await poller.poll()).toBe('failed');
+    expect(String(errors[0])).toMatch(/304 for the held revocation list, which expired/);
+    // the next poll asks without If-None-Match
+    await poller.poll();
+    expect(seen.at(-1)).toBeUndefined();
+    clock += 290_000; // more than maxStaleMs since the last 304 that counted
+    expect(() => poller.isRevoked({ jti: 'x', client_id: 'revoked-meanwhile' })).toThrow(TemporarilyUnavailableError);
   });
 
   it('failOpen: past maxStaleMs it keeps answering from the last list', async () => {

@@ -14,7 +14,8 @@
  *
  * The issuer cannot be reached: the verifier keeps trusting the last list it
  * verified for `maxStaleMs` (default 5 minutes) after its last successful
- * poll (a 304 counts: the issuer confirmed the list is current). Past that,
+ * poll (a 304 counts: the issuer confirmed the list is current; not for a
+ * list past its `exp`, which the issuer would have re-signed). Past that,
  * and before a first list was ever verified, it fails closed: isRevoked()
  * throws TemporarilyUnavailableError (503 temporarily_unavailable with
  * Retry-After), because it can no longer tell a revoked token from a live
@@ -227,6 +228,8 @@ async function readBounded(res: Response, maxBytes: number): Promise<string> {
 export class RevocationListPoller {
   private etag: string | undefined;
   private heldIat = Number.NEGATIVE_INFINITY;
+  /** The held list's `exp` (epoch seconds). */
+  private heldExp = Number.NEGATIVE_INFINITY;
   private lastSuccess: number | undefined;
   /** When the last poll finished, successful or not. */
   lastAttempt: number | undefined;
@@ -282,6 +285,12 @@ export class RevocationListPoller {
       if (this.etag && this.lastSuccess !== undefined) headers['if-none-match'] = this.etag;
       const res = await (o.fetch ?? fetch)(o.url, { headers, signal: AbortSignal.timeout(o.timeoutMs ?? 5_000), redirect: 'error' });
       if (res.status === 304 && this.lastSuccess !== undefined) {
+        // the issuer re-signs its list well before it expires, so an expired list is never its current one:
+        // a cache or a man in the middle answering 304 for ever would otherwise freeze the revocations
+        if (this.heldExp + (o.clockTolerance ?? 0) < this.now() / 1000) {
+          this.etag = undefined;
+          throw new RevocationListError(`a 304 for the held revocation list, which expired at ${new Date(this.heldExp * 1000).toISOString()}`);
+        }
         this.lastSuccess = this.now();
         return 'unchanged';
       }
@@ -292,6 +301,7 @@ export class RevocationListPoller {
       if (list.iat < this.heldIat) throw new RevocationListError(`the revocation list (iat ${list.iat}) is older than the one held (iat ${this.heldIat})`);
       o.state.load(list);
       this.heldIat = list.iat;
+      this.heldExp = list.exp;
       this.etag = res.headers.get('etag') ?? undefined;
       this.lastSuccess = this.now();
       return 'updated';
