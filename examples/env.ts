@@ -67,6 +67,8 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       keyRefreshInterval: env.KEY_REFRESH_INTERVAL ? Number(env.KEY_REFRESH_INTERVAL) : undefined,
       scopesSupported: ['orders:read', 'orders:write'],
       bruteForce: redis ? { redis } : undefined,
+      // each DPoP proof is accepted once by all instances (and workers), not once by each
+      dpop: redis ? { redis } : undefined,
       // instances on one store hear of each other's revocations at once (PostgreSQL also notifies by itself)
       // (REVOCATION_CHANNEL: the channel, when several issuers share one Redis; the CLI reads the same variable)
       revocationPush: redis ? { redis, channel: env.REVOCATION_CHANNEL || undefined } : undefined,

@@ -5,6 +5,7 @@ import { createIssuer, openEmbeddedStore, StoreUnavailableError } from '../../li
 import Redis from 'ioredis';
 import { main } from '../../lib/cli/main';
 import { tempDir } from '../helpers/app';
+import { newDpopKey } from '../helpers/dpop';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
 
 const env = (dataDir: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
@@ -228,6 +229,25 @@ describeIfRedis('examples/server.ts with REDIS_URL and REVOCATION_CHANNEL', () =
       await server.close();
       await redis.quit();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('remembers DPoP proofs in Redis: a proof used at one instance is refused at another', async () => {
+    const dirs = [tempDir(), tempDir()];
+    const servers = await Promise.all(dirs.map((dir) => startServer(env(dir, { REDIS_URL: redisUrl() }), () => undefined, { demoClient: false })));
+    try {
+      const clients = await Promise.all(servers.map((s) => s.issuer.clients.create({ name: 'dpop-svc', scopes: 'orders:read' })));
+      const proof = newDpopKey().proof({ htm: 'POST', htu: 'http://localhost:3000/oauth/token' });
+      const ask = (i: number) =>
+        request(servers[i].url).post('/oauth/token').set('DPoP', proof).auth(clients[i].clientId, clients[i].clientSecret).type('form').send({ grant_type: 'client_credentials' });
+      const first = await ask(0);
+      expect({ status: first.status, type: first.body.token_type }).toEqual({ status: 200, type: 'DPoP' });
+      const replayed = await ask(1);
+      expect({ status: replayed.status, error: replayed.body.error }).toEqual({ status: 400, error: 'invalid_dpop_proof' });
+      expect(replayed.body.error_description).toMatch(/already used/);
+    } finally {
+      await Promise.all(servers.map((s) => s.close()));
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     }
   });
 });
