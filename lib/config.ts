@@ -45,6 +45,12 @@ export interface IssuerOptions {
    */
   revocationResync?: number;
   /**
+   * The most live tokens of one client revoked one by one (RFC 7009) before a revocation takes all the
+   * client's tokens issued until then instead: each such token is an entry of the signed revocation list
+   * until it expires, so this bounds what one client can add to it. Default 1000.
+   */
+  maxRevokedTokensPerClient?: number;
+  /**
    * A Redis shared by the instances (an ioredis client): an instance that revokes publishes a short message
    * and the others reload the revocations at once, whatever the store (PostgreSQL notifies by itself). A
    * second connection is opened with `redis.duplicate()` for the subscription. `channel`: one per issuer
@@ -222,6 +228,7 @@ export interface IssuerConfig {
   clientCacheTtl: number | undefined;
   keyRefreshInterval: number;
   revocationResync: number;
+  maxRevokedTokensPerClient: number;
   /** The Redis doorbell for revocations, as given (checked). */
   revocationPush: { redis: unknown; channel: string } | undefined;
   revocationEndpoint: string;
@@ -237,7 +244,7 @@ export interface IssuerConfig {
 
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'resources', 'realm',
-  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'revocationPush', 'bruteForce', 'logger',
+  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'maxRevokedTokensPerClient', 'revocationPush', 'bruteForce', 'logger',
   'metrics', 'clientAssertionAudience', 'dpop', 'publicUrl',
 ] as const;
 
@@ -347,6 +354,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     clientCacheTtl: options.clientCacheTtl === undefined ? undefined : checkNumber('clientCacheTtl', options.clientCacheTtl, 0, 0, 60),
     keyRefreshInterval: checkNumber('keyRefreshInterval', options.keyRefreshInterval, 30, 0.1, 3600),
     revocationResync: checkNumber('revocationResync', options.revocationResync, 2, 0.05, 60),
+    maxRevokedTokensPerClient: checkInteger('maxRevokedTokensPerClient', options.maxRevokedTokensPerClient, 1000, 1, 1_000_000),
     revocationPush: parseRevocationPush(options.revocationPush),
     revocationEndpoint: `${base}/oauth/revoke`,
     introspectionEndpoint: `${base}/oauth/introspect`,

@@ -104,10 +104,17 @@ describe('RevocationState', () => {
     expect(live).toBeLessThan(10_000);
     expect(state.sweep()).toBe(10_000 - live);
     expect(state.size().tokens).toBe(live);
+    // the count per client follows: what is left of each client's entries
+    const liveOf = (c: string) => events.filter((e) => e.clientId === c && (e.exp + 5) * 1000 > now()).length;
+    expect([0, 1, 6].map((i) => state.deniedCount(`c${i}`))).toEqual([liveOf('c0'), liveOf('c1'), liveOf('c6')]);
+    // the same jti again counts once
+    state.apply(events.filter((e) => e.clientId === 'c0' && (e.exp + 5) * 1000 > now()));
+    expect(state.deniedCount('c0')).toBe(liveOf('c0'));
     advance(155_000); // past the last exp + clock tolerance
     state.sweep();
     expect(state.size().tokens).toBe(0);
     expect(state.snapshot().tokens).toEqual([]);
+    expect(state.deniedCount('c0')).toBe(0);
   });
 
   it('sweeps lazily on apply once the interval passed, and keeps entries through the clock tolerance', () => {

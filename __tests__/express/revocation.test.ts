@@ -204,6 +204,46 @@ describe('RFC 7009 revocation at the issuer', () => {
   });
 });
 
+describe('what one client can add to the revocation list is bounded (maxRevokedTokensPerClient)', () => {
+  it('past the cap, a revocation takes all the client\'s tokens issued until then: one entry, not one more per token', async () => {
+    const warnings: Record<string, unknown>[] = [];
+    const t = await setup({ maxRevokedTokensPerClient: 3, logger: { info: () => undefined, warn: (o: Record<string, unknown>) => void warnings.push(o), error: () => undefined } });
+    const app = withApi(t);
+    try {
+      const c1 = await t.issuer.clients.create({ name: 'c1', scopes: 'orders:read' });
+      const c2 = await t.issuer.clients.create({ name: 'c2', scopes: 'orders:read' });
+      const tokens = [];
+      for (let i = 0; i < 5; i++) tokens.push(await token(app, c1));
+      const other = await token(app, c2);
+      for (const at of tokens.slice(0, 3)) expect((await revoke(app, c1, { token: at })).status).toBe(200);
+      for (const at of tokens.slice(0, 3)) expectRevoked(await callApi(app, at));
+      expect((await callApi(app, tokens[4])).status).toBe(200);
+      const listed = async () => (jwt.decode((await request(app).get('/oauth/revocation-list')).text) as { tokens: unknown[]; clients: { client_id: string; generation: number }[] });
+      expect((await listed()).tokens).toHaveLength(3);
+
+      // the fourth: every token of c1 issued until now goes, tokens[4] too; the list grows by no jti
+      expect((await revoke(app, c1, { token: tokens[3] })).status).toBe(200);
+      expect((await callApi(app, tokens[3])).status).toBe(401);
+      expect((await callApi(app, tokens[4])).status).toBe(401);
+      const after = await listed();
+      expect(after.tokens).toHaveLength(3);
+      expect(after.clients).toEqual([expect.objectContaining({ client_id: c1.clientId, generation: 1 })]);
+      expect(warnings.filter((w) => w.event === 'client.tokens_revoked')).toEqual([
+        expect.objectContaining({ client_id: c1.clientId, reason: 'revoked_tokens_cap', cap: 3 }),
+      ]);
+      // c1 asks again and goes on; c2 never noticed
+      expect((await callApi(app, await token(app, c1))).status).toBe(200);
+      expect((await callApi(app, other)).status).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('refuses a bad maxRevokedTokensPerClient at start-up', () => {
+    expect(() => createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir: tempDir(), logger: false, maxRevokedTokensPerClient: 0 })).toThrow(TypeError);
+  });
+});
+
 describe('revocations survive restarts and reach other instances on the same store', () => {
   it('RV11: a revoked token, a revoked client and a token cut-off are still refused after a restart', async () => {
     const dataDir = tempDir();

@@ -102,8 +102,22 @@ export class IssuerRevocations {
   async revoke(client: ClientRecord, token: string, verify: VerifyAccessToken): Promise<void> {
     const event = await revocationFor(token, client.clientId, verify);
     if (!event || event.type !== 'token') return;
+    const cap = this.options.config.maxRevokedTokensPerClient;
     try {
-      await this.writer.token(event.jti, event.clientId, event.exp);
+      if (this.state.deniedCount(client.clientId) < cap) {
+        await this.writer.token(event.jti, event.clientId, event.exp);
+      } else {
+        // Every denylisted token is an entry of the signed list each standalone verifier polls, until it
+        // expires: a client revoking its own tokens without end would grow it past what verifiers accept.
+        // Past the cap a revocation takes all the client's tokens issued until now (RFC 7009 §2.1 lets a
+        // revocation take related tokens): one entry, whatever the client sends.
+        const generation = await this.writer.clientTokens(client.clientId, new Date(this.options.now()));
+        this.options.logger.warn(
+          { event: 'client.tokens_revoked', client_id: client.clientId, generation, reason: 'revoked_tokens_cap', cap },
+          `the client has ${cap} tokens revoked one by one: this revocation takes every token issued to it until now`,
+        );
+        return;
+      }
     } catch (err) {
       throw asTemporarilyUnavailable(err);
     }

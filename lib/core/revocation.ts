@@ -101,6 +101,8 @@ interface ClientCutoff {
 export class RevocationState {
   /** jti → { exp (epoch s), clientId } */
   private readonly denied = new Map<string, { exp: number; clientId: string }>();
+  /** How many of `denied` each client has. */
+  private readonly deniedByClient = new Map<string, number>();
   private readonly clients = new Map<string, ClientCutoff>();
   private readonly maxTtlMs: number;
   private readonly toleranceS: number;
@@ -158,7 +160,8 @@ export class RevocationState {
       const exp = Math.min(e.exp, Math.ceil((now + this.maxTtlMs) / 1000));
       const had = this.denied.get(e.jti);
       if (had && had.exp >= exp) return false;
-      this.denied.set(e.jti, { exp, clientId: e.clientId });
+      this.denied.set(e.jti, { exp, clientId: had?.clientId ?? e.clientId });
+      if (!had) this.deniedByClient.set(e.clientId, (this.deniedByClient.get(e.clientId) ?? 0) + 1);
       return true;
     }
     if (typeof e.clientId !== 'string') return false;
@@ -213,6 +216,9 @@ export class RevocationState {
     for (const [jti, entry] of this.denied) {
       if (entry.exp <= deadBefore) {
         this.denied.delete(jti);
+        const left = (this.deniedByClient.get(entry.clientId) ?? 1) - 1;
+        if (left > 0) this.deniedByClient.set(entry.clientId, left);
+        else this.deniedByClient.delete(entry.clientId);
         removed++;
       }
     }
@@ -229,6 +235,11 @@ export class RevocationState {
 
   private sweepIfDue(): void {
     if (this.now() - this.lastSweep >= this.sweepIntervalMs) this.sweep();
+  }
+
+  /** How many of the client's tokens are denylisted one by one (until they expire). */
+  deniedCount(clientId: string): number {
+    return this.deniedByClient.get(clientId) ?? 0;
   }
 
   /** Sizes, for metrics and tests. */
