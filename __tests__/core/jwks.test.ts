@@ -55,6 +55,18 @@ describe('RemoteJwks', () => {
     expect(await r.resolve('made-up')).toBeUndefined(); // found nothing: an unknown kid again
   });
 
+  it('a JWKS over 1 MiB (declared, or only as it streams) is not read whole: unavailable, as a failed fetch', async () => {
+    const padded = JSON.stringify({ keys: set, pad: 'x'.repeat(1024 * 1024) });
+    for (const body of [padded, new Blob([padded]).stream()]) {
+      const big = (async () => new Response(body, { status: 200 })) as unknown as typeof fetch;
+      const r = new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: big });
+      await expect(Promise.resolve().then(() => r.resolve('a'))).rejects.toMatchObject({ code: 'temporarily_unavailable', status: 503 });
+    }
+    // under the cap, the same keys are found
+    const small = (async () => new Response(JSON.stringify({ keys: set, pad: 'x'.repeat(1000) }), { status: 200 })) as unknown as typeof fetch;
+    expect(await new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: small }).resolve('a')).toBeDefined();
+  });
+
   it('a failed fetch is tried again after 5 s, as its Retry-After says, not after the whole cooldown', async () => {
     const { r, jwks } = flakyRemote();
     await expect(Promise.resolve().then(() => r.resolve('a'))).rejects.toMatchObject({ status: 503, retryAfter: 5 });

@@ -2,10 +2,13 @@ import type { KeyObject } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { DpopAlgorithm } from '../jwt/algorithms';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
+import { readCapped } from './http-body';
 
 /** Bounds on fetching a client's jwks_uri. */
 export const JWKS_URI_TIMEOUT_MS = 5_000;
 export const JWKS_URI_MAX_BYTES = 64 * 1024;
+
+const keySetTooLarge = (maxBytes: number): Error => new Error(`the key set is larger than ${maxBytes} bytes`);
 /** A fetched set is used this long before it is fetched again. */
 export const JWKS_URI_MAX_AGE_MS = 5 * 60_000;
 /** An unknown kid refetches the set at most once per cooldown. */
@@ -47,27 +50,6 @@ export interface RemoteClientKeysOptions {
   maxBytes?: number;
   maxAgeMs?: number;
   cooldownMs?: number;
-}
-
-/** The body as text, refused past `maxBytes` (whatever Content-Length says). */
-async function readCapped(response: Response, maxBytes: number): Promise<string> {
-  const declared = Number(response.headers.get('content-length'));
-  if (declared > maxBytes) throw new Error(`the key set is larger than ${maxBytes} bytes`);
-  if (!response.body) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => undefined);
-      throw new Error(`the key set is larger than ${maxBytes} bytes`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 /**
@@ -130,7 +112,7 @@ export class RemoteClientKeys {
           signal: AbortSignal.timeout(this.o.timeoutMs),
         });
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
-        const document: unknown = JSON.parse(await readCapped(response, this.o.maxBytes));
+        const document: unknown = JSON.parse(await readCapped(response, this.o.maxBytes, keySetTooLarge));
         const byKid = new Map<string, RemoteKey>();
         for (const jwk of jwkList(document).slice(0, 32)) {
           const checked = checkPublicJwk(jwk);

@@ -1,5 +1,6 @@
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { TemporarilyUnavailableError } from '../errors';
+import { readCapped } from './http-body';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey, type PublicJwk } from './keys';
 
 const ALLOWED = new Set<string>(SIGNING_ALGORITHMS);
@@ -71,6 +72,9 @@ export interface RemoteJwksOptions {
   now: () => number;
   fetch?: typeof fetch;
 }
+
+/** The largest JWKS read (a set of 100 RSA-4096 keys is about 90 KB). */
+const JWKS_MAX_BYTES = 1024 * 1024;
 
 /** Longest wait before a failed JWKS fetch is tried again (shorter when the cooldown is). */
 const FAILED_FETCH_RETRY_MS = 5_000;
@@ -167,7 +171,8 @@ export class RemoteJwks implements KeyResolver {
         signal: AbortSignal.timeout(this.options.timeoutMs),
       });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      this.keys = keepUnchanged(this.keys, loadJwks(await response.json()));
+      const text = await readCapped(response, JWKS_MAX_BYTES, (max) => new Error(`the JWKS is larger than ${max} bytes`));
+      this.keys = keepUnchanged(this.keys, loadJwks(JSON.parse(text)));
       this.fetchedAt = this.options.now();
     })().finally(() => {
       this.inFlight = undefined;

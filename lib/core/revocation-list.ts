@@ -27,6 +27,7 @@ import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import jwt from 'jsonwebtoken';
 import { TemporarilyUnavailableError } from '../errors';
+import { readCapped } from './http-body';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
 import type { RevocableClaims, RevocationReason, RevocationSnapshot, RevocationState } from './revocation';
 
@@ -204,26 +205,6 @@ export interface RevocationListPollerOptions {
 
 export type PollResult = 'updated' | 'unchanged' | 'failed';
 
-/**
- * A response body as text, refused past `maxBytes` while it is read (after
- * decoding: fetch undoes a gzip content coding), so neither a huge list nor a
- * small gzip of a huge one is held in memory whole.
- */
-async function readBounded(res: Response, maxBytes: number): Promise<string> {
-  if (!res.body) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > maxBytes) {
-      await res.body.cancel().catch(() => undefined);
-      throw new RevocationListError(`the revocation list is larger than ${maxBytes} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
-
 /** The standalone verifier's side: polls the list and answers isRevoked(). */
 export class RevocationListPoller {
   private etag: string | undefined;
@@ -295,7 +276,7 @@ export class RevocationListPoller {
         return 'unchanged';
       }
       if (res.status !== 200) throw new RevocationListError(`the revocation list answered ${res.status}`);
-      const body = (await readBounded(res, o.maxBytes ?? 16 * 1024 * 1024)).trim();
+      const body = (await readCapped(res, o.maxBytes ?? 16 * 1024 * 1024, (max) => new RevocationListError(`the revocation list is larger than ${max} bytes`))).trim();
       const list = await verifyRevocationList(body, o.keys, { issuer: o.issuer, now: this.now(), clockTolerance: o.clockTolerance });
       // an older list than the one held (a replay, a lagging instance or cache): refused, and not counted as contact
       if (list.iat < this.heldIat) throw new RevocationListError(`the revocation list (iat ${list.iat}) is older than the one held (iat ${this.heldIat})`);
