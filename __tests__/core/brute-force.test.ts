@@ -89,9 +89,27 @@ describe('FailedAuthLimiter (in memory)', () => {
     expect(await l.check('c', undefined)).toEqual({ retryAfterMs: 0, pairFailures: 0 });
   });
 
+  it('an IPv6 address counts by its /64: one host cannot escape the limits by picking another of its addresses', async () => {
+    expect(addressKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(addressKey('2001:DB8:0:0:ffff:1:2:3')).toBe('2001:db8:0:0::/64');
+    expect(addressKey('2001:db8:0:1::1')).toBe('2001:db8:0:1::/64');
+    expect(addressKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(addressKey('::1')).toBe('0:0:0:0::/64');
+    // not a plain IPv6 address: as it is
+    expect(addressKey('64:ff9b::192.0.2.1')).toBe('64:ff9b::192.0.2.1');
+    expect(addressKey('1:2:3')).toBe('1:2:3');
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 3 }));
+    await l.failed('c', '2001:db8:5:6::a', true);
+    await l.failed('c', '2001:db8:5:6:1:2:3:4', true);
+    expect((await l.check('c', '2001:db8:5:6:ffff::1')).retryAfterMs).toBeGreaterThan(0);
+    expect((await l.check('c', '2001:db8:5:7::1')).retryAfterMs).toBe(0);
+    await l.failed('d', '2001:db8:5:6::b', false);
+    expect((await l.check('e', '2001:db8:5:6::c')).retryAfterMs).toBeGreaterThan(0);
+  });
+
   it('an IPv4-mapped IPv6 address is the same peer as its IPv4 form', async () => {
     expect(addressKey('::ffff:127.0.0.5')).toBe('127.0.0.5');
-    expect(addressKey('2001:db8::1')).toBe('2001:db8::1');
+    expect(addressKey('192.0.2.1')).toBe('192.0.2.1');
     const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2 }));
     await l.failed('c', '::ffff:192.0.2.1', true);
     await l.failed('c', '192.0.2.1', true);
