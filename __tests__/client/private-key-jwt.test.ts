@@ -78,6 +78,21 @@ it('gets a token with a fresh assertion per token request, and the API accepts i
   }
 });
 
+it('with tokenEndpoint alone the assertion is for the token endpoint, which the issuer refuses by default; given issuer too, it is for the issuer, with no discovery', async () => {
+  const key = keyPair('k1');
+  const { clientId } = await issuer.clients.create({ name: 'no-discovery', authMethod: 'private_key_jwt', jwks: { keys: [key.publicJwk] } });
+  const alone = createTokenClient({ tokenEndpoint: `${url}/oauth/token`, clientId, privateKey: key.privateJwk, allowInsecureHttp: true });
+  clients.push(alone);
+  await expect(alone.getToken()).rejects.toMatchObject({ name: 'TokenEndpointError', status: 401, error: 'invalid_client' });
+  expect(decode(tokenForms.at(-1)!.get('client_assertion')!).payload.aud).toBe(`${url}/oauth/token`);
+
+  const both = createTokenClient({ issuer: url, tokenEndpoint: `${url}/oauth/token`, clientId, privateKey: key.privateJwk, allowInsecureHttp: true });
+  clients.push(both);
+  const res = await both.fetch(`${url}/api/whoami`);
+  expect(res.status).toBe(200);
+  expect(decode(tokenForms.at(-1)!.get('client_assertion')!).payload.aud).toBe(url);
+});
+
 it('a key the issuer does not know: invalid_client, as a typed error', async () => {
   const registered = keyPair('k1');
   const other = keyPair('k1');

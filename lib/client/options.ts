@@ -9,7 +9,11 @@ export type AuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private
 export interface TokenClientOptions {
   /** Issuer URL: the token endpoint is read from its RFC 8414 metadata, whose `issuer` must be this exact string. */
   issuer?: string;
-  /** Token endpoint URL, instead of `issuer`. */
+  /**
+   * Token endpoint URL: no discovery. Instead of `issuer`, or with it: then the
+   * issuer is not looked up, and names the `aud` of private_key_jwt assertions
+   * (without it, `aud` is this URL, which an issuer following RFC 7523bis refuses).
+   */
   tokenEndpoint?: string;
   clientId: string;
   clientSecret?: string;
@@ -140,8 +144,8 @@ export function parseOptions(options: TokenClientOptions): ClientConfig {
     if (!KNOWN.has(key)) throw new TypeError(`createTokenClient(): unknown option ${key}`);
   }
   const allowInsecureHttp = options.allowInsecureHttp === true;
-  if ((options.issuer === undefined) === (options.tokenEndpoint === undefined)) {
-    throw new TypeError('createTokenClient() needs exactly one of issuer and tokenEndpoint');
+  if (options.issuer === undefined && options.tokenEndpoint === undefined) {
+    throw new TypeError('createTokenClient() needs issuer or tokenEndpoint (both: the token endpoint without discovery, the issuer as a client assertion\'s aud)');
   }
   if (typeof options.clientId !== 'string' || options.clientId === '') throw new TypeError('option clientId must be a non-empty string');
 
