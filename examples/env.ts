@@ -53,7 +53,18 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
   const redis = env.REDIS_URL
     ? new (require('ioredis') as typeof import('ioredis').default)(env.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     : undefined;
-  redis?.on('error', (err) => logger.warn({ event: 'redis.error', err: err.message }, 'redis unavailable; counting failures in memory'));
+  // one line when Redis goes (ioredis reports each reconnect attempt) and one when it is back
+  let redisDown = false;
+  redis?.on('error', (err) => {
+    if (redisDown) return;
+    redisDown = true;
+    logger.warn({ event: 'redis.unavailable', err: err.message }, 'Redis unavailable: failed authentications are counted in memory, DPoP proofs get 503, revocations reach the other instances through the store');
+  });
+  redis?.on('ready', () => {
+    if (!redisDown) return;
+    redisDown = false;
+    logger.info({ event: 'redis.recovered' }, 'Redis answers again');
+  });
   // prom-client is loaded only when metrics are asked for
   const metrics = env.METRICS === '1' ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
   try {

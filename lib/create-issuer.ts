@@ -86,7 +86,15 @@ export function createIssuer(options: IssuerOptions): Issuer {
   const registry = checkMetrics(options.metrics);
   const logger = resolveLogger(options.logger);
   const store = options.store === undefined ? undefined : checkStore(options.store);
-  const limiter = config.bruteForce ? new FailedAuthLimiter(config.bruteForce, options.bruteForce ? options.bruteForce.redis : undefined) : undefined;
+  const limiter = config.bruteForce
+    ? new FailedAuthLimiter(
+        config.bruteForce,
+        options.bruteForce ? options.bruteForce.redis : undefined,
+        atMostEvery(60_000, (reason: string) =>
+          logger.warn({ event: 'brute_force.redis_unavailable', reason }, "Redis holds no failed-authentication counts now: counting in this instance's memory"),
+        ),
+      )
+    : undefined;
   const server = new AuthorizationServer(
     config,
     () => (store ? Promise.resolve(store) : openEmbeddedStore({ dataDir: config.dataDir })),

@@ -5,6 +5,7 @@ import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
+import { withDeadline } from './deadline';
 import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
@@ -359,12 +360,7 @@ export class AuthorizationServer {
   }
 }
 
-/** Rejects after `ms` unless `promise` settles first; the timer never keeps the process alive. */
+/** Rejects with StoreUnavailableError after `ms` unless `promise` settles first. */
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StoreUnavailableError(`no answer within ${ms} ms`)), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  return withDeadline(promise, ms, () => new StoreUnavailableError(`no answer within ${ms} ms`));
 }

@@ -4,6 +4,8 @@
  * remembered yet (first use) and records it in the same step, so two
  * requests racing with one proof cannot both see true.
  */
+import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
+
 export interface ReplayStore {
   consume(key: string, expiresAt: number): Promise<boolean> | boolean;
   /**
@@ -212,6 +214,8 @@ export class RedisReplayStore implements ReplayStore {
   async consume(key: string, expiresAt: number): Promise<boolean> {
     const ttl = Math.ceil(expiresAt - this.now());
     if (ttl <= 0) return true;
-    return (await this.client.set(this.prefix + key, '1', 'PX', ttl, 'NX')) === 'OK';
+    // a stalled Redis: 503 after the deadline, not a request held for as long as it stalls
+    const set = this.client.set(this.prefix + key, '1', 'PX', ttl, 'NX');
+    return (await withDeadline(set, REDIS_DEADLINE_MS, () => new Error(`Redis did not answer within ${REDIS_DEADLINE_MS} ms`))) === 'OK';
   }
 }

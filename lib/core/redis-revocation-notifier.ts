@@ -7,6 +7,7 @@
  * LISTEN/NOTIFY.
  */
 import type { RevocationNotifier } from '../stores/types';
+import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
 
 /** The commands used on the shared connection (an ioredis client fits). */
 export interface RedisPublishClient {
@@ -62,7 +63,8 @@ export class RedisRevocationNotifier implements RevocationNotifier {
   /** Best effort: a failed publish is reported and never fails the revocation (it is persisted). */
   async notifyRevocations(): Promise<void> {
     try {
-      await this.options.redis.publish(this.channel, '1');
+      // a stalled Redis (connected, not answering) would hold up the revocation that rings
+      await withDeadline(this.options.redis.publish(this.channel, '1'), REDIS_DEADLINE_MS, () => new Error(`Redis did not answer PUBLISH within ${REDIS_DEADLINE_MS} ms`));
     } catch (err) {
       this.options.onError?.(err);
     }
@@ -103,9 +105,12 @@ export class RedisRevocationNotifier implements RevocationNotifier {
     // a connection still being made (ioredis connects in the background; with its offline queue off a
     // subscribe now fails): the 'ready' listener subscribes, and only no connection at all is reported
     if (subscriber.status !== undefined && subscriber.status !== 'ready') await firstConnection(subscriber, CONNECT_WAIT_MS);
-    await (subscribing ?? (subscribed ? undefined : subscribe()));
+    // a stalled Redis: start without the subscription (it completes when Redis answers; the periodic reload covers the gap)
+    await withDeadline(subscribing ?? (subscribed ? Promise.resolve() : subscribe()), CONNECT_WAIT_MS, () => new Error(`Redis did not answer SUBSCRIBE within ${CONNECT_WAIT_MS} ms`)).catch(
+      (err: unknown) => this.options.onError?.(err),
+    );
     return async () => {
-      await subscriber.quit().catch(() => subscriber.disconnect());
+      await withDeadline(subscriber.quit(), REDIS_DEADLINE_MS, () => new Error('QUIT')).catch(() => subscriber.disconnect());
     };
   }
 }
