@@ -11,6 +11,7 @@ import { newDpopKey } from '../helpers/dpop';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
 import { ISSUER } from '../helpers/app';
+import { cliPerTest } from '../helpers/cli';
 
 type Logged = Record<string, unknown>;
 
@@ -20,6 +21,7 @@ describeIfRedis('a stalled Redis (connected, not answering)', () => {
   let t: TestSetup;
   const warnings: Logged[] = [];
   const errors: Logged[] = [];
+  const cli = cliPerTest('ecc-stall-');
 
   beforeAll(async () => {
     const target = new URL(redisUrl());
@@ -88,6 +90,15 @@ describeIfRedis('a stalled Redis (connected, not answering)', () => {
     const api = await request(t.app).get('/api/whoami').set('Authorization', `Bearer ${at}`);
     expect({ status: api.status, error: api.body.error }).toEqual({ status: 401, error: 'invalid_token' });
     expect(errors).toEqual([]);
+  });
+
+  it('the CLI\'s revoke-tokens rings it, gives up after the deadline with a warning, and exits 0', async () => {
+    const created = await cli.cli(['create', '--name', 'cli-stalled', '--json']);
+    const { client_id: clientId } = JSON.parse(created.stdout) as { client_id: string };
+    const run = await timed(() => cli.cli(['revoke-tokens', clientId], { REDIS_URL: `redis://127.0.0.1:${proxy.port}` }));
+    expect(run.value.code).toBe(0);
+    expect(run.value.stderr).toMatch(/warning: could not notify running instances through Redis/);
+    expect(run.ms).toBeLessThan(4000);
   });
 
   it('closes within a few seconds', async () => {

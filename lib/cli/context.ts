@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ClientService, storeClientRevocations, type ClientInfo } from '../core/clients';
 import { deferredKeyStore } from '../core/keys';
+import { REDIS_DEADLINE_MS, withDeadline } from '../core/deadline';
 import { RedisRevocationNotifier } from '../core/redis-revocation-notifier';
 import pino from 'pino';
 import { silentLogger, type Logger } from '../logger';
@@ -115,7 +116,8 @@ export class LazyStore {
     const redis = this.redis;
     this.redis = undefined;
     this.push = undefined;
-    await redis?.quit().catch(() => redis.disconnect());
+    // a stalled Redis would never answer QUIT
+    if (redis) await withDeadline(redis.quit(), REDIS_DEADLINE_MS, () => new Error('QUIT')).catch(() => redis.disconnect());
     if (!this.opening) return;
     const store = await this.opening.catch(() => undefined);
     this.opening = undefined;
