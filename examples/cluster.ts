@@ -9,18 +9,33 @@ import { issuerFromEnv, loggerFromEnv } from './env';
 export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const logger = loggerFromEnv(env);
   const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger);
-  await createDemoClient(issuer, publicUrl, console.log);
+  // DEMO_CLIENT=0: none, as for one process (no secret printed into a stdout a log collector keeps)
+  if (env.DEMO_CLIENT !== '0') await createDemoClient(issuer, publicUrl, console.log);
   await issuer.close();
   redis?.disconnect();
   let stopping = false;
-  for (let i = 0; i < workers; i++) cluster.fork();
+  const forkedAt = new Map<number, number>();
+  const fork = (): void => {
+    const worker = cluster.fork();
+    forkedAt.set(worker.id, Date.now());
+  };
+  for (let i = 0; i < workers; i++) fork();
+  // a worker that dies right after its start (the database down, say) is replaced after a pause
+  // that doubles with each such death, up to 30 s, instead of in a loop as fast as node can fork
+  let quickDeaths = 0;
   cluster.on('exit', (worker, code) => {
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
       return;
     }
-    logger.warn({ event: 'worker.exit', pid: worker.process.pid, code }, 'worker exited; starting another');
-    cluster.fork();
+    const lived = Date.now() - (forkedAt.get(worker.id) ?? 0);
+    forkedAt.delete(worker.id);
+    quickDeaths = lived < 10_000 ? quickDeaths + 1 : 0;
+    const delayMs = quickDeaths === 0 ? 0 : Math.min(30_000, 1000 * 2 ** (quickDeaths - 1));
+    logger.warn({ event: 'worker.exit', pid: worker.process.pid, code, lived_ms: lived, restart_in_ms: delayMs }, 'worker exited; starting another');
+    setTimeout(() => {
+      if (!stopping) fork();
+    }, delayMs);
   });
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.once(signal, () => {

@@ -1,13 +1,14 @@
 /**
  * Graceful stop of an HTTP server: once closing, every response says
  * `Connection: close` and each keep-alive connection is ended as soon as it
- * is idle; in-flight requests get 10 s at most.
+ * is idle; in-flight requests get 10 s at most, and closing the store and
+ * Redis 5 s more (a stalled database would hold its pool's end for ever).
  */
 import type { Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
-/** Returns close(): stops accepting, lets in-flight requests finish, then runs `release` (store, Redis). */
-export function gracefulClose(server: Server, release: () => Promise<void>): () => Promise<void> {
+/** Returns close(): stops accepting, lets in-flight requests finish, then runs `release` (store, Redis), waiting for it `releaseMs` at most. */
+export function gracefulClose(server: Server, release: () => Promise<void>, releaseMs = 5_000): () => Promise<void> {
   let closing: Promise<void> | undefined;
   // Open connections, tracked per connection, not per request: a Set of the
   // responses in flight, added to and deleted from on every request, made V8
@@ -35,7 +36,17 @@ export function gracefulClose(server: Server, release: () => Promise<void>): () 
       }
       server.closeIdleConnections();
       setTimeout(() => server.closeAllConnections(), 10_000).unref();
-    }).then(release));
+    }).then(() => within(releaseMs, release())));
+}
+
+/** `work`, or nothing more to wait for after `ms`. */
+function within(ms: number, work: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const given = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  return Promise.race([work.catch(() => undefined), given]).finally(() => clearTimeout(timer));
 }
 
 /** SIGTERM or SIGINT: close, then exit 0. */

@@ -84,6 +84,20 @@ describe('the compiled example (npm start)', () => {
     }
   }, 30_000);
 
+  it('WORKERS=1 DEMO_CLIENT=0: the primary creates no demo client either; the worker serves, and SIGTERM stops both', async () => {
+    const dataDir = tempDir();
+    try {
+      const exit = await run({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ISSUER: 'http://localhost:3000', WORKERS: '1', DEMO_CLIENT: '0' }, /"event":"server.listening"/, async (stdout) => {
+        const url = /"url":"(http:[^"]+)"/.exec(stdout)![1];
+        expect((await fetch(`${url}/health`)).status).toBe(200);
+      });
+      expect(exit.stdout).not.toMatch(/demo client|client_secret/);
+      expect(exit.code).toBe(0);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
   it('warns when DATABASE_URL is set without ISSUER, and with an unreachable database exits 1 with one line', async () => {
     const exit = await run({ PORT: '0', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' });
     expect(exit.code).toBe(1);

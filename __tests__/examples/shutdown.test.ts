@@ -58,6 +58,17 @@ function connect(port: number) {
 }
 
 describe('gracefulClose (examples/shutdown.ts)', () => {
+  it('waits for a release that never ends (a stalled database holding its pool) no longer than releaseMs', async () => {
+    const server = http.createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const close = gracefulClose(server, () => new Promise<void>(() => undefined), 300);
+    const started = Date.now();
+    await close();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(server.listening).toBe(false);
+  });
+
   it('lets an in-flight request finish with Connection: close, then ends its connection and releases', async () => {
     const s = await slowServer();
     const client = connect(s.port);
