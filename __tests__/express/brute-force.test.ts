@@ -79,6 +79,39 @@ describe('failed client authentications are limited (RFC 6749 §2.3.1)', () => {
     }
   });
 
+  it('client.rate_limited: the first 429 of a minute at warn, the rest at debug, the next warn line counting them', async () => {
+    const lines: { level: string; obj: Record<string, unknown> }[] = [];
+    const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+    // only the clock is fake: sockets and timers run as they do
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+    const b = await setup({ bruteForce: { maxFailuresPerClientAddress: 1, window: 600 }, logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } });
+    trustProxy(b);
+    try {
+      const victim = await b.issuer.clients.create({ name: 'victim' });
+      expect((await attempt(b, victim.clientId, 'wrong', '198.51.100.3')).status).toBe(401);
+      for (let i = 0; i < 5; i++) expect429(await attempt(b, victim.clientId, 'wrong', '198.51.100.3'));
+      const limited = () => lines.filter((l) => l.obj.event === 'client.rate_limited').map((l) => [l.level, l.obj.debug_only_since_last]);
+      expect(limited()).toEqual([['warn', 0], ['debug', undefined], ['debug', undefined], ['debug', undefined], ['debug', undefined]]);
+      jest.setSystemTime(Date.now() + 61_000);
+      expect429(await attempt(b, victim.clientId, 'wrong', '198.51.100.3'));
+      expect(limited().at(-1)).toEqual(['warn', 4]);
+    } finally {
+      jest.useRealTimers();
+      await b.close();
+    }
+  });
+
+  it('a request without credentials is logged as client.auth_failed (no_credentials), and counts nothing', async () => {
+    const noCredentials = () => request(s.app).post('/oauth/token').set('X-Forwarded-For', '198.51.100.4').type('form').send({ grant_type: 'client_credentials' });
+    for (let i = 0; i < 8; i++) expect((await noCredentials()).status).toBe(401);
+    const failed = log.lines.filter((l) => l.obj.event === 'client.auth_failed');
+    expect(failed).toHaveLength(8);
+    expect(failed[0]).toEqual({ level: 'warn', obj: expect.objectContaining({ reason: 'no_credentials', method: 'none', ip: '198.51.100.4' }) });
+    // the address limit (6) was not reached: nothing was guessed
+    const victim = await s.issuer.clients.create({ name: 'victim' });
+    expect((await attempt(s, victim.clientId, victim.clientSecret, '198.51.100.4')).status).toBe(200);
+  });
+
   it('wrong secrets for one client_id from many addresses never refuse its right secret from another address', async () => {
     const victim = await s.issuer.clients.create({ name: 'victim' });
     for (let a = 0; a < 10; a++) {

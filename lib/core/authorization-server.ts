@@ -268,9 +268,29 @@ export class AuthorizationServer {
     }
   }
 
+  /**
+   * A 429: the first in a minute logged at warn, the rest of that minute at
+   * debug (the next warn line says how many), so a guesser cannot set the
+   * log's rate; the failures that led to it were each logged.
+   */
   private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
-    this.logger.warn({ event: 'client.rate_limited', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip, retry_after_ms: retryAfterMs }, 'too many failed client authentications');
+    const line = { event: 'client.rate_limited', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip, retry_after_ms: retryAfterMs };
+    const now = this.now();
+    if (now - this.rateLimitedLog.startedAt < 60_000) {
+      this.rateLimitedLog.debugOnly++;
+      this.logger.debug?.(line, 'too many failed client authentications');
+    } else {
+      this.logger.warn({ ...line, debug_only_since_last: this.rateLimitedLog.debugOnly }, 'too many failed client authentications (more within 60 s are logged at debug level)');
+      this.rateLimitedLog = { startedAt: now, debugOnly: 0 };
+    }
     return new TooManyRequestsError(retryAfterMs / 1000);
+  }
+  private rateLimitedLog = { startedAt: Number.NEGATIVE_INFINITY, debugOnly: 0 };
+
+  /** A token, revocation or introspection request that sent no client credentials: logged as a failed authentication, not counted (it guesses nothing). */
+  noCredentials(source: { ip?: string } = {}): InvalidClientError {
+    this.logger.warn({ event: 'client.auth_failed', client_id: '', method: 'none', ip: source.ip, reason: 'no_credentials' }, 'client authentication failed');
+    return new InvalidClientError({ detail: 'no_credentials' });
   }
 
   /**

@@ -5,7 +5,7 @@ import { gzipEtag, REVOCATION_LIST_MEDIA_TYPE } from '../core/revocation-list';
 import { parseTokenManagementRequest } from '../core/token-management';
 import { grantScope, parseTokenRequest } from '../core/token-request';
 import type { ClientRecord } from '../stores/types';
-import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
+import { InvalidRequestError, toOAuthError } from '../errors';
 import { tokenOutcome, type Counts, type TokenOutcome } from '../metrics/counts';
 import { clientCredentialsExchange, type GrantExchange } from './oauth2orize';
 import { repeatedAuthorization } from './headers';
@@ -83,7 +83,7 @@ function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchang
       checkRequestLine(req, CREDENTIAL_PARAMS, 'client credentials must be sent in the request body or the Authorization header, never in the URL');
       const { params, scope, resource } = parseTokenRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
-      if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
+      if (!credentials) throw server.noCredentials({ ip: req.ip });
       const client = await server.authenticate(credentials, { ip: req.ip });
       const scopes = grantScope(client, scope);
       // RFC 8707: which API the token is for, checked once the client is known
@@ -111,7 +111,7 @@ function tokenManagement(server: AuthorizationServer, answer: (client: ClientRec
       checkRequestLine(req, TOKEN_MANAGEMENT_PARAMS, 'credentials and tokens must be sent in the request body, never in the URL');
       const { params, token } = parseTokenManagementRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
-      if (!credentials) throw new InvalidClientError({ detail: 'no_credentials' });
+      if (!credentials) throw server.noCredentials({ ip: req.ip });
       const client = await server.authenticate(credentials, { ip: req.ip });
       if (token instanceof InvalidRequestError) throw token;
       await answer(client, token, res);
