@@ -85,6 +85,32 @@ describeIfPostgres('revocation across instances on PostgreSQL (LISTEN/NOTIFY)', 
     expect(res.body.error).toBe('invalid_client');
   });
 
+  it('rotate-secret without --keep-old (CLI, or issuer.clients at A): the old secret stops at both instances within 1 s, not after their 2 s client cache', async () => {
+    const env = { DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema };
+    const ask = (app: express.Express, secret: string, clientId: string) =>
+      request(app).post('/oauth/token').type('form').auth(clientId, secret).send({ grant_type: 'client_credentials' });
+    const oldSecretStopsWithin1s = async (clientId: string, old: string, rotate: () => Promise<unknown>) => {
+      for (const app of [a.app, b.app]) await ask(app, old, clientId).expect(200); // both cache the record now
+      await rotate();
+      const started = Date.now();
+      let statuses = [200, 200];
+      while (statuses.some((x) => x !== 401) && Date.now() - started < 3000) {
+        statuses = await Promise.all([a.app, b.app].map(async (app) => (await ask(app, old, clientId)).status));
+        if (statuses.some((x) => x !== 401)) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(statuses).toEqual([401, 401]);
+      expect(Date.now() - started).toBeLessThan(1000);
+    };
+    const viaCli = await a.issuer.clients.create({ name: 'pg-c7', scopes: 'orders:read' });
+    let printed = '';
+    await oldSecretStopsWithin1s(viaCli.clientId, viaCli.clientSecret, async () => {
+      expect(await main(['rotate-secret', viaCli.clientId, '--json'], { stdout: (t) => void (printed += t), stderr: () => undefined, env })).toBe(0);
+    });
+    await ask(b.app, (JSON.parse(printed) as { client_secret: string }).client_secret, viaCli.clientId).expect(200);
+    const viaApi = await a.issuer.clients.create({ name: 'pg-c8', scopes: 'orders:read' });
+    await oldSecretStopsWithin1s(viaApi.clientId, viaApi.clientSecret, () => a.issuer.clients.rotateSecret(viaApi.clientId));
+  });
+
   it('an update is decided on what the client has when it writes: a scope another session added meanwhile and this update drops revokes the tokens', async () => {
     const client = await a.issuer.clients.create({ name: 'pg-c6', scopes: 'orders:read' });
     const holder = await admin.connect();

@@ -94,6 +94,7 @@ export class AuthorizationServer {
         client: (clientId, at) => this.revocations.writer.client(clientId, at),
         clientTokens: (clientId, at) => this.revocations.writer.clientTokens(clientId, at),
         clientTokensRaised: (clientId, generation, at) => this.revocations.writer.clientTokensRaised(clientId, generation, at),
+        credentialsChanged: () => this.revocations.announce(),
       },
       (values) => this.audiences.clientResources(values),
       // a client updated through this issuer counts here from its next request

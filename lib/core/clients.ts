@@ -230,6 +230,13 @@ export interface ClientRevocations {
   clientTokens(clientId: string, at: Date): Promise<number>;
   /** After the store raised the client's token generation itself (an update that took something away, in one transaction). */
   clientTokensRaised(clientId: string, generation: number, at: Date): Promise<void>;
+  /**
+   * After a secret or key stopped working (rotate-secret, client-key remove):
+   * rings the running instances, which drop their cached record of the
+   * client, so the old credential stops everywhere at once, not within
+   * their client cache time. Best effort, as every ring.
+   */
+  credentialsChanged?(clientId: string): Promise<void>;
 }
 
 /**
@@ -249,6 +256,7 @@ export function storeClientRevocations(
   return {
     client: ring,
     clientTokensRaised: ring,
+    credentialsChanged: ring,
     async clientTokens(clientId, at) {
       const generation = await (await store()).bumpTokenGeneration(clientId, at);
       await ring();
@@ -391,6 +399,7 @@ export class ClientService {
     );
     if (!ok) return null;
     this.logger.info({ event: 'client.secret_rotated', client_id: clientId, keep_old_for: keepOldFor }, 'client secret rotated');
+    await this.credentialsChanged(clientId);
     return { clientId, clientSecret };
   }
 
@@ -471,8 +480,16 @@ export class ClientService {
   /** Removes one key; `false` when there is no such key, it is the last one, or the client is not a live key-based one. */
   async removeKey(clientId: string, kid: string): Promise<boolean> {
     const done = await (await this.store()).removeClientKey(clientId, kid);
-    if (done) this.logger.info({ event: 'client.key_removed', client_id: clientId, kid }, 'client key removed');
-    return done;
+    if (!done) return false;
+    this.logger.info({ event: 'client.key_removed', client_id: clientId, kid }, 'client key removed');
+    await this.credentialsChanged(clientId);
+    return true;
+  }
+
+  /** A credential stopped working: this instance's cached record goes, and the others are rung to drop theirs. */
+  private async credentialsChanged(clientId: string): Promise<void> {
+    this.onUpdate(clientId);
+    await this.revocations.credentialsChanged?.(clientId);
   }
 
   /** The client's public keys; `null` when the client is unknown. */

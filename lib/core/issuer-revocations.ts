@@ -87,6 +87,11 @@ export class IssuerRevocations {
     }
   }
 
+  /** Rings the other instances with no revocation (a client's secret or key went): they drop their cached client records and look at the store. */
+  async announce(): Promise<void> {
+    await this.feed?.publish([]);
+  }
+
   /** Persists, applies and announces (the CLI's and issuer.clients' revocations); after start(). */
   get writer(): Revoker {
     if (!this.revoker) throw new Error('revocations are not loaded yet: await issuer.ready() first');
