@@ -7,7 +7,7 @@ import { authenticateClient } from '../../lib/core/client-auth';
 import { generateStoredKey } from '../../lib/core/keys';
 import { hashSecret, verifySecret } from '../../lib/core/secrets';
 import { openEmbeddedStore, type EmbeddedStore } from '../../lib/stores/embedded';
-import { describeIfPostgres, postgresUrl } from '../helpers/postgres';
+import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -740,6 +740,26 @@ describeIfPostgres('with DATABASE_URL (PostgreSQL, schema client_credentials)', 
     expect((await cli(['revoke', body.client_id], env)).code).toBe(0);
     expect((await cli(['revoke', body.client_id], env)).code).toBe(1);
     expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test('a DATABASE_SCHEMA with no schema behind it (mistyped): a note says one was created; not again, and never for create', async () => {
+    const schema = uniqueSchemaName();
+    const env = { DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema };
+    const { Pool } = await import('pg');
+    const admin = new Pool({ connectionString: postgresUrl(), max: 1 });
+    try {
+      const first = await cli(['list'], env);
+      expect(first.code).toBe(0);
+      expect(first.stderr).toBe(`note: there was no schema ${schema} in that database; an empty one was created. Is DATABASE_SCHEMA the server's?\n`);
+      expect((await cli(['list'], env)).stderr).toBe('');
+      const other = uniqueSchemaName();
+      const made = await cli(['create', '--name', 'x'], { ...env, DATABASE_SCHEMA: other });
+      expect(made.stderr).not.toContain('note:');
+      await dropSchema(admin, other);
+    } finally {
+      await dropSchema(admin, schema);
+      await admin.end();
+    }
   });
 });
 

@@ -70,6 +70,17 @@ export class LazyStore {
         () => undefined,
       );
     }
+    if (databaseUrl !== undefined && this.expectsStore) {
+      // the same with a mistyped (or missing) DATABASE_SCHEMA
+      this.opening.then(
+        (store) => {
+          if ((store as { createdSchema?: boolean }).createdSchema) {
+            this.warn(`note: there was no schema ${this.env.DATABASE_SCHEMA || 'client_credentials'} in that database; an empty one was created. Is DATABASE_SCHEMA the server's?`);
+          }
+        },
+        () => undefined,
+      );
+    }
     return this.opening;
   };
 

@@ -35,6 +35,8 @@ export interface PostgresStoreOptions {
 
 export interface PostgresStore extends Store {
   readonly kind: 'postgres';
+  /** Whether opening it created its schema (none existed under that name): a CLI run with a mistyped DATABASE_SCHEMA would otherwise work on an empty set of clients without a word. */
+  readonly createdSchema: boolean;
 }
 
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -317,12 +319,13 @@ async function inTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<
   }
 }
 
-/** Creates the schema if needed and applies missing migrations, serialised by an advisory lock. */
-async function migrate(pool: Pool, S: string): Promise<void> {
-  await inTransaction(pool, async (client) => {
+/** Creates the schema if needed and applies missing migrations, serialised by an advisory lock; answers whether the schema had to be created. */
+async function migrate(pool: Pool, S: string, schema: string): Promise<boolean> {
+  return inTransaction(pool, async (client) => {
     // Held until COMMIT: a second process starting at the same moment waits
     // here and then sees the schema and the versions this one committed.
     await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [MIGRATION_LOCK]);
+    const existed = (await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rowCount !== 0;
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${S}`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${S}.schema_migrations (version int PRIMARY KEY)`);
     const applied = await client.query<{ version: number }>(`SELECT version FROM ${S}.schema_migrations`);
@@ -332,6 +335,7 @@ async function migrate(pool: Pool, S: string): Promise<void> {
       for (const sql of migration.statements(S)) await client.query(sql);
       await client.query(`INSERT INTO ${S}.schema_migrations (version) VALUES ($1)`, [migration.version]);
     }
+    return !existed;
   });
 }
 
@@ -370,8 +374,9 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
     pool.on('error', () => undefined);
   }
 
+  let createdSchema: boolean;
   try {
-    await migrate(pool, S);
+    createdSchema = await migrate(pool, S, schema);
   } catch (err) {
     if (ownsPool) await pool.end().catch(() => undefined);
     throw classify(err);
@@ -457,6 +462,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
 
   return guarded<PostgresStore>({
     kind: 'postgres',
+    createdSchema,
 
     async ping() {
       await pool.query('SELECT 1');
