@@ -93,6 +93,37 @@ describe('KeyRing', () => {
     expect(r.jwks().keys).toHaveLength(1);
   });
 
+  it('instances with different token lifetimes on one store: a retired key stays until the longest one runs out, whoever prunes', async () => {
+    const long = ring({ maxTokenTtl: 3600 });
+    await long.init();
+    const old = long.current();
+    const short = ring({ maxTokenTtl: 10 });
+    await short.init();
+    expect(short.current().kid).toBe(old.kid);
+    // the CLI (or either instance) rotates; the one with 10 s tokens prunes 20 s later, on its own and by hand
+    await short.rotate(0);
+    await long.reload();
+    clock += 20_000 + 31_000;
+    short.jwks(); // its background refresh would prune
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await short.prune()).toBe(0);
+    expect((await store.listKeys()).map((k) => k.kid)).toContain(old.kid);
+    expect(short.peek(old.kid)).toBeDefined();
+    // once the longest lifetime has run out, it goes, and key.pruned names it
+    const logged: Record<string, unknown>[] = [];
+    const third = ring({ maxTokenTtl: 10, logger: { info: (o) => void logged.push(o), warn: () => undefined, error: () => undefined } });
+    await third.init();
+    clock += 3600 * 1000;
+    expect(await third.prune()).toBe(1);
+    expect(logged).toEqual([expect.objectContaining({ event: 'key.pruned', count: 1, kids: [old.kid] })]);
+    // a key rotated in carries its maker's lifetime; an instance with a longer one raises it when it loads the key
+    await third.rotate(5 * MIN);
+    const pending = async () => (await store.listKeys()).find((k) => k.retiredAt === null)!;
+    expect((await pending()).tokenTtl).toBe(10);
+    await long.reload();
+    expect((await pending()).tokenTtl).toBe(3600);
+  });
+
   it('prunes expired retired keys by itself on a background refresh', async () => {
     const r = ring();
     await r.init();

@@ -35,7 +35,7 @@ function newClient(clientId: string, overrides: Partial<NewClient> = {}): NewCli
   };
 }
 
-function key(kid: string, createdAt: Date, activatesAt: Date = createdAt): StoredKey {
+function key(kid: string, createdAt: Date, activatesAt: Date = createdAt, tokenTtl = 3605): StoredKey {
   return {
     kid,
     alg: 'ES256',
@@ -44,6 +44,7 @@ function key(kid: string, createdAt: Date, activatesAt: Date = createdAt): Store
     createdAt,
     activatesAt,
     retiredAt: null,
+    tokenTtl,
   };
 }
 
@@ -423,6 +424,25 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect(listed).toHaveLength(2);
         expect(listed.filter((k) => k.retiredAt === null)).toHaveLength(1);
         expect(listed.find((k) => k.kid === 'k1')!.retiredAt).toEqual(T1);
+      });
+
+      it('pruneKeys with now keeps a key retired before the given time whose recorded token lifetime has not run out; raiseKeyTokenTtl only raises', async () => {
+        const k1 = key('k1', T0, T0, 60); // signed tokens valid 60 s
+        const k2 = key('k2', T1, T1, 60);
+        await store.insertFirstKey(k1);
+        await store.rotateKey(k2, ['k1']); // k1 retired at T1
+        // another instance signs with k2 for an hour: it records that, and a lower value changes nothing
+        await store.raiseKeyTokenTtl!(['k2'], 3600);
+        await store.raiseKeyTokenTtl!(['k1', 'k2'], 30);
+        expect((await store.listKeys()).map((k) => [k.kid, k.tokenTtl])).toEqual([['k1', 60], ['k2', 3600]]);
+        const k3 = key('k3', T2, T2, 60);
+        await store.rotateKey(k3, ['k2']); // k2 retired at T2
+        const at = (ms: number) => new Date(T2.getTime() + ms);
+        // an instance with a 60 s lifetime, 120 s after T2: both retired before its cut-off, but k2's tokens live an hour
+        expect(await store.pruneKeys(at(120_000 - 60_000), at(120_000))).toBe(1);
+        expect((await store.listKeys()).map((k) => k.kid)).toEqual(['k2', 'k3']);
+        expect(await store.pruneKeys(at(3_600_001 - 60_000), at(3_600_001))).toBe(1);
+        expect((await store.listKeys()).map((k) => k.kid)).toEqual(['k3']);
       });
 
       it('pruneKeys deletes only keys retired strictly before the given time and returns the count', async () => {

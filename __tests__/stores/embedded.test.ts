@@ -265,6 +265,7 @@ describe('embedded store: assertion jtis', () => {
     const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'").pluck().all() as string[];
     db.exec(`${triggers.map((name) => `DROP TRIGGER ${name};`).join(' ')}
              DROP TABLE store_changes;
+             ALTER TABLE signing_keys DROP COLUMN token_ttl;
              DROP TABLE client_assertion_jtis;
              CREATE TABLE client_assertion_jtis (client_id TEXT NOT NULL, jti_hash TEXT NOT NULL, expires_at INTEGER NOT NULL,
                PRIMARY KEY (client_id, jti_hash)) WITHOUT ROWID;
@@ -282,7 +283,7 @@ describe('embedded store: assertion jtis', () => {
     }
     const check = new Database(path.join(dataDir, 'store.sqlite'), { readonly: true });
     try {
-      expect(check.pragma('user_version', { simple: true })).toBe(7);
+      expect(check.pragma('user_version', { simple: true })).toBe(8);
       expect(check.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'client_assertion_jtis' ORDER BY name").pluck().all()).toEqual(['client_assertion_jtis']);
     } finally {
       check.close();

@@ -262,7 +262,7 @@ describeIfPostgres('PostgreSQL store', () => {
       try {
         const old = await v4.findClient('old');
         expect({ resources: old!.resources, permissions: old!.permissions, requireDpop: old!.requireDpop }).toEqual({ resources: [], permissions: [], requireDpop: false });
-        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5]);
+        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6]);
       } finally {
         await v4.close();
       }
@@ -342,7 +342,7 @@ describeIfPostgres('PostgreSQL store', () => {
       await admin.query(`INSERT INTO "${schema}".revoked_tokens (jti, client_id, exp) VALUES ('j0', 'c0', now() + interval '10 minutes')`);
       const v5 = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
       try {
-        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5]);
+        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6]);
         expect((await v5.listRevocations(new Date(), new Date())).tokens.map((t) => t.jti)).toEqual(['j0']);
         const before = await v5.revocationsVersion!();
         await v5.revokeToken({ jti: 'j1', clientId: 'c0', exp: new Date(Date.now() + 600_000) });
@@ -354,7 +354,10 @@ describeIfPostgres('PostgreSQL store', () => {
   });
 
   /** Back to what version 4 left: the revision table, its function and the triggers (CASCADE) gone. */
+  /** Back to what version 4 left: versions 6 (signing_keys.token_ttl) and 5 undone. */
   async function undoVersion5(schema: string): Promise<void> {
+    await admin.query(`ALTER TABLE "${schema}".signing_keys DROP COLUMN token_ttl`);
+    await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version = 6`);
     await admin.query(`DROP TABLE "${schema}".revocations_revision`);
     await admin.query(`DROP FUNCTION "${schema}".bump_revocations_revision() CASCADE`);
     await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version = 5`);
@@ -409,7 +412,7 @@ describeIfPostgres('PostgreSQL store', () => {
       expect(rows.map((r) => r.table_name)).toEqual(['client_assertion_jtis', 'client_secrets', 'clients', 'revocations_revision', 'revoked_tokens', 'schema_migrations', 'signing_keys', 'token_generations']);
     });
 
-    it('migrates a version-1 schema (versions 2 to 5): existing clients become client_secret clients without keys', async () => {
+    it('migrates a version-1 schema (versions 2 to 6): existing clients become client_secret clients without keys', async () => {
       const schema = freshSchema();
       const first = await createPostgresStore({ pool: admin, schema });
       await first.close();
@@ -430,7 +433,7 @@ describeIfPostgres('PostgreSQL store', () => {
       } finally {
         await store.close();
       }
-      expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5]);
+      expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6]);
     });
 
     it.each(['Upper', 'with-dash', 'x"; DROP TABLE y; --', '1starts_with_digit', '', 'a'.repeat(64)])(

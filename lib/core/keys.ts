@@ -25,6 +25,8 @@ export interface LoadedKey {
   activatesAt: number;
   /** Epoch ms at which the key stopped signing; `null` while current or pending. */
   retiredAt: number | null;
+  /** The longest a token it signed may be valid, in seconds, as the store records it (0: not recorded). */
+  tokenTtl?: number;
 }
 
 /** Finds the verification key for a `kid`; may fetch or reload, so it may answer with a promise. */
@@ -79,12 +81,18 @@ export function loadStoredKey(stored: StoredKey): LoadedKey {
     jwk: { ...publicMembers(publicJwk), kid: stored.kid, alg: stored.alg, use: 'sig' },
     activatesAt: stored.activatesAt.getTime(),
     retiredAt: stored.retiredAt ? stored.retiredAt.getTime() : null,
+    tokenTtl: stored.tokenTtl ?? 0,
   };
 }
 
 export interface KeyRingOptions {
   algorithm: SigningAlgorithm;
-  /** Longest access token lifetime in seconds: how long a retired key stays published. */
+  /**
+   * Longest access token lifetime in seconds (clock tolerance included): a
+   * retired key stays published that long, or longer when another instance
+   * on the store recorded a longer one for it. Recorded on every key this
+   * instance may sign with, before it does.
+   */
   maxTokenTtl: number;
   /** Shortest interval between two reloads caused by an unknown kid, in ms. */
   reloadCooldownMs: number;
@@ -124,13 +132,29 @@ export class KeyRing implements KeyResolver {
     const now = new Date(this.options.now());
     let stored = await this.store.listKeys();
     if (!stored.some((k) => k.retiredAt === null)) {
-      const first = generateStoredKey(this.options.algorithm, now);
+      const first = { ...generateStoredKey(this.options.algorithm, now), tokenTtl: this.options.maxTokenTtl };
       stored = await this.store.insertFirstKey(first);
       this.createdFirstKey = stored.some((k) => k.kid === first.kid);
     }
     this.replace(stored);
+    // before this instance signs anything: its lifetime on the keys it may sign with
+    await this.recordTokenTtl();
     const pending = [...this.keys.values()].some((k) => k.retiredAt === null && k.alg === this.options.algorithm);
     if (!pending) await this.rotate(this.options.rotationLeadTimeMs);
+  }
+
+  /** Raises the recorded token lifetime of the unretired keys to this instance's where it is lower. */
+  private async recordTokenTtl(): Promise<void> {
+    const ttl = this.options.maxTokenTtl;
+    const lower = [...this.keys.values()].filter((k) => k.retiredAt === null && (k.tokenTtl ?? 0) < ttl);
+    if (lower.length === 0 || !this.store.raiseKeyTokenTtl) return;
+    await this.store.raiseKeyTokenTtl(lower.map((k) => k.kid), ttl);
+    for (const k of lower) k.tokenTtl = ttl;
+  }
+
+  /** When a retired key's tokens have all expired: by the longest lifetime recorded for it, or this instance's. */
+  private expiresAt(k: LoadedKey): number {
+    return k.retiredAt! + Math.max(k.tokenTtl ?? 0, this.options.maxTokenTtl) * 1000;
   }
 
   private replace(stored: StoredKey[]): void {
@@ -139,6 +163,7 @@ export class KeyRing implements KeyResolver {
     for (const k of stored) {
       const loaded = this.keys.get(k.kid)!;
       loaded.retiredAt = k.retiredAt ? k.retiredAt.getTime() : null;
+      loaded.tokenTtl = Math.max(loaded.tokenTtl ?? 0, k.tokenTtl ?? 0);
     }
     this.jwksDocument = { keys: [...this.keys.values()].map((k) => k.jwk) };
     this.lastReload = this.options.now();
@@ -149,6 +174,8 @@ export class KeyRing implements KeyResolver {
     this.reloading ??= this.store
       .listKeys()
       .then((stored) => this.replace(stored))
+      // a key another instance or the CLI added: recorded before it signs (it is pending for the lead time)
+      .then(() => this.recordTokenTtl())
       .finally(() => {
         this.reloading = undefined;
       });
@@ -162,8 +189,7 @@ export class KeyRing implements KeyResolver {
    */
   private refreshIfStale(now: number): void {
     if (now - this.lastReload >= this.options.refreshMs && !this.reloading) {
-      const expiredBefore = now - this.options.maxTokenTtl * 1000;
-      const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && k.retiredAt < expiredBefore);
+      const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && this.expiresAt(k) < now);
       (prunable ? this.prune().then(() => this.reload()) : this.reload()).catch(() => {
         // the store is unreachable: keep signing with the keys we have and try again later
         this.lastReload = this.options.now();
@@ -233,7 +259,7 @@ export class KeyRing implements KeyResolver {
     await this.reload();
     const now = this.options.now();
     const expected = [...this.keys.values()].filter((k) => k.retiredAt === null).map((k) => k.kid);
-    const stored = generateStoredKey(this.options.algorithm, new Date(now), new Date(now + leadTimeMs));
+    const stored = { ...generateStoredKey(this.options.algorithm, new Date(now), new Date(now + leadTimeMs)), tokenTtl: this.options.maxTokenTtl };
     if (!(await this.store.rotateKey(stored, expected))) {
       await this.reload();
       throw new Error('the signing keys changed during the rotation; list them and try again');
@@ -248,11 +274,15 @@ export class KeyRing implements KeyResolver {
 
   /** Drops retired keys once no token they signed can still be valid. */
   async prune(): Promise<number> {
-    const before = new Date(this.options.now() - this.options.maxTokenTtl * 1000);
-    const removed = await this.store.pruneKeys(before);
+    const now = this.options.now();
+    const before = new Date(now - this.options.maxTokenTtl * 1000);
+    const kids = [...this.keys.values()].filter((k) => k.retiredAt !== null && this.expiresAt(k) < now).map((k) => k.kid);
+    // the store keeps what another instance recorded a longer lifetime for, whatever this one knows
+    const removed = await this.store.pruneKeys(before, new Date(now));
     if (removed > 0) {
       await this.reload();
-      this.options.logger?.info({ event: 'key.pruned', count: removed }, 'retired signing keys pruned');
+      const left = new Set(this.keys.keys());
+      this.options.logger?.info({ event: 'key.pruned', count: removed, kids: kids.filter((kid) => !left.has(kid)) }, 'retired signing keys pruned');
     }
     return removed;
   }

@@ -108,6 +108,8 @@ const MIGRATIONS: string[] = [
   ['INSERT', 'UPDATE', 'DELETE']
     .map((op) => `CREATE TRIGGER token_generations_${op.toLowerCase()}_client_changes AFTER ${op} ON token_generations BEGIN UPDATE store_changes SET n = n + 1 WHERE name = 'clients'; END;`)
     .join('\n   '),
+  // the longest token lifetime any process signs with a key (seconds): a retired key is pruned after that
+  `ALTER TABLE signing_keys ADD COLUMN token_ttl INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 interface ClientRow {
@@ -140,6 +142,7 @@ interface KeyRow {
   created_at: number;
   activates_at: number;
   retired_at: number | null;
+  token_ttl: number;
 }
 
 /** Rows of one purge step (about half a millisecond of SQLite here), plus those sharing the last one's expiry. */
@@ -180,6 +183,7 @@ function toKey(row: KeyRow): StoredKey {
     createdAt: new Date(row.created_at),
     activatesAt: new Date(row.activates_at),
     retiredAt: date(row.retired_at),
+    tokenTtl: row.token_ttl,
   };
 }
 
@@ -292,10 +296,12 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     keys: db.prepare<[], KeyRow>('SELECT * FROM signing_keys ORDER BY created_at, rowid'),
     currentKids: db.prepare<[], { kid: string }>('SELECT kid FROM signing_keys WHERE retired_at IS NULL'),
     insertKey: db.prepare(
-      'INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      'INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     ),
     retireCurrent: db.prepare('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL'),
     prune: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?'),
+    pruneExpired: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ? AND retired_at + token_ttl * 1000 < ?'),
+    raiseTokenTtl: db.prepare('UPDATE signing_keys SET token_ttl = ? WHERE kid = ? AND token_ttl < ?'),
     revokeToken: db.prepare('INSERT INTO revoked_tokens (jti, client_id, exp) VALUES (?, ?, ?) ON CONFLICT (jti) DO UPDATE SET exp = max(exp, excluded.exp)'),
     bumpGeneration: db.prepare<[string, number], { generation: number }>(
       'INSERT INTO token_generations (client_id, generation, updated_at) VALUES (?, 1, ?) ' +
@@ -308,7 +314,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
   };
 
   const addKey = (key: StoredKey): void => {
-    q.insertKey.run(key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt.getTime(), key.activatesAt.getTime(), key.retiredAt?.getTime() ?? null);
+    q.insertKey.run(key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt.getTime(), key.activatesAt.getTime(), key.retiredAt?.getTime() ?? null, key.tokenTtl ?? 0);
   };
   const listKeys = (): StoredKey[] => q.keys.all().map(toKey);
 
@@ -415,6 +421,9 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     q.capSecrets.run(keepOldUntil, clientId, keepOldUntil);
     q.insertSecret.run(clientId, secret.hash, secret.createdAt.getTime(), secret.expiresAt?.getTime() ?? null);
     return true;
+  });
+  const raiseKeyTokenTtl = db.transaction((kids: string[], tokenTtl: number): void => {
+    for (const kid of kids) q.raiseTokenTtl.run(tokenTtl, kid, tokenTtl);
   });
   const insertFirstKey = db.transaction((key: StoredKey): StoredKey[] => {
     if (q.currentKids.all().length === 0) addKey(key);
@@ -555,7 +564,10 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     listKeys: io(listKeys),
     insertFirstKey: io((key: StoredKey) => insertFirstKey.immediate(key)),
     rotateKey: io((key: StoredKey, expectedCurrent: string[]) => rotateKey.immediate(key, expectedCurrent)),
-    pruneKeys: io((retiredBefore: Date) => q.prune.run(retiredBefore.getTime()).changes),
+    pruneKeys: io((retiredBefore: Date, now?: Date) =>
+      now === undefined ? q.prune.run(retiredBefore.getTime()).changes : q.pruneExpired.run(retiredBefore.getTime(), now.getTime()).changes,
+    ),
+    raiseKeyTokenTtl: io((kids: string[], tokenTtl: number) => raiseKeyTokenTtl.immediate(kids, tokenTtl)),
     ping: io((): void => {
       ping.get();
     }),

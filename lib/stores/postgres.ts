@@ -147,6 +147,12 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
          FOR EACH STATEMENT EXECUTE FUNCTION ${S}.bump_revocations_revision()`,
     ],
   },
+  {
+    // the longest token lifetime any instance signs with a key: a retired key is pruned after that, not
+    // after the lifetime of whichever instance prunes (one with a shorter one dropped keys others' tokens need)
+    version: 6,
+    statements: (S) => [`ALTER TABLE ${S}.signing_keys ADD COLUMN token_ttl integer NOT NULL DEFAULT 0`],
+  },
 ];
 
 /** One row of the clients ⟕ client_secrets join (secret columns null for a client without secrets). */
@@ -178,6 +184,7 @@ interface KeyRow {
   created_at: Date;
   activates_at: Date;
   retired_at: Date | null;
+  token_ttl: number;
 }
 
 /** pg parses timestamptz into Date by default; a caller's pool may have custom parsers, so accept strings too. */
@@ -286,6 +293,7 @@ function toStoredKey(row: KeyRow): StoredKey {
     createdAt: toDate(row.created_at),
     activatesAt: toDate(row.activates_at),
     retiredAt: toDateOrNull(row.retired_at),
+    tokenTtl: Number(row.token_ttl),
   };
 }
 
@@ -392,7 +400,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       LEFT JOIN ${S}.client_secrets s ON s.client_id = c.client_id`;
   const secretOrder = 's.created_at DESC NULLS LAST, s.id DESC NULLS LAST';
   const selectKeys = `
-    SELECT kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at
+    SELECT kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl
       FROM ${S}.signing_keys
      ORDER BY created_at, activates_at, kid`;
 
@@ -405,9 +413,9 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
 
   async function insertKey(client: PoolClient, key: StoredKey): Promise<void> {
     await client.query(
-      `INSERT INTO ${S}.signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-      [key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt, key.activatesAt, key.retiredAt],
+      `INSERT INTO ${S}.signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt, key.activatesAt, key.retiredAt, key.tokenTtl ?? 0],
     );
   }
 
@@ -642,9 +650,17 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       });
     },
 
-    async pruneKeys(retiredBefore) {
-      const result = await pool.query(`DELETE FROM ${S}.signing_keys WHERE retired_at < $1`, [retiredBefore]);
+    async pruneKeys(retiredBefore, now) {
+      const result =
+        now === undefined
+          ? await pool.query(`DELETE FROM ${S}.signing_keys WHERE retired_at < $1`, [retiredBefore])
+          : await pool.query(`DELETE FROM ${S}.signing_keys WHERE retired_at < $1 AND retired_at + token_ttl * interval '1 second' < $2`, [retiredBefore, now]);
       return result.rowCount ?? 0;
+    },
+
+    async raiseKeyTokenTtl(kids, tokenTtl) {
+      if (kids.length === 0) return;
+      await pool.query(`UPDATE ${S}.signing_keys SET token_ttl = $2 WHERE kid = ANY($1) AND token_ttl < $2`, [kids, tokenTtl]);
     },
 
     async revokeToken({ jti, clientId, exp }) {

@@ -203,6 +203,13 @@ export interface StoredKey {
   activatesAt: Date;
   /** Set when a newer key took over; the key stays published until `retiredAt + max token lifetime`. */
   retiredAt: Date | null;
+  /**
+   * The longest a token signed with this key may stay valid, in seconds (its
+   * lifetime plus the clock tolerance), as the instances that may sign with
+   * it recorded it: instances with different lifetimes on one store keep the
+   * key for the longest. 0 or absent: not recorded (a key of an older version).
+   */
+  tokenTtl?: number;
 }
 
 export interface KeyStore {
@@ -220,8 +227,14 @@ export interface KeyStore {
    * still `expectedCurrent`; returns `false` (and changes nothing) otherwise.
    */
   rotateKey(key: StoredKey, expectedCurrent: string[]): Promise<boolean>;
-  /** Deletes keys retired before `retiredBefore`. Returns how many were deleted. */
-  pruneKeys(retiredBefore: Date): Promise<number>;
+  /**
+   * Deletes keys retired before `retiredBefore`, except, when `now` is given,
+   * those whose `retiredAt + tokenTtl` is still after it. Returns how many
+   * were deleted.
+   */
+  pruneKeys(retiredBefore: Date, now?: Date): Promise<number>;
+  /** Raises the recorded `tokenTtl` of these keys to `tokenTtl` where it is lower (optional: without it each instance prunes by its own lifetime). */
+  raiseKeyTokenTtl?(kids: string[], tokenTtl: number): Promise<void>;
 }
 
 /**
