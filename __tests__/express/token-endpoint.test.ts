@@ -480,7 +480,7 @@ describe('logging', () => {
   it('shows a client_id that is no client id as a hash: a secret sent in its place, a long one, control characters (401, counted, never a 500)', async () => {
     const lines: Record<string, unknown>[] = [];
     const capture = (obj: Record<string, unknown>) => void lines.push(obj);
-    const s = await setup({ logger: { info: capture, warn: capture, error: capture }, bruteForce: { maxFailuresPerAddress: 3, window: 60 } });
+    const s = await setup({ logger: { debug: capture, info: capture, warn: capture, error: capture }, bruteForce: { maxFailuresPerAddress: 3, window: 60 } });
     try {
       const c = await s.issuer.clients.create({ name: 'swapped', scopes: 'a' });
       const basic = (id: string, secret: string) =>
