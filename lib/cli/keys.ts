@@ -86,6 +86,9 @@ const keysList: Handler = async (args, ctx) => {
   return 0;
 };
 
+/** The shortest lead time after which every running issuer, at the default key refresh, publishes a new key before it signs. */
+const SAFE_LEAD_TIME = 30;
+
 const keysRotate: Handler = async (args, ctx) => {
   const { values } = parseCommand('keys rotate', args, { 'lead-time': { type: 'string' }, json: { type: 'boolean' } });
   const settings = keySettings(ctx.io.env, 'keys rotate');
@@ -94,6 +97,12 @@ const keysRotate: Handler = async (args, ctx) => {
   const ring = await loadKeyRing(ctx, settings);
   const replaced = ring.list().filter((k) => k.retiredAt === null);
   const key = await ring.rotate(leadTime * 1000);
+  if (leadTime < SAFE_LEAD_TIME) {
+    // running issuers learn of the key at their next key refresh, and resource servers at their next JWKS fetch
+    ctx.err(
+      `warning: a lead time under ${SAFE_LEAD_TIME} s: running issuers publish the new key at their next key refresh (keyRefreshInterval, 30 s by default) and resource servers fetch it when their JWKS copy ages (jwksMaxAge), so until then some may refuse its tokens; the README's rotation procedure publishes first (--lead-time 10m).`,
+    );
+  }
   if (values.json) {
     ctx.out(
       JSON.stringify({ kid: key.kid, alg: key.alg, status: keyStatus(key, Date.now()), activates_at: new Date(key.activatesAt).toISOString() }),
