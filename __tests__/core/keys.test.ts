@@ -124,6 +124,18 @@ describe('KeyRing', () => {
     expect((await pending()).tokenTtl).toBe(3600);
   });
 
+  it('a process that signs nothing (the CLI) records no lifetime: the keys it makes carry none until an issuer loads them', async () => {
+    const issuer = ring({ maxTokenTtl: 600 });
+    await issuer.init();
+    const cli = ring({ maxTokenTtl: 3600, signs: false });
+    await cli.reload();
+    expect((await store.listKeys()).map((k) => k.tokenTtl)).toEqual([600]);
+    await cli.rotate(5 * MIN);
+    expect((await store.listKeys()).map((k) => k.tokenTtl)).toEqual([600, 0]);
+    await issuer.reload();
+    expect((await store.listKeys()).map((k) => k.tokenTtl)).toEqual([600, 600]);
+  });
+
   it('prunes expired retired keys by itself on a background refresh', async () => {
     const r = ring();
     await r.init();

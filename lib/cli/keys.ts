@@ -49,6 +49,8 @@ async function loadKeyRing(ctx: Context, settings: KeySettings, load = true): Pr
   const ring = new KeyRing(keyStore, {
     algorithm,
     maxTokenTtl: settings.accessTokenTtl + settings.clockTolerance,
+    // the CLI signs no token: the servers record their lifetimes on the keys
+    signs: false,
     reloadCooldownMs: 0,
     refreshMs: Number.POSITIVE_INFINITY,
     rotationLeadTimeMs: settings.leadTime * 1000,

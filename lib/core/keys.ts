@@ -94,6 +94,12 @@ export interface KeyRingOptions {
    * instance may sign with, before it does.
    */
   maxTokenTtl: number;
+  /**
+   * Whether this process signs tokens (default true). A process that never
+   * does (the CLI) records no lifetime on the keys and creates keys with
+   * none: the issuers that load them record theirs.
+   */
+  signs?: boolean;
   /** Shortest interval between two reloads caused by an unknown kid, in ms. */
   reloadCooldownMs: number;
   /** Keys are reloaded in the background when older than this (another instance or the CLI may have rotated), in ms. */
@@ -132,7 +138,7 @@ export class KeyRing implements KeyResolver {
     const now = new Date(this.options.now());
     let stored = await this.store.listKeys();
     if (!stored.some((k) => k.retiredAt === null)) {
-      const first = { ...generateStoredKey(this.options.algorithm, now), tokenTtl: this.options.maxTokenTtl };
+      const first = { ...generateStoredKey(this.options.algorithm, now), tokenTtl: this.ownTokenTtl() };
       stored = await this.store.insertFirstKey(first);
       this.createdFirstKey = stored.some((k) => k.kid === first.kid);
     }
@@ -143,9 +149,14 @@ export class KeyRing implements KeyResolver {
     if (!pending) await this.rotate(this.options.rotationLeadTimeMs);
   }
 
+  /** The lifetime this process records on keys: its own when it signs, else none. */
+  private ownTokenTtl(): number {
+    return this.options.signs === false ? 0 : this.options.maxTokenTtl;
+  }
+
   /** Raises the recorded token lifetime of the unretired keys to this instance's where it is lower. */
   private async recordTokenTtl(): Promise<void> {
-    const ttl = this.options.maxTokenTtl;
+    const ttl = this.ownTokenTtl();
     const lower = [...this.keys.values()].filter((k) => k.retiredAt === null && (k.tokenTtl ?? 0) < ttl);
     if (lower.length === 0 || !this.store.raiseKeyTokenTtl) return;
     await this.store.raiseKeyTokenTtl(lower.map((k) => k.kid), ttl);
@@ -259,7 +270,7 @@ export class KeyRing implements KeyResolver {
     await this.reload();
     const now = this.options.now();
     const expected = [...this.keys.values()].filter((k) => k.retiredAt === null).map((k) => k.kid);
-    const stored = { ...generateStoredKey(this.options.algorithm, new Date(now), new Date(now + leadTimeMs)), tokenTtl: this.options.maxTokenTtl };
+    const stored = { ...generateStoredKey(this.options.algorithm, new Date(now), new Date(now + leadTimeMs)), tokenTtl: this.ownTokenTtl() };
     if (!(await this.store.rotateKey(stored, expected))) {
       await this.reload();
       throw new Error('the signing keys changed during the rotation; list them and try again');
