@@ -31,6 +31,23 @@ describe('StoreHealth', () => {
     expect(events.filter((e) => e.event === 'store.unavailable')).toHaveLength(2);
   });
 
+  it('a call begun before the outage was seen does not end it when it succeeds late; one begun after does', async () => {
+    const { events, logger } = recorder();
+    let now = 1_000;
+    const health = new StoreHealth(logger, () => now);
+    let finishOld!: () => void;
+    const old = health.watch(new Promise<void>((resolve) => (finishOld = resolve)));
+    now = 1_010;
+    await health.watch(Promise.reject(new StoreUnavailableError('cut'))).catch(() => undefined);
+    now = 1_020;
+    finishOld();
+    await old;
+    expect(health.up).toBe(false);
+    await health.watch(Promise.resolve());
+    expect(health.up).toBe(true);
+    expect(events.map((e) => e.event)).toEqual(['store.unavailable', 'store.recovered']);
+  });
+
   it('does not count other errors', () => {
     const { events, logger } = recorder();
     const health = new StoreHealth(logger);

@@ -157,4 +157,19 @@ describeIfPostgres('PostgreSQL outage under a running issuer', () => {
     const back = await tokenRequest(client.clientId, client.clientSecret);
     expect(back.status).toBe(200);
   });
+
+  it('an instance with no traffic logs the outage and its end by itself (its revocation reload every 2 s)', async () => {
+    const waitFor = async (event: string, n: number): Promise<number> => {
+      const started = Date.now();
+      while (count(event) < n && Date.now() - started < 8000) await sleep(50);
+      expect(count(event)).toBe(n);
+      return Date.now() - started;
+    };
+    const unavailable = count('store.unavailable');
+    const recovered = count('store.recovered');
+    proxy.cut();
+    expect(await waitFor('store.unavailable', unavailable + 1)).toBeLessThan(5000);
+    proxy.restore();
+    expect(await waitFor('store.recovered', recovered + 1)).toBeLessThan(5000);
+  });
 });

@@ -24,10 +24,15 @@ export class StoreHealth {
     return this.outage === undefined;
   }
 
-  /** A store call succeeded. Cheap: called on the hot path. */
-  succeeded(): void {
+  /**
+   * A store call succeeded. Cheap: called on the hot path. `startedAt`: when
+   * the call began; one begun before the outage was seen says nothing of the
+   * store now (it would end the outage as soon as it was logged).
+   */
+  succeeded(startedAt?: number): void {
     if (this.outage === undefined) return;
     const { since, failures } = this.outage;
+    if (startedAt !== undefined && startedAt < since) return;
     this.outage = undefined;
     this.logger.info({ event: 'store.recovered', down_ms: this.now() - since, failures }, 'store available again');
   }
@@ -45,9 +50,10 @@ export class StoreHealth {
 
   /** The outcome of `promise`, reported; an outage rejects as StoreUnavailableError (unchanged). */
   watch<T>(promise: Promise<T>): Promise<T> {
+    const startedAt = this.now();
     return promise.then(
       (value) => {
-        this.succeeded();
+        this.succeeded(startedAt);
         return value;
       },
       (err: unknown) => {
@@ -68,4 +74,9 @@ export class StoreHealth {
   }
 }
 
-const STORE_CALLS = ['findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'ping', 'addClientKey', 'removeClientKey', 'updateClient', 'consumeJti'] as const;
+// the revocation calls too: a revocation that cannot be written (a full disk) is an outage the log shows,
+// and the reload every revocationResync notices an outage (and its end) on an instance with no traffic
+const STORE_CALLS = [
+  'findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'raiseKeyTokenTtl', 'ping',
+  'addClientKey', 'removeClientKey', 'updateClient', 'consumeJti', 'revokeToken', 'bumpTokenGeneration', 'listRevocations', 'purgeExpiredRevocations', 'revocationsVersion',
+] as const;
