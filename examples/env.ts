@@ -5,7 +5,8 @@
  * PORT (3000), HOST (all interfaces), ISSUER (http://localhost:PORT),
  * AUDIENCE (ISSUER + /api), DATA_DIR (./data), DATABASE_URL (PostgreSQL
  * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (shared
- * brute-force counters and revocation push) and REVOCATION_CHANNEL (its
+ * brute-force counters, DPoP proofs and revocation push), REDIS_KEY_PREFIX
+ * (before the names of its keys, ecc:) and REVOCATION_CHANNEL (its
  * channel), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256), KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
  * Prometheus metrics at GET /metrics, per process), DEMO_CLIENT (0: no demo
@@ -65,6 +66,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
     redisDown = false;
     logger.info({ event: 'redis.recovered' }, 'Redis answers again');
   });
+  const redisPrefix = env.REDIS_KEY_PREFIX || 'ecc:';
   // prom-client is loaded only when metrics are asked for
   const metrics = env.METRICS === '1' ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
   try {
@@ -77,9 +79,10 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       keyRotationLeadTime: env.KEY_ROTATION_LEAD_TIME ? intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', 300) : undefined,
       keyRefreshInterval: env.KEY_REFRESH_INTERVAL ? Number(env.KEY_REFRESH_INTERVAL) : undefined,
       scopesSupported: ['orders:read', 'orders:write'],
-      bruteForce: redis ? { redis } : undefined,
+      // REDIS_KEY_PREFIX: deployments sharing one Redis keep their counters and proofs apart
+      bruteForce: redis ? { redis, keyPrefix: `${redisPrefix}authfail` } : undefined,
       // each DPoP proof is accepted once by all instances (and workers), not once by each
-      dpop: redis ? { redis } : undefined,
+      dpop: redis ? { redis, keyPrefix: `${redisPrefix}dpop:` } : undefined,
       // instances on one store hear of each other's revocations at once (PostgreSQL also notifies by itself)
       // (REVOCATION_CHANNEL: the channel, when several issuers share one Redis; the CLI reads the same variable)
       revocationPush: redis ? { redis, channel: env.REVOCATION_CHANNEL || undefined } : undefined,

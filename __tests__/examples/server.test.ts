@@ -232,9 +232,12 @@ describeIfRedis('examples/server.ts with REDIS_URL and REVOCATION_CHANNEL', () =
     }
   });
 
-  it('remembers DPoP proofs in Redis: a proof used at one instance is refused at another', async () => {
+  it('remembers DPoP proofs in Redis: a proof used at one instance is refused at another; REDIS_KEY_PREFIX names the keys', async () => {
     const dirs = [tempDir(), tempDir()];
-    const servers = await Promise.all(dirs.map((dir) => startServer(env(dir, { REDIS_URL: redisUrl() }), () => undefined, { demoClient: false })));
+    const prefix = `ecc-test:${process.pid}:${Date.now()}:`;
+    const servers = await Promise.all(dirs.map((dir) => startServer(env(dir, { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: prefix }), () => undefined, { demoClient: false })));
+    const redis = new Redis(redisUrl(), { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await redis.connect();
     try {
       const clients = await Promise.all(servers.map((s) => s.issuer.clients.create({ name: 'dpop-svc', scopes: 'orders:read' })));
       const proof = newDpopKey().proof({ htm: 'POST', htu: 'http://localhost:3000/oauth/token' });
@@ -245,8 +248,15 @@ describeIfRedis('examples/server.ts with REDIS_URL and REVOCATION_CHANNEL', () =
       const replayed = await ask(1);
       expect({ status: replayed.status, error: replayed.body.error }).toEqual({ status: 400, error: 'invalid_dpop_proof' });
       expect(replayed.body.error_description).toMatch(/already used/);
+      // a failed authentication is counted under the prefix too
+      await request(servers[0].url).post('/oauth/token').auth(clients[0].clientId, 'wrong').type('form').send({ grant_type: 'client_credentials' }).expect(401);
+      const keys = await redis.keys(`${prefix}*`);
+      expect(keys.filter((k) => k.startsWith(`${prefix}dpop:`))).toHaveLength(1);
+      expect(keys.filter((k) => k.startsWith(`${prefix}authfail:`)).length).toBeGreaterThanOrEqual(2);
+      if (keys.length > 0) await redis.del(...keys);
     } finally {
       await Promise.all(servers.map((s) => s.close()));
+      await redis.quit();
       for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     }
   });
