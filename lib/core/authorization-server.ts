@@ -6,6 +6,7 @@ import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
 import { withDeadline } from './deadline';
+import { LogWindows } from './throttle';
 import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
@@ -276,17 +277,12 @@ export class AuthorizationServer {
    */
   private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
     const line = { event: 'client.rate_limited', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip, retry_after_ms: retryAfterMs };
-    const now = this.now();
-    if (now - this.rateLimitedLog.startedAt < 60_000) {
-      this.rateLimitedLog.debugOnly++;
-      this.logger.debug?.(line, 'too many failed client authentications');
-    } else {
-      this.logger.warn({ ...line, debug_only_since_last: this.rateLimitedLog.debugOnly }, 'too many failed client authentications (more within 60 s are logged at debug level)');
-      this.rateLimitedLog = { startedAt: now, debugOnly: 0 };
-    }
+    const debugOnly = this.rateLimitedLog.take('all');
+    if (debugOnly === undefined) this.logger.debug?.(line, 'too many failed client authentications');
+    else this.logger.warn({ ...line, debug_only_since_last: debugOnly }, 'too many failed client authentications (more within 60 s are logged at debug level)');
     return new TooManyRequestsError(retryAfterMs / 1000);
   }
-  private rateLimitedLog = { startedAt: Number.NEGATIVE_INFINITY, debugOnly: 0 };
+  private readonly rateLimitedLog = new LogWindows<'all'>(60_000, () => this.now());
 
   /** A token, revocation or introspection request that sent no client credentials: logged as a failed authentication, not counted (it guesses nothing). */
   noCredentials(source: { ip?: string } = {}): InvalidClientError {

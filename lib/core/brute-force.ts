@@ -1,6 +1,6 @@
-import * as crypto from 'node:crypto';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from 'rate-limiter-flexible';
 import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
+import { clientIdDigest } from './secrets';
 
 /**
  * Limits failed client authentications (RFC 6749 §2.3.1) by what an attacker
@@ -58,8 +58,6 @@ export interface FailureCount {
   retryAfterMs: number;
 }
 
-/** node:crypto's one-shot hash (Node 20.12+), cheaper than a Hash object; createHash before. */
-const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'base64url') => string }).hash;
 
 /** What client ids look like (the CLI makes 22 base64url characters): used in keys as they are. */
 const PLAIN_ID = /^[A-Za-z0-9._~-]{1,64}$/;
@@ -72,9 +70,7 @@ const PLAIN_ID = /^[A-Za-z0-9._~-]{1,64}$/;
  * ids of real clients, on every token request.
  */
 function clientKey(clientId: string): string {
-  if (PLAIN_ID.test(clientId)) return `i.${clientId}`;
-  const digest = oneShot ? oneShot('sha256', clientId, 'base64url') : crypto.createHash('sha256').update(clientId).digest('base64url');
-  return `h.${digest.slice(0, 22)}`;
+  return PLAIN_ID.test(clientId) ? `i.${clientId}` : clientIdDigest(clientId);
 }
 
 /**

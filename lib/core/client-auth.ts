@@ -1,9 +1,8 @@
-import { createHash } from 'node:crypto';
 import { InvalidClientError, InvalidRequestError } from '../errors';
 import { CLIENT_ASSERTION_TYPE } from '../jwt/client-assertion';
 import type { ClientRecord, ClientStore } from '../stores/types';
 import { parseAssertion, type ClientAssertionVerifier, type ParsedAssertion } from './client-assertion';
-import { verifyNothing, verifySecret } from './secrets';
+import { clientIdDigest, verifyNothing, verifySecret } from './secrets';
 
 export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
 
@@ -112,8 +111,7 @@ const LOGGABLE_ID = /^[A-Za-z0-9._~-]{0,32}$/;
  * or a stranger's megabyte; neither reaches the log.
  */
 export function loggedClientId(clientId: string): string {
-  if (LOGGABLE_ID.test(clientId)) return clientId;
-  return `h.${createHash('sha256').update(clientId).digest('base64url').slice(0, 22)}`;
+  return LOGGABLE_ID.test(clientId) ? clientId : clientIdDigest(clientId);
 }
 
 export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'wrong_auth_method';

@@ -1,5 +1,6 @@
 import type { TokenRejectionFacts, TokenRejectionReason } from '../errors';
 import type { ResolvedLogger } from '../logger';
+import { LogWindows } from './throttle';
 
 /** Why a bearer check refused a request: the verifier's reasons, a missing scope, or a malformed request (400). */
 export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request' | 'dpop_proof';
@@ -12,24 +13,22 @@ export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' 
  * since the previous info line. Memory: one entry per reason.
  */
 export class RejectionLog {
-  private readonly windows = new Map<BearerRejectionReason, { startedAt: number; debugOnly: number }>();
+  private readonly windows: LogWindows<BearerRejectionReason>;
 
   constructor(
     private readonly logger: ResolvedLogger,
     private readonly windowMs = 60_000,
-    private readonly now: () => number = Date.now,
-  ) {}
+    now: () => number = Date.now,
+  ) {
+    this.windows = new LogWindows(windowMs, now);
+  }
 
   report(reason: BearerRejectionReason, detail: string | undefined, facts: TokenRejectionFacts): void {
-    const now = this.now();
-    const window = this.windows.get(reason);
-    if (window && now - window.startedAt < this.windowMs) {
-      window.debugOnly++;
+    const debugOnly = this.windows.take(reason);
+    if (debugOnly === undefined) {
       this.logger.debug({ event: 'token.rejected', reason, ...facts, detail }, 'access token refused');
       return;
     }
-    const debugOnly = window ? window.debugOnly : 0;
-    this.windows.set(reason, { startedAt: now, debugOnly: 0 });
     this.logger.info(
       { event: 'token.rejected', reason, ...facts, detail, debug_only_since_last: debugOnly },
       `access token refused: ${reason} (more of these within ${Math.round(this.windowMs / 1000)} s are logged at debug level)`,

@@ -1,4 +1,5 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import * as crypto from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * Client ids and secrets.
@@ -22,6 +23,20 @@ export function generateClientId(): string {
     const id = randomBytes(16).toString('base64url');
     if (id[0] !== '-') return id;
   }
+}
+
+/** node:crypto's one-shot hash (Node 20.12+), cheaper than a Hash object; createHash before. */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'base64url') => string }).hash;
+
+/**
+ * A value sent as a client_id, in a bounded form: `h.` and 22 characters of
+ * its SHA-256. For brute-force keys and log lines, where a request's
+ * client_id (up to the body limit, or a secret sent in its place) must not
+ * appear as it is.
+ */
+export function clientIdDigest(value: string): string {
+  const digest = oneShot ? oneShot('sha256', value, 'base64url') : createHash('sha256').update(value).digest('base64url');
+  return `h.${digest.slice(0, 22)}`;
 }
 
 export function generateSecret(): string {

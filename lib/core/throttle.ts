@@ -12,3 +12,29 @@ export function atMostEvery<A extends unknown[]>(ms: number, fn: (...args: A) =>
     fn(...args);
   };
 }
+
+/**
+ * Windows of `ms` per key, for a log line an outsider can repeat at will: the
+ * first call for a key in a window opens it and answers how many calls the
+ * previous window held back (log it at the usual level, with that count);
+ * the others in the window answer `undefined` (log them at debug).
+ */
+export class LogWindows<K> {
+  private readonly windows = new Map<K, { startedAt: number; heldBack: number }>();
+
+  constructor(
+    private readonly ms = 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  take(key: K): number | undefined {
+    const now = this.now();
+    const window = this.windows.get(key);
+    if (window && now - window.startedAt < this.ms) {
+      window.heldBack++;
+      return undefined;
+    }
+    this.windows.set(key, { startedAt: now, heldBack: 0 });
+    return window ? window.heldBack : 0;
+  }
+}
