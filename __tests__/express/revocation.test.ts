@@ -6,7 +6,7 @@
 import express from 'express';
 import jwt from 'jsonwebtoken';
 import request from 'supertest';
-import { createIssuer, type Issuer } from '../../lib';
+import { createIssuer, openEmbeddedStore, StoreUnavailableError, type Issuer } from '../../lib';
 import { main } from '../../lib/cli/main';
 import { ISSUER, AUDIENCE, setup, tempDir, type TestSetup } from '../helpers/app';
 import { newDpopKey } from '../helpers/dpop';
@@ -241,6 +241,31 @@ describe('what one client can add to the revocation list is bounded (maxRevokedT
 
   it('refuses a bad maxRevokedTokensPerClient at start-up', () => {
     expect(() => createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir: tempDir(), logger: false, maxRevokedTokensPerClient: 0 })).toThrow(TypeError);
+  });
+});
+
+describe('a revocation the store cannot write (a full disk: reads work, writes fail)', () => {
+  it('answers 503 with Retry-After, logs store.unavailable once, and the store.recovered line follows the next call that works', async () => {
+    const store = await openEmbeddedStore({ dataDir: tempDir() });
+    store.revokeToken = async () => {
+      throw new StoreUnavailableError('SQLite store unavailable: SQLITE_FULL: database or disk is full');
+    };
+    const events: Record<string, unknown>[] = [];
+    const log = (o: Record<string, unknown>) => void events.push(o);
+    const t = await setup({ store, logger: { info: log, warn: log, error: log } });
+    try {
+      const client = await t.issuer.clients.create({ name: 'full', scopes: 'orders:read' });
+      const at = await token(t.app, client);
+      const res = await revoke(t.app, client, { token: at });
+      expect({ status: res.status, error: res.body.error }).toEqual({ status: 503, error: 'temporarily_unavailable' });
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      expect(events.filter((e) => e.event === 'store.unavailable')).toEqual([expect.objectContaining({ reason: expect.stringMatching(/SQLITE_FULL/) })]);
+      // a read that begins after it works: the outage is over as far as reads go
+      await token(t.app, client);
+      expect(events.filter((e) => e.event === 'store.recovered')).toHaveLength(1);
+    } finally {
+      await t.close();
+    }
   });
 });
 
