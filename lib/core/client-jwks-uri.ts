@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { DpopAlgorithm } from '../jwt/algorithms';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
-import { readCapped } from './http-body';
+import { readCapped } from '../shared/http-body';
 
 /** Bounds on fetching a client's jwks_uri. */
 export const JWKS_URI_TIMEOUT_MS = 5_000;

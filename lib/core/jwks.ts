@@ -1,6 +1,6 @@
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { TemporarilyUnavailableError } from '../errors';
-import { readCapped } from './http-body';
+import { readCapped } from '../shared/http-body';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey, type PublicJwk } from './keys';
 
 const ALLOWED = new Set<string>(SIGNING_ALGORITHMS);

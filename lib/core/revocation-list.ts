@@ -27,7 +27,7 @@ import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import jwt from 'jsonwebtoken';
 import { TemporarilyUnavailableError } from '../errors';
-import { readCapped } from './http-body';
+import { readCapped } from '../shared/http-body';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
 import type { RevocableClaims, RevocationReason, RevocationSnapshot, RevocationState } from './revocation';
 
