@@ -18,8 +18,9 @@ const FORBIDDEN = String.raw`/node_modules/(express|express4|better-sqlite3|pg|p
 const REPORT = `
   const loaded = Object.keys(cache);
   const forbidden = loaded.filter((f) => new RegExp(${JSON.stringify(FORBIDDEN)}).test(f));
-  // lib/jwt holds the JOSE helpers both sides share (node:crypto only; a core test checks its imports)
-  const serverSide = loaded.filter((f) => f.includes('/dist/lib/') && !f.includes('/dist/lib/client/') && !f.includes('/dist/lib/jwt/'));
+  // lib/jwt holds the JOSE helpers both sides share (node:crypto only; a core test checks its imports), lib/shared the plain HTTP ones
+  const shared = ['/dist/lib/client/', '/dist/lib/jwt/', '/dist/lib/shared/'];
+  const serverSide = loaded.filter((f) => f.includes('/dist/lib/') && !shared.some((s) => f.includes(s)));
   process.stdout.write(JSON.stringify({ type: typeof createTokenClient, error: typeof TokenEndpointError, forbidden, serverSide, count: loaded.length }));
 `;
 

@@ -182,16 +182,30 @@ describe('8. shared store', () => {
     expect(fx.count('store.error')).toBe(0);
   });
 
-  it('a store that does not answer is skipped after the request timeout, with a store.error event', async () => {
-    const hanging: TokenStore = { get: () => new Promise(() => undefined), set: () => new Promise(() => undefined), delete: () => new Promise(() => undefined) };
+  it('a store that does not answer is skipped after the request timeout, with a store.error event, and left alone for 30 s', async () => {
+    const calls: string[] = [];
+    const hang = (op: string) => () => {
+      calls.push(op);
+      return new Promise<never>(() => undefined);
+    };
+    const hanging: TokenStore = { get: hang('get'), set: hang('set'), delete: hang('delete') };
     const c = client({ store: hanging, timeout: 0.2 });
     const started = Date.now();
     expect((await c.getToken()).accessToken).toBe('tok-1');
     expect(Date.now() - started).toBeLessThan(2000);
     await new Promise((r) => setTimeout(r, 300));
     const errors = fx.events.filter((e) => e.type === 'store.error') as { operation: string; message: string }[];
-    expect(errors.map((e) => e.operation).sort()).toEqual(['get', 'set']);
-    expect(errors[0].message).toBe('no answer within 200 ms');
+    expect(errors.map((e) => e.operation)).toEqual(['get']);
+    expect(errors[0].message).toBe('no answer within 200 ms (the store is skipped for the next 30 s)');
+    // another scope, then a renewal: straight to the token endpoint, no wait on the store
+    const other = Date.now();
+    expect((await c.getToken({ scope: 'b' })).accessToken).toBe('tok-2');
+    expect(Date.now() - other).toBeLessThan(150);
+    expect(calls).toEqual(['get']);
+    // 30 s later the store is asked again
+    fx.time.advance(30);
+    await c.getToken({ scope: 'c' });
+    expect(calls).toEqual(['get', 'get']);
   });
 
   it('a token the API refused is not read back from the store', async () => {

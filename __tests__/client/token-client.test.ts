@@ -233,11 +233,51 @@ describe('5. outages', () => {
     expect(fx.events.filter((e) => e.type === 'token.refresh_failed').every((e) => (e as { tokenStillValid: boolean }).tokenStillValid)).toBe(true);
   });
 
-  it('once the token has expired and the endpoint still fails, calls fail fast with a TokenEndpointError and no API request is sent', async () => {
+  it('past the skew, while the endpoint fails, the token held serves until it expires (not a failed call): T fails from the window until 30 s after expiry', async () => {
+    const c = client();
+    const t0 = fx.time.t;
+    await c.getToken();
+    fx.endpoint.reply = () => ({ status: 503, body: { error: 'temporarily_unavailable' } });
+    fx.time.advance(3300);
+    // calls every 0.33 s up to a moment before expiry (3600 s), through the skew (from 3540 s)
+    for (let i = 0; i < 900; i++) {
+      const response = await c.fetch(`${fx.api.url}/x`);
+      expect(response.status).toBe(200);
+      fx.time.advance(0.33);
+      if (i % 50 === 0) await new Promise((r) => setTimeout(r, 1));
+    }
+    expect(fx.time.t - t0).toBeGreaterThan(3590_000);
+    expect(fx.time.t - t0).toBeLessThan(3600_000);
+    expect(fx.api.requests.every((r) => r.headers.authorization === 'Bearer tok-1')).toBe(true);
+    const requests = tokenRequests();
+    // backoff 1, 2, 4 … 30 s (jitter halves at most) over 300 s: a bounded number, whatever the calls
+    expect(requests).toBeLessThanOrEqual(30);
+    // past expiry: a TokenEndpointError, and the API gets nothing
+    fx.time.advance(3601 - (fx.time.t - t0) / 1000);
+    const seen = fx.api.requests.length;
+    for (let i = 0; i < 10; i++) {
+      const err = await c.fetch(`${fx.api.url}/x`).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(TokenEndpointError);
+      fx.time.advance(3);
+    }
+    expect(fx.api.requests).toHaveLength(seen);
+  });
+
+  it('past the skew with no backoff running, a call waits for the renewal and gets the token held when it fails', async () => {
     const c = client({ refreshWindow: 0 });
     await c.getToken();
     fx.endpoint.reply = () => ({ status: 500, body: 'oops' });
     fx.time.advance(3541);
+    expect((await c.getToken()).accessToken).toBe('tok-1');
+    expect(tokenRequests()).toBe(2);
+    expect(count('token.refresh_failed')).toBe(1);
+  });
+
+  it('once the token has expired and the endpoint still fails, calls fail fast with a TokenEndpointError and no API request is sent', async () => {
+    const c = client({ refreshWindow: 0 });
+    await c.getToken();
+    fx.endpoint.reply = () => ({ status: 500, body: 'oops' });
+    fx.time.advance(3601);
     const first = await c.fetch(`${fx.api.url}/x`).catch((e: unknown) => e);
     expect(first).toBeInstanceOf(TokenEndpointError);
     expect(first).toMatchObject({ status: 500, error: 'server_error' });

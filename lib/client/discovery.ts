@@ -1,5 +1,5 @@
 import { TokenEndpointError } from './errors';
-import { deadline, readJsonObject, type FetchLike } from './http';
+import { AnswerTooLargeError, checkTransport, deadline, readJsonObject, type FetchLike } from './http';
 
 export interface Discovered {
   tokenEndpoint: string;
@@ -13,8 +13,8 @@ function metadataUrls(issuer: string): string[] {
   return [`${url.origin}/.well-known/oauth-authorization-server${path}`, `${url.origin}${path}/.well-known/openid-configuration`];
 }
 
-/** Reads the authorization server metadata and checks that it names `issuer` (RFC 8414 §3.3). */
-export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: number, parent: AbortSignal): Promise<Discovered> {
+/** Reads the authorization server metadata and checks that it names `issuer` (RFC 8414 §3.3) and a token endpoint credentials may be sent to. */
+export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: number, parent: AbortSignal, allowInsecureHttp: boolean): Promise<Discovered> {
   for (const url of metadataUrls(issuer)) {
     const limit = deadline(timeoutMs, parent);
     let response: Response;
@@ -25,9 +25,10 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
         await response.body?.cancel();
         continue;
       }
-      doc = response.ok ? await readJsonObject(response) : undefined;
+      doc = response.ok ? await readJsonObject(response, limit.signal) : undefined;
     } catch (cause) {
-      throw new TokenEndpointError({ error: limit.timedOut() ? 'timeout' : 'discovery_failed', error_description: `metadata request to ${url} failed`, cause });
+      const why = cause instanceof AnswerTooLargeError ? `: ${cause.message}` : limit.timedOut() ? `: no answer within ${timeoutMs} ms` : '';
+      throw new TokenEndpointError({ error: limit.timedOut() ? 'timeout' : 'discovery_failed', error_description: `metadata request to ${url} failed${why}`, cause });
     } finally {
       limit.done();
     }
@@ -44,6 +45,12 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
     }
     if (typeof doc.token_endpoint !== 'string') {
       throw new TokenEndpointError({ status: response.status, error: 'invalid_metadata', error_description: `the metadata at ${url} has no token_endpoint` });
+    }
+    try {
+      checkTransport(doc.token_endpoint, allowInsecureHttp, 'its token_endpoint');
+    } catch (err) {
+      // the metadata names an endpoint the credentials must not go to: a configuration error on the server's side, said as such
+      throw new TokenEndpointError({ status: response.status, error: 'invalid_metadata', error_description: `the metadata at ${url}: ${(err as Error).message}` });
     }
     const methods = doc.token_endpoint_auth_methods_supported;
     return {

@@ -1,7 +1,7 @@
 import type { JsonWebKey, KeyObject } from 'node:crypto';
 import type { DpopAlgorithm } from '../jwt/algorithms';
 import { DpopKey } from '../jwt/dpop-proof';
-import type { ApiProofRequest, ProofOfPossession, RefusedAnswer, TokenProofRequest } from './proof-of-possession';
+import type { Answer, ApiProofRequest, ProofOfPossession, RefusedAnswer, TokenProofRequest } from './proof-of-possession';
 
 /** The `dpop` option of createTokenClient(). */
 export interface DpopClientOptions {
@@ -54,14 +54,21 @@ export class DpopProof implements ProofOfPossession {
   }
 
   retry(answer: RefusedAnswer): boolean {
+    const previous = this.nonces.get(originOf(answer.url));
+    const nonce = this.answered(answer);
+    // a retry only helps when the server asked for a nonce and gave one this proof did not carry
+    return nonce !== undefined && answer.error === 'use_dpop_nonce' && nonce !== previous;
+  }
+
+  /** Keeps the answer's `DPoP-Nonce` (a well-formed one) for the next proofs to its origin; returns it. */
+  answered(answer: Answer): string | undefined {
     const nonce = answer.headers.get('dpop-nonce');
-    if (nonce === null || nonce === '' || !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(nonce)) return false;
+    if (nonce === null || nonce === '' || !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(nonce)) return undefined;
     const origin = originOf(answer.url);
-    const previous = this.nonces.get(origin);
+    if (this.nonces.get(origin) === nonce) return nonce;
     this.nonces.delete(origin);
     if (this.nonces.size >= MAX_ORIGINS) this.nonces.delete(this.nonces.keys().next().value as string);
     this.nonces.set(origin, nonce);
-    // a retry only helps when the server asked for a nonce and gave one this proof did not carry
-    return answer.error === 'use_dpop_nonce' && nonce !== previous;
+    return nonce;
   }
 }

@@ -2,7 +2,10 @@
  * The one error a token request can end in. `error` is the RFC 6749 §5.2 code
  * the token endpoint sent, or one of this client's own codes when there was no
  * usable answer: `network_error`, `timeout`, `invalid_response`,
- * `discovery_failed`, `invalid_metadata`.
+ * `discovery_failed`, `invalid_metadata`. An answer without a code gets one
+ * from its status: 401 `invalid_client` (RFC 6749 §5.2), 429
+ * `temporarily_unavailable`, 5xx `server_error`, a redirect or any other
+ * status `invalid_response`.
  */
 export interface TokenEndpointErrorInit {
   status?: number;
@@ -39,5 +42,14 @@ export class TokenEndpointError extends Error {
   /** A 4xx other than 408 and 429: asking again soon gets the same answer (bad credentials, scope, endpoint). */
   get permanent(): boolean {
     return this.status !== undefined && this.status >= 400 && this.status < 500 && this.status !== 408 && this.status !== 429;
+  }
+}
+
+/** What every call rejects with once `close()` was called (and what calls waiting at that moment reject with). */
+export class TokenClientClosedError extends Error {
+  readonly code = 'ERR_TOKEN_CLIENT_CLOSED';
+  constructor(options?: { cause?: unknown }) {
+    super('the token client is closed', options);
+    this.name = 'TokenClientClosedError';
   }
 }

@@ -63,7 +63,7 @@ export function fetchWithToken(cache: TokenCache, input: Input, init: RequestIni
   try {
     const url = urlOf(input);
     cache.checkApiUrl(url);
-    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal };
+    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal ?? (input instanceof Request ? input.signal : undefined) };
     const got = cache.token(call.entry, call.signal);
     if (got instanceof Promise) return got.then((token) => sendChecked(call, token));
     return sendChecked(call, got);
@@ -126,5 +126,8 @@ function headersWith(call: Call, authorization: string): Headers {
 async function sendWithProof(call: Call, pop: ProofOfPossession, token: CachedToken, authorization: string): Promise<Response> {
   const headers = headersWith(call, authorization);
   await pop.apiRequest({ url: call.url, method: methodOf(call), headers, accessToken: token.value.accessToken });
-  return call.cache.fetchImpl(call.input, { ...call.init, headers });
+  const response = await call.cache.fetchImpl(call.input, { ...call.init, headers });
+  // a 401 goes to retry(), which keeps its nonce; any other answer may carry the next one (RFC 9449 §9)
+  if (response.status !== 401) pop.answered?.({ kind: 'api', url: call.url, status: response.status, headers: response.headers });
+  return response;
 }

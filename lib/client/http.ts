@@ -1,4 +1,5 @@
-/** Small HTTP helpers of the client side: timeouts, Retry-After, URLs. */
+/** Small HTTP helpers of the client side: timeouts, Retry-After, URLs, capped bodies. */
+import { readCapped } from '../shared/http-body';
 
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
@@ -79,12 +80,21 @@ export function transportChecker(allowInsecureHttp: boolean, what: string, remem
   };
 }
 
-/** Reads a JSON object body; `undefined` when the body is not one. */
-export async function readJsonObject(response: Response): Promise<Record<string, unknown> | undefined> {
+/** The most a token or metadata answer may hold: a real one is a few KiB. */
+export const MAX_ANSWER_BYTES = 1024 * 1024;
+
+/**
+ * Reads a JSON object body; `undefined` when the body is not one (or breaks
+ * off). Throws `tooLarge` past MAX_ANSWER_BYTES, and the abort when `signal`
+ * ended the read (a timeout or close() is that, not a bad body).
+ */
+export async function readJsonObject(response: Response, signal?: AbortSignal): Promise<Record<string, unknown> | undefined> {
   let text: string;
   try {
-    text = await response.text();
-  } catch {
+    text = await readCapped(response, MAX_ANSWER_BYTES, answerTooLarge);
+  } catch (err) {
+    if (err instanceof AnswerTooLargeError) throw err;
+    if (signal?.aborted) throw err;
     return undefined;
   }
   try {
@@ -93,4 +103,10 @@ export async function readJsonObject(response: Response): Promise<Record<string,
   } catch {
     return undefined;
   }
+}
+
+export class AnswerTooLargeError extends Error {}
+
+function answerTooLarge(maxBytes: number): Error {
+  return new AnswerTooLargeError(`the answer is larger than ${maxBytes / 1024} KiB`);
 }

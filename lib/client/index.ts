@@ -30,13 +30,13 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
   };
 }
 
-export { TokenEndpointError } from './errors';
+export { TokenEndpointError, TokenClientClosedError } from './errors';
 export type { TokenEndpointErrorInit } from './errors';
 export { clientSecretBasic, clientSecretPost, privateKeyJwt, formEncode } from './auth';
 export type { ClientAuthentication, ClientAuthContext, TokenRequestParts, PrivateKeyJwtOptions } from './auth';
 export { DpopProof } from './dpop';
 export type { DpopClientOptions } from './dpop';
-export type { ProofOfPossession, TokenProofRequest, ApiProofRequest, RefusedAnswer } from './proof-of-possession';
+export type { ProofOfPossession, TokenProofRequest, ApiProofRequest, RefusedAnswer, Answer } from './proof-of-possession';
 export type { TokenStore, StoredToken, ReleaseLock } from './store';
 export { redisTokenStore } from './redis-store';
 export type { RedisLike, RedisTokenStoreOptions, EncryptionKey } from './redis-store';

@@ -21,6 +21,14 @@ export interface ApiProofRequest {
   readonly accessToken: string;
 }
 
+/** An answer that was not refused (`answered()`). */
+export interface Answer {
+  readonly kind: 'token' | 'api';
+  readonly url: string;
+  readonly status: number;
+  readonly headers: Headers;
+}
+
 export interface RefusedAnswer {
   readonly kind: 'token' | 'api';
   readonly url: string;
@@ -45,4 +53,6 @@ export interface ProofOfPossession {
   apiRequest(request: ApiProofRequest): void | Promise<void>;
   /** `true`: send the request once more (e.g. `use_dpop_nonce` with a new `DPoP-Nonce`). */
   retry(answer: RefusedAnswer): boolean;
+  /** Sees every other answer to a request it added a proof to (DPoP: a server may send its next nonce with a success). */
+  answered?(answer: Answer): void;
 }

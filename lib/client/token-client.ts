@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { clientSecretBasic, clientSecretPost, type ClientAuthContext, type ClientAuthentication } from './auth';
 import { discover } from './discovery';
-import { TokenEndpointError } from './errors';
-import { checkTransport, transportChecker, type FetchLike } from './http';
+import { TokenClientClosedError, TokenEndpointError } from './errors';
+import { transportChecker, type FetchLike } from './http';
 import { normaliseResource, normaliseScope, type ClientConfig, type StoreOperation, type TokenClientEvent, type TokenRequestReason } from './options';
 import type { ReleaseLock, StoredToken, TokenStore } from './store';
 import { requestToken, type TokenRequestSettings } from './token-request';
@@ -51,6 +51,9 @@ export class Entry {
 }
 
 const noop = (): void => undefined;
+
+/** How long the shared store is skipped after a call of it got no answer within its time. */
+const STORE_PAUSE_MS = 30_000;
 
 /** The shared store as one token request sees it. */
 interface Shared {
@@ -160,7 +163,7 @@ export class TokenCache {
     if (entry === undefined) {
       entry = new Entry(key, scope, resource);
       entries.set(key, entry);
-      if (entries.size > this.config.maxEntries) entries.delete(entries.keys().next().value as string);
+      if (entries.size > this.config.maxEntries) this.evict();
     } else if (entries.size > 1) {
       entries.delete(key);
       entries.set(key, entry);
@@ -168,9 +171,23 @@ export class TokenCache {
     return entry;
   }
 
+  /**
+   * Drops the least recently used entry that has no token request running
+   * (its callers wait on it, and a new entry for its key would send a second
+   * one); with every entry busy, the bound is passed until one is done.
+   */
+  private evict(): void {
+    for (const [key, entry] of this.entries) {
+      if (entry.inflight === undefined) {
+        this.entries.delete(key);
+        return;
+      }
+    }
+  }
+
   /** A usable token of `entry`: at once from memory when it has one, else after (at most) one shared token request. */
   token(entry: Entry, signal?: AbortSignal | null): CachedToken | Promise<CachedToken> {
-    if (this.closed) return Promise.reject(new Error('the token client is closed'));
+    if (this.closed) return Promise.reject(new TokenClientClosedError());
     // an aborted caller asks for nothing: no token request is started for it
     if (signal?.aborted) return Promise.reject(abortError(signal));
     const now = this.config.now();
@@ -183,10 +200,27 @@ export class TokenCache {
     let pending = entry.inflight;
     if (pending === undefined) {
       const refusal = this.refusal(entry, now);
-      if (refusal) return Promise.reject(refusal);
+      if (refusal) {
+        // the endpoint fails (a backoff runs): the token held is used up to its expiry rather than none at all
+        if (token !== undefined && now < token.stored.expiresAt) return this.lastResort(entry, token);
+        return Promise.reject(refusal);
+      }
       pending = this.start(entry, token === undefined ? 'initial' : 'expired', undefined);
     }
+    if (token !== undefined && now < token.stored.expiresAt) {
+      // within the skew and renewing: should the renewal fail, the token held still serves until it expires
+      pending = pending.catch((err: unknown) => {
+        if (this.closed || this.config.now() >= token.stored.expiresAt || entry.token !== token) throw err;
+        return this.lastResort(entry, token);
+      });
+    }
     return untilAborted(pending, signal);
+  }
+
+  /** The token held, past the skew but not expired, while the endpoint fails. */
+  private lastResort(entry: Entry, token: CachedToken): CachedToken {
+    if (this.config.onEvent) this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'memory' });
+    return token;
   }
 
   /**
@@ -240,7 +274,7 @@ export class TokenCache {
 
   close(): void {
     this.closed = true;
-    this.closing.abort(new Error('the token client is closed'));
+    this.closing.abort(new TokenClientClosedError());
     this.entries.clear();
   }
 
@@ -268,7 +302,7 @@ export class TokenCache {
 
   private failed(entry: Entry, err: unknown): unknown {
     // a request aborted by close(): its callers are told so, not given the abort as a network error
-    if (this.closed) return new Error('the token client is closed', { cause: err });
+    if (this.closed) return new TokenClientClosedError({ cause: err });
     const error = err instanceof TokenEndpointError ? err : new TokenEndpointError({ error: 'invalid_response', cause: err });
     const now = this.config.now();
     entry.failures++;
@@ -323,7 +357,7 @@ export class TokenCache {
   }
 
   private checkOpen(): void {
-    if (this.closed) throw new Error('the token client is closed');
+    if (this.closed) throw new TokenClientClosedError();
   }
 
   /** A usable token of the shared store, neither the one the API refused nor the one held already. */
@@ -478,8 +512,7 @@ export class TokenCache {
     const config = this.config;
     if (config.tokenEndpoint !== undefined) return Promise.resolve({ url: config.tokenEndpoint, auth: config.auth! });
     if (this.endpoint === undefined) {
-      const pending = discover(config.issuer!, this.fetch, config.timeoutMs, this.closing.signal).then((found) => {
-        checkTransport(found.tokenEndpoint, config.allowInsecureHttp, 'token_endpoint');
+      const pending = discover(config.issuer!, this.fetch, config.timeoutMs, this.closing.signal, config.allowInsecureHttp).then((found) => {
         let auth = config.auth;
         if (auth === undefined) {
           const post = found.authMethods !== undefined && !found.authMethods.includes('client_secret_basic') && found.authMethods.includes('client_secret_post');
@@ -496,6 +529,17 @@ export class TokenCache {
   }
 
   private storeKeyPrefix: string | undefined;
+  /** When a store call last got no answer in time: calls are skipped for STORE_PAUSE_MS from then. */
+  private storeSkippedAt: number | undefined;
+
+  private storeSkipped(): boolean {
+    if (this.storeSkippedAt === undefined) return false;
+    const since = this.config.now() - this.storeSkippedAt;
+    // (a clock that stepped back since says nothing of how long it has been: the pause is over)
+    if (since >= 0 && since < STORE_PAUSE_MS) return true;
+    this.storeSkippedAt = undefined;
+    return false;
+  }
 
   /**
    * The shared store's key: endpoint, client, the proof-of-possession key
@@ -522,6 +566,8 @@ export class TokenCache {
   private storeCall<T>(operation: StoreOperation, run: () => Promise<T>, limitMs = this.config.timeoutMs, late?: (value: T) => void): Promise<T | undefined> {
     // a lock is let go even as the client closes: the others would wait for it to run out
     if (limitMs <= 0 || (this.closed && operation !== 'unlock')) return Promise.resolve(undefined);
+    // a store that did not answer in time is left alone for a while: calls would each wait for it again
+    if (operation !== 'unlock' && this.storeSkipped()) return Promise.resolve(undefined);
     const signal = this.closing.signal;
     return new Promise<T | undefined>((resolve) => {
       let settled = false;
@@ -535,7 +581,13 @@ export class TokenCache {
       };
       const closed = (): void => finish(undefined);
       const limit = Math.ceil(limitMs);
-      const timer = setTimeout(() => finish(undefined, `no answer within ${limit} ms`), limit);
+      // (a call left only the end of a wait is no sign of a store that hangs)
+      const tellsDown = limit >= Math.min(1000, this.config.timeoutMs);
+      const timer = setTimeout(() => {
+        if (!tellsDown) return finish(undefined, `no answer within ${limit} ms`);
+        this.storeSkippedAt = this.config.now();
+        finish(undefined, `no answer within ${limit} ms (the store is skipped for the next ${STORE_PAUSE_MS / 1000} s)`);
+      }, limit);
       timer.unref?.();
       signal.addEventListener('abort', closed, { once: true });
       let pending: Promise<T>;

@@ -1,6 +1,6 @@
 import type { ClientAuthContext, ClientAuthentication } from './auth';
 import { TokenEndpointError } from './errors';
-import { deadline, readJsonObject, retryAfterSeconds, type FetchLike } from './http';
+import { AnswerTooLargeError, deadline, readJsonObject, retryAfterSeconds, type FetchLike } from './http';
 import type { ProofOfPossession } from './proof-of-possession';
 
 export interface TokenResponse {
@@ -29,6 +29,36 @@ function text(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
+/** The longest lifetime counted (24 h, the issuer's own cap): a later expiry is renewed after it all the same. */
+export const MAX_LIFETIME_SECONDS = 86_400;
+
+/**
+ * Visible ASCII without spaces (RFC 6749 A.12 VSCHAR, less the space the
+ * Authorization header could not carry): anything else would be refused by
+ * every request it is put in, or split the header.
+ */
+const ACCESS_TOKEN_CHARS = /^[\x21-\x7e]+$/;
+
+/** The code of a failed answer without an OAuth error in its body, from its status. */
+function codeOfStatus(status: number): string {
+  if (status === 401) return 'invalid_client';
+  if (status === 429) return 'temporarily_unavailable';
+  return status >= 500 ? 'server_error' : 'invalid_response';
+}
+
+/**
+ * `expires_in` in seconds: a number or a string of digits; a later one is
+ * counted as MAX_LIFETIME_SECONDS. `undefined` when absent or unreadable (the
+ * default lifetime applies), `null` when it says the token has expired
+ * already (0 or less): such an answer is refused.
+ */
+function lifetimeOf(raw: unknown): number | undefined | null {
+  const n = typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+  if (typeof n !== 'number' || Number.isNaN(n)) return undefined;
+  if (n <= 0) return null;
+  return Math.min(n, MAX_LIFETIME_SECONDS);
+}
+
 /**
  * One client_credentials grant (RFC 6749 §4.4.2): a POST of the form, with
  * client authentication and proof added for each attempt. A second attempt is
@@ -50,34 +80,33 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
     let response: Response;
     let json: Record<string, unknown> | undefined;
     try {
-      response = await settings.fetch(url, { method: 'POST', headers, body: body.toString(), redirect: 'error', signal: limit.signal });
-      json = await readJsonObject(response);
+      // a redirect is not followed: the credentials go to the configured endpoint only
+      response = await settings.fetch(url, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: limit.signal });
+      json = response.status >= 300 && response.status < 400 ? undefined : await readJsonObject(response, limit.signal);
     } catch (cause) {
       if (limit.timedOut()) throw new TokenEndpointError({ error: 'timeout', error_description: `no answer within ${settings.timeoutMs} ms`, cause });
+      if (cause instanceof AnswerTooLargeError) throw new TokenEndpointError({ status: response!.status, error: 'invalid_response', error_description: cause.message });
       throw new TokenEndpointError({ error: 'network_error', error_description: 'the token endpoint could not be reached', cause });
     } finally {
       limit.done();
     }
 
-    if (response.ok) {
-      const accessToken = text(json?.access_token);
-      const tokenType = text(json?.token_type) ?? 'Bearer';
-      if (!json || !accessToken) throw new TokenEndpointError({ status: response.status, error: 'invalid_response', error_description: 'the answer has no access_token' });
-      if (!settings.pop && tokenType.toLowerCase() === 'dpop') {
-        throw new TokenEndpointError({ status: response.status, error: 'invalid_response', error_description: 'a DPoP-bound token needs a proof-of-possession plug-in' });
-      }
-      const raw = json.expires_in;
-      const n = typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : raw;
-      return {
-        accessToken,
-        tokenType,
-        expiresIn: typeof n === 'number' && Number.isFinite(n) && n > 0 ? n : undefined,
-        scope: text(json.scope),
-        sentAt,
-      };
+    if (response.status >= 300 && response.status < 400) {
+      await response.body?.cancel().catch(() => undefined);
+      throw new TokenEndpointError({
+        status: response.status,
+        error: 'invalid_response',
+        error_description: 'the token endpoint answered with a redirect, which is not followed (credentials go to the configured endpoint only)',
+      });
     }
 
-    const error = text(json?.error) ?? (response.status >= 500 ? 'server_error' : 'invalid_response');
+    if (response.ok) {
+      // a nonce for the next proofs may come with a token too (RFC 9449 §8.2)
+      settings.pop?.answered?.({ kind: 'token', url, status: response.status, headers: response.headers });
+      return tokenResponse(response.status, json, settings.pop, sentAt);
+    }
+
+    const error = text(json?.error) ?? codeOfStatus(response.status);
     if (settings.pop && attempt === 0 && settings.pop.retry({ kind: 'token', url, status: response.status, headers: response.headers, error })) {
       settings.onNonceRetry();
       continue;
@@ -89,4 +118,24 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
       retryAfter: response.status === 429 || response.status === 503 ? retryAfterSeconds(response.headers.get('retry-after'), settings.now()) : undefined,
     });
   }
+}
+
+/** A successful answer checked (RFC 6749 §5.1, §7.1): a token this client can send, of a type it knows, not expired already. */
+function tokenResponse(status: number, json: Record<string, unknown> | undefined, pop: ProofOfPossession | undefined, sentAt: number): TokenResponse {
+  const refuse = (description: string): never => {
+    throw new TokenEndpointError({ status, error: 'invalid_response', error_description: description });
+  };
+  const accessToken = text(json?.access_token);
+  if (!json || !accessToken) return refuse('the answer has no access_token');
+  // the token itself is never put in the message: errors end up in logs
+  if (!ACCESS_TOKEN_CHARS.test(accessToken)) return refuse('the access_token holds characters an Authorization header cannot carry');
+  const tokenType = text(json.token_type) ?? 'Bearer';
+  const type = tokenType.toLowerCase();
+  if (type === 'dpop' && !pop) return refuse('a DPoP-bound token needs a proof-of-possession plug-in');
+  if (type !== 'bearer' && type !== pop?.scheme.toLowerCase()) {
+    return refuse(`token_type ${JSON.stringify(tokenType.slice(0, 40))} is not one this client can use (RFC 6749 §7.1): Bearer${pop ? ` or ${pop.scheme}` : ''}`);
+  }
+  const expiresIn = lifetimeOf(json.expires_in);
+  if (expiresIn === null) return refuse(`expires_in ${JSON.stringify(json.expires_in)}: the token has expired already`);
+  return { accessToken, tokenType, expiresIn, scope: text(json.scope), sentAt };
 }

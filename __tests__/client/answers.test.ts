@@ -1,0 +1,209 @@
+/**
+ * What the token client makes of token endpoint answers that are not a plain
+ * good token (malformed, odd lifetimes and types, redirects, bodies without a
+ * code, huge or slow bodies, metadata naming a bad endpoint), and a few
+ * guards around them: DPoP nonces sent with successes, the LRU bound and
+ * single flight, signals carried by Request objects, the closed error.
+ */
+import { generateKeyPairSync } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createTokenClient, TokenClientClosedError, TokenEndpointError } from '../../lib/client';
+import { gate, until, useClientFixture } from './fakes';
+
+const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
+const { client, tokenRequests } = fx;
+
+const answer = (body: unknown, status = 200, headers: Record<string, string> = {}) => {
+  fx.endpoint.reply = () => ({ status, headers, body });
+};
+const failure = async (p: Promise<unknown>): Promise<TokenEndpointError> => {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(TokenEndpointError);
+  return err as TokenEndpointError;
+};
+
+describe('a token the client cannot send', () => {
+  it.each([
+    ['a line break', 'SECRET-TOKEN-abc\r\nX-Injected: 1'],
+    ['a space', 'SECRET-TOKEN abc'],
+    ['a non-ASCII character', 'SECRET-TOKEN-€'],
+  ])('with %s is refused as invalid_response, without the token in the error, and never sent', async (_what, token) => {
+    answer({ access_token: token, token_type: 'Bearer', expires_in: 3600 });
+    const c = client();
+    const err = await failure(c.fetch(`${fx.api.url}/x`));
+    expect(err).toMatchObject({ status: 200, error: 'invalid_response' });
+    expect(err.message).toContain('characters an Authorization header cannot carry');
+    expect(`${err.message} ${err.stack} ${JSON.stringify(err)}`).not.toContain('SECRET-TOKEN');
+    expect(fx.api.requests).toHaveLength(0);
+    // not cached: once the endpoint answers well, the next call (after the backoff) gets a good token
+    answer({ access_token: 'good', token_type: 'Bearer', expires_in: 3600 });
+    fx.time.advance(31);
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);
+    expect(fx.api.requests[0].headers.authorization).toBe('Bearer good');
+  });
+});
+
+describe('expires_in', () => {
+  it.each([0, -5, '0'])('%p (expired already) is refused as invalid_response', async (expiresIn) => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: expiresIn });
+    const err = await failure(client().getToken());
+    expect(err).toMatchObject({ error: 'invalid_response' });
+    expect(err.message).toContain('expired already');
+  });
+
+  it.each([1e12, 1e13, Infinity])('%p is counted as 24 h: a real expiry, renewed after it', async (expiresIn) => {
+    fx.endpoint.reply = (_req, n) => ({ body: `{"access_token":"tok-${n}","token_type":"Bearer","expires_in":${expiresIn === Infinity ? '1e400' : expiresIn}}` });
+    const c = client();
+    const t0 = fx.time.t;
+    const token = await c.getToken();
+    expect(token.expiresAt.getTime()).toBe(t0 + 86_400_000);
+    fx.time.advance(86_400);
+    expect((await c.getToken()).accessToken).toBe('tok-2');
+  });
+});
+
+describe('token_type', () => {
+  it('a type the client does not know (RFC 6749 §7.1) is refused; bearer in any case is taken', async () => {
+    answer({ access_token: 'tok', token_type: 'mac', expires_in: 3600 });
+    const err = await failure(client().fetch(`${fx.api.url}/x`));
+    expect(err).toMatchObject({ error: 'invalid_response' });
+    expect(err.message).toContain('token_type "mac" is not one this client can use');
+    expect(fx.api.requests).toHaveLength(0);
+    answer({ access_token: 'tok', token_type: 'bEaReR', expires_in: 3600 });
+    expect((await client().getToken()).accessToken).toBe('tok');
+  });
+});
+
+describe('answers without a code', () => {
+  it('401 without a body is invalid_client and holds for every scope', async () => {
+    answer('', 401);
+    const c = client();
+    const err = await failure(c.getToken());
+    expect(err).toMatchObject({ status: 401, error: 'invalid_client' });
+    const other = await failure(c.getToken({ scope: 'other' }));
+    expect(other.error).toBe('invalid_client');
+    expect(tokenRequests()).toBe(1);
+  });
+
+  it('429 without a body is temporarily_unavailable with its Retry-After', async () => {
+    answer('', 429, { 'retry-after': '7' });
+    const err = await failure(client().getToken());
+    expect(err).toMatchObject({ status: 429, error: 'temporarily_unavailable', retryAfter: 7 });
+  });
+
+  it('a redirect is not followed and is said to be one', async () => {
+    answer('', 307, { location: 'https://elsewhere.example/token' });
+    const err = await failure(client().getToken());
+    expect(err).toMatchObject({ status: 307, error: 'invalid_response' });
+    expect(err.message).toContain('redirect');
+    expect(tokenRequests()).toBe(1);
+  });
+});
+
+describe('bodies', () => {
+  it('a body that is still coming when the timeout ends is a timeout', async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"access_token":'); // and nothing more
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const c = createTokenClient({ tokenEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/token`, clientId: 'svc', clientSecret: 's', timeout: 0.3 });
+      const started = Date.now();
+      const err = await failure(c.getToken());
+      expect(err).toMatchObject({ error: 'timeout' });
+      expect(err.message).toContain('no answer within 300 ms');
+      expect(Date.now() - started).toBeLessThan(2000);
+      await c.close();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('an answer over 1 MiB is refused while it is read', async () => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: 3600, padding: 'x'.repeat(1024 * 1024) });
+    const err = await failure(client().getToken());
+    expect(err).toMatchObject({ status: 200, error: 'invalid_response' });
+    expect(err.message).toContain('larger than 1024 KiB');
+  });
+});
+
+describe('discovery', () => {
+  it.each([
+    ['http://auth.example.com/token', 'over plain HTTP'],
+    ['/token', 'not a URL'],
+    ['not a url', 'not a URL'],
+  ])('metadata naming token_endpoint %p is invalid_metadata, saying why, and no token request is sent', async (endpoint, why) => {
+    fx.endpoint.reply = (req) =>
+      req.path.startsWith('/.well-known/') ? { body: { issuer: fx.endpoint.url, token_endpoint: endpoint } } : { body: { access_token: 'tok', token_type: 'Bearer' } };
+    const c = client({ tokenEndpoint: undefined, issuer: fx.endpoint.url });
+    const err = await failure(c.getToken());
+    expect(err.error).toBe('invalid_metadata');
+    expect(err.message).toContain(why);
+    expect(err.message).toContain('token_endpoint');
+    expect(fx.endpoint.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
+  });
+});
+
+describe('DPoP nonces', () => {
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const nonceOf = (proof: string | undefined): unknown => (proof ? JSON.parse(Buffer.from(proof.split('.')[1], 'base64url').toString()).nonce : undefined);
+
+  it('a DPoP-Nonce sent with a success is put in the next proofs to that origin (API and token endpoint)', async () => {
+    fx.endpoint.reply = (_req, n) => ({ headers: { 'dpop-nonce': `as-${n}` }, body: { access_token: `tok-${n}`, token_type: 'DPoP', expires_in: 3600 } });
+    fx.api.reply = (_req, n) => ({ headers: { 'dpop-nonce': `api-${n}` }, body: {} });
+    const c = client({ dpop: { privateKey } });
+    await c.fetch(`${fx.api.url}/x`);
+    await c.fetch(`${fx.api.url}/x`);
+    await c.fetch(`${fx.api.url}/x`);
+    expect(fx.api.requests.map((r) => nonceOf(r.headers.dpop as string))).toEqual([undefined, 'api-1', 'api-2']);
+    await c.getToken({ scope: 'other' });
+    expect(fx.endpoint.requests.map((r) => nonceOf(r.headers.dpop as string))).toEqual([undefined, 'as-1']);
+  });
+});
+
+describe('the bound on entries', () => {
+  it('never drops an entry whose token request runs: scopes a, b, c, a at once with maxEntries 2 make 3 requests', async () => {
+    const held = gate();
+    fx.endpoint.gate = held.promise;
+    const c = client({ maxEntries: 2 });
+    const calls = ['a', 'b', 'c', 'a'].map((scope) => c.getToken({ scope }));
+    await until(() => tokenRequests() === 3, '3 token requests');
+    held.open();
+    const tokens = await Promise.all(calls);
+    expect(tokens[0]).toBe(tokens[3]);
+    expect(tokenRequests()).toBe(3);
+    // once they are done the bound holds again: the least recently used goes
+    await c.getToken({ scope: 'd' });
+    await c.getToken({ scope: 'a' });
+    expect(tokenRequests()).toBe(4);
+  });
+});
+
+describe('signals and close()', () => {
+  it("an aborted Request's own signal: the call rejects at once and no token request is sent", async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const c = client();
+    const started = Date.now();
+    const err = await c.fetch(new Request(`${fx.api.url}/x`, { signal: controller.signal })).catch((e: unknown) => e);
+    expect((err as Error).name).toBe('AbortError');
+    expect(Date.now() - started).toBeLessThan(100);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(tokenRequests()).toBe(0);
+    expect(fx.api.requests).toHaveLength(0);
+  });
+
+  it('after close() calls reject with a TokenClientClosedError (code ERR_TOKEN_CLIENT_CLOSED)', async () => {
+    const c = client();
+    await c.close();
+    const err = await c.getToken().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TokenClientClosedError);
+    expect(err).toMatchObject({ code: 'ERR_TOKEN_CLIENT_CLOSED', message: 'the token client is closed' });
+  });
+});
