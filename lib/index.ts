@@ -35,3 +35,4 @@ export {
   InvalidDpopProofError,
   UseDpopNonceError,
 } from './errors';
+export type { JsonWebKey } from './jwt/jwk';

@@ -62,6 +62,30 @@ it.each([['esm.mjs'], ['cjs.cjs']])('%s imports createTokenClient by the package
   expect(report.count).toBeGreaterThan(3); // the client's own modules were seen
 });
 
+// TypeScript finds the /client types under every module resolution a project may use: node10 (what
+// "module": "commonjs" implies) reads no "exports", so package.json's typesVersions points it there
+it.each([
+  ['commonjs', 'node10'],
+  ['node16', 'node16'],
+  ['esnext', 'bundler'],
+])('TypeScript (module %s, moduleResolution %s, strict, library checks on) compiles a caller of /client and of the main entry', async (module, resolution) => {
+  const ext = module === 'node16' ? 'mts' : 'ts';
+  const file = join(dir, `caller-${resolution}.${ext}`);
+  writeFileSync(
+    file,
+    `import { createTokenClient, TokenEndpointError, type AccessToken } from 'express-client-credentials/client';
+     import { createIssuer, requireBearer } from 'express-client-credentials';
+     const api = createTokenClient({ issuer: 'https://auth.example.com', clientId: 'svc', clientSecret: 's' });
+     export const token: Promise<AccessToken> = api.getToken({ scope: 'orders:read' });
+     export const kinds = [typeof createIssuer, typeof requireBearer, TokenEndpointError.name];`,
+  );
+  const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  const args = ['--noEmit', '--strict', '--skipLibCheck', 'false', '--module', module, '--moduleResolution', resolution, '--target', 'es2022'];
+  args.push('--esModuleInterop', '--typeRoots', join(ROOT, 'node_modules', '@types'), '--types', 'node', file);
+  const result = await run(process.execPath, [tsc, ...args], { cwd: dir, timeout: 120_000 }).catch((err: { stdout?: string }) => ({ stdout: `failed: ${err.stdout}` }));
+  expect(result.stdout).toBe('');
+}, 120_000);
+
 it('the main entry and package.json stay importable', async () => {
   const { stdout } = await run(process.execPath, [join(dir, 'main.cjs')], { cwd: dir, timeout: 30_000 });
   expect(JSON.parse(stdout)).toEqual({ createIssuer: 'function', requireBearer: 'function', name: 'express-client-credentials' });

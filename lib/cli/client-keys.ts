@@ -3,7 +3,8 @@
  * `client-key add|remove|list`. Only public keys are ever registered; a
  * generated private key goes to a 0600 file and nowhere else.
  */
-import { generateKeyPairSync, type JsonWebKey } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
+import type { JsonWebKey } from '../jwt/jwk';
 import { closeSync, constants, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { checkClientKeys } from '../core/clients';
 import { jwkThumbprint } from '../jwt/thumbprint';

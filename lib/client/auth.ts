@@ -1,4 +1,5 @@
-import { createPrivateKey, KeyObject, type JsonWebKey } from 'node:crypto';
+import { createPrivateKey, KeyObject } from 'node:crypto';
+import type { JsonWebKey } from '../jwt/jwk';
 import type { DpopAlgorithm } from '../jwt/algorithms';
 import { CLIENT_ASSERTION_TYPE, signClientAssertion } from '../jwt/client-assertion';
 

@@ -1,4 +1,5 @@
-import type { JsonWebKey, KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
+import type { JsonWebKey } from '../jwt/jwk';
 import type { DpopAlgorithm } from '../jwt/algorithms';
 import { DpopKey } from '../jwt/dpop-proof';
 import type { Answer, ApiProofRequest, ProofOfPossession, RefusedAnswer, TokenProofRequest } from './proof-of-possession';

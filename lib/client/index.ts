@@ -43,3 +43,4 @@ export type { RedisLike, RedisTokenStoreOptions, EncryptionKey } from './redis-s
 export type { TokenClientOptions, TokenClientEvent, TokenRequestReason, StoreOperation, AuthMethod } from './options';
 export type { AccessToken, TokenParams } from './token-client';
 export type { FetchLike } from './http';
+export type { JsonWebKey } from '../jwt/jwk';

@@ -1,4 +1,4 @@
-import type { JsonWebKey } from 'node:crypto';
+import type { JsonWebKey } from '../jwt/jwk';
 import type { Logger } from '../logger';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
 import { samePublicKey } from '../jwt/thumbprint';

@@ -1,4 +1,5 @@
-import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import type { JsonWebKey } from '../jwt/jwk';
 import { LRUCache } from 'lru-cache';
 import { keyTypeOf, type DpopAlgorithm } from '../jwt/algorithms';
 import { isBase64url, MAX_RSA_BITS, MIN_RSA_BITS, PRIVATE_JWK_MEMBERS } from '../jwt/public-jwk';

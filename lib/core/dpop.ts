@@ -1,5 +1,6 @@
 import * as crypto from 'node:crypto';
-import { createHash, type JsonWebKey } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import type { JsonWebKey } from '../jwt/jwk';
 import { InvalidDpopProofError, InvalidTokenError, OAuthError, TemporarilyUnavailableError, UseDpopNonceError, type DpopProofFailure } from '../errors';
 import { DPOP_ALGORITHMS, isDpopAlgorithm, verifyJws, type DpopAlgorithm } from '../jwt/algorithms';
 import { accessTokenHash } from '../jwt/dpop-proof';

@@ -1,4 +1,5 @@
-import { createPublicKey, type JsonWebKey } from 'node:crypto';
+import { createPublicKey } from 'node:crypto';
+import type { JsonWebKey } from '../jwt/jwk';
 import { TemporarilyUnavailableError } from '../errors';
 import { readCapped } from '../shared/http-body';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey, type PublicJwk } from './keys';

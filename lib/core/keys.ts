@@ -1,4 +1,5 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import type { JsonWebKey } from '../jwt/jwk';
 import { jwkThumbprint } from '../jwt/thumbprint';
 import type { Logger } from '../logger';
 import type { KeyStore, StoredKey } from '../stores/types';

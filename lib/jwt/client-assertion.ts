@@ -1,4 +1,5 @@
-import { createPrivateKey, randomBytes, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
+import type { JsonWebKey } from './jwk';
 import { isDpopAlgorithm, signJws, type DpopAlgorithm } from './algorithms';
 
 /** RFC 7523 §2.2 `client_assertion_type`. */

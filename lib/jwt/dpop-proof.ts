@@ -1,4 +1,5 @@
-import { createHash, createPrivateKey, createPublicKey, KeyObject, randomBytes, type JsonWebKey } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, KeyObject, randomBytes } from 'node:crypto';
+import type { JsonWebKey } from './jwk';
 import { isDpopAlgorithm, keyTypeOf, signJws, type DpopAlgorithm } from './algorithms';
 import { jwkThumbprint, publicKeyMembers } from './thumbprint';
 

@@ -1,4 +1,5 @@
-import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import type { JsonWebKey } from './jwk';
 import { isDpopAlgorithm, keyTypeOf, type DpopAlgorithm } from './algorithms';
 import { jwkThumbprint, publicKeyMembers } from './thumbprint';
 

@@ -1,4 +1,5 @@
-import { createHash, type JsonWebKey } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import type { JsonWebKey } from './jwk';
 
 /**
  * The members RFC 7638 §3.2 hashes, i.e. the public key itself, for the key
