@@ -337,7 +337,7 @@ describe('issuer discovery', () => {
       expect(refused).toMatchObject({ error: 'invalid_metadata', status: 200 });
       // both issuers named, so the caller sees which option to fix
       expect(refused.message).toContain(`names issuer ${JSON.stringify(meta.url)}, not ${JSON.stringify(`${meta.url}/`)}`);
-      expect(refused.message).toMatch(/^token request failed \(HTTP 200\)/);
+      expect(refused.message).toMatch(/^token endpoint discovery failed \(HTTP 200\)/);
     } finally {
       await meta.close();
     }

@@ -1,5 +1,5 @@
 import { TokenEndpointError } from './errors';
-import { AnswerTooLargeError, checkTransport, deadline, readJsonObject, type FetchLike } from './http';
+import { AnswerTooLargeError, checkTransport, deadline, networkReason, readJsonObject, type FetchLike } from './http';
 
 export interface Discovered {
   tokenEndpoint: string;
@@ -27,7 +27,8 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
       }
       doc = response.ok ? await readJsonObject(response, limit.signal) : undefined;
     } catch (cause) {
-      const why = cause instanceof AnswerTooLargeError ? `: ${cause.message}` : limit.timedOut() ? `: no answer within ${timeoutMs} ms` : '';
+      const reason = cause instanceof AnswerTooLargeError ? cause.message : limit.timedOut() ? `no answer within ${timeoutMs} ms` : networkReason(cause);
+      const why = reason ? `: ${reason}` : '';
       throw new TokenEndpointError({ error: limit.timedOut() ? 'timeout' : 'discovery_failed', error_description: `metadata request to ${url} failed${why}`, cause });
     } finally {
       limit.done();

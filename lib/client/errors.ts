@@ -15,6 +15,8 @@ export interface TokenEndpointErrorInit {
   cause?: unknown;
 }
 
+const DISCOVERY_ERRORS = new Set(['discovery_failed', 'invalid_metadata']);
+
 export class TokenEndpointError extends Error {
   readonly code = 'ERR_TOKEN_ENDPOINT';
   /** HTTP status of the token endpoint's answer; `undefined` when there was none. */
@@ -26,7 +28,9 @@ export class TokenEndpointError extends Error {
 
   constructor(init: TokenEndpointErrorInit) {
     const where = init.status === undefined ? 'no answer' : `HTTP ${init.status}`;
-    super(`token request failed (${where}): ${init.error}${init.error_description ? `: ${init.error_description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
+    // discovery's errors come before any token request: said as such (its status is the metadata request's)
+    const what = DISCOVERY_ERRORS.has(init.error) ? 'token endpoint discovery failed' : 'token request failed';
+    super(`${what} (${where}): ${init.error}${init.error_description ? `: ${init.error_description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
     this.name = 'TokenEndpointError';
     this.status = init.status;
     this.error = init.error;

@@ -110,3 +110,21 @@ export class AnswerTooLargeError extends Error {}
 function answerTooLarge(maxBytes: number): Error {
   return new AnswerTooLargeError(`the answer is larger than ${maxBytes / 1024} KiB`);
 }
+
+/**
+ * Why a request got no answer, from the error fetch threw (whose own message
+ * is just "fetch failed"): the system error's code and address, found down
+ * its causes, e.g. `ECONNREFUSED 127.0.0.1:3000`; `undefined` when none says.
+ */
+export function networkReason(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let depth = 0; depth < 5 && typeof e === 'object' && e !== null; depth++) {
+    const { code, address, port, hostname, cause } = e as { code?: unknown; address?: unknown; port?: unknown; hostname?: unknown; cause?: unknown };
+    if (typeof code === 'string' && /^[A-Z][A-Z0-9_]+$/.test(code) && code !== 'ERR_TOKEN_ENDPOINT') {
+      const host = typeof address === 'string' ? address : typeof hostname === 'string' ? hostname : undefined;
+      return host === undefined ? code : `${code} ${host}${typeof port === 'number' ? `:${port}` : ''}`;
+    }
+    e = cause;
+  }
+  return undefined;
+}

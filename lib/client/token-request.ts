@@ -1,6 +1,6 @@
 import type { ClientAuthContext, ClientAuthentication } from './auth';
 import { TokenEndpointError } from './errors';
-import { AnswerTooLargeError, deadline, readJsonObject, retryAfterSeconds, type FetchLike } from './http';
+import { AnswerTooLargeError, deadline, networkReason, readJsonObject, retryAfterSeconds, type FetchLike } from './http';
 import type { ProofOfPossession } from './proof-of-possession';
 
 export interface TokenResponse {
@@ -86,7 +86,8 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
     } catch (cause) {
       if (limit.timedOut()) throw new TokenEndpointError({ error: 'timeout', error_description: `no answer within ${settings.timeoutMs} ms`, cause });
       if (cause instanceof AnswerTooLargeError) throw new TokenEndpointError({ status: response!.status, error: 'invalid_response', error_description: cause.message });
-      throw new TokenEndpointError({ error: 'network_error', error_description: 'the token endpoint could not be reached', cause });
+      const why = networkReason(cause);
+      throw new TokenEndpointError({ error: 'network_error', error_description: `the token endpoint could not be reached${why ? ` (${why})` : ''}`, cause });
     } finally {
       limit.done();
     }
