@@ -14,6 +14,7 @@ export type { ClientAssertionInput } from './jwt/client-assertion';
 export { openEmbeddedStore } from './stores/embedded';
 export type { EmbeddedStore } from './stores/embedded';
 export { openStore } from './stores/open';
+export type { OpenStoreOptions } from './stores/open';
 export type { ClientStore, KeyStore, Store, ClientRecord, NewClient, StoredKey, StoredSecret } from './stores/types';
 export type { ClientAuthKind, ClientJwks, ClientPublicJwk, AddClientKeyResult, ClientSettings, ClientSettingsChange, StoredClientChanges } from './stores/types';
 export type { Logger } from './logger';

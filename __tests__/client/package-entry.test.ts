@@ -68,19 +68,20 @@ it.each([
   ['commonjs', 'node10'],
   ['node16', 'node16'],
   ['esnext', 'bundler'],
-])('TypeScript (module %s, moduleResolution %s, strict, library checks on) compiles a caller of /client and of the main entry', async (module, resolution) => {
+])('TypeScript (module %s, moduleResolution %s, strict, exactOptionalPropertyTypes, library checks on) compiles a caller of /client and of the main entry', async (module, resolution) => {
   const ext = module === 'node16' ? 'mts' : 'ts';
   const file = join(dir, `caller-${resolution}.${ext}`);
   writeFileSync(
     file,
     `import { createTokenClient, TokenEndpointError, type AccessToken } from 'express-client-credentials/client';
-     import { createIssuer, requireBearer } from 'express-client-credentials';
+     import { createIssuer, openStore, requireBearer } from 'express-client-credentials';
+     export const opening = () => openStore({ databaseUrl: process.env.DATABASE_URL });
      const api = createTokenClient({ issuer: 'https://auth.example.com', clientId: 'svc', clientSecret: 's' });
      export const token: Promise<AccessToken> = api.getToken({ scope: 'orders:read' });
      export const kinds = [typeof createIssuer, typeof requireBearer, TokenEndpointError.name];`,
   );
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  const args = ['--noEmit', '--strict', '--skipLibCheck', 'false', '--module', module, '--moduleResolution', resolution, '--target', 'es2022'];
+  const args = ['--noEmit', '--strict', '--exactOptionalPropertyTypes', '--skipLibCheck', 'false', '--module', module, '--moduleResolution', resolution, '--target', 'es2022'];
   args.push('--esModuleInterop', '--typeRoots', join(ROOT, 'node_modules', '@types'), '--types', 'node', file);
   const result = await run(process.execPath, [tsc, ...args], { cwd: dir, timeout: 120_000 }).catch((err: { stdout?: string }) => ({ stdout: `failed: ${err.stdout}` }));
   expect(result.stdout).toBe('');

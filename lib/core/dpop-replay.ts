@@ -14,7 +14,7 @@ export interface ReplayStore {
    * no longer be told from a replay; verifyDpopProof refuses it as too old
    * (and consume() answers false for it).
    */
-  readonly forgottenUntil?: number;
+  readonly forgottenUntil?: number | undefined;
 }
 
 export interface MemoryReplayStoreOptions {
