@@ -25,6 +25,12 @@ export function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: numbe
   return n;
 }
 
+/** A list of words separated by spaces or commas; `undefined` when there is none. */
+function listFromEnv(raw: string | undefined): string[] | undefined {
+  const items = (raw ?? '').split(/[\s,]+/).filter((item) => item !== '');
+  return items.length > 0 ? items : undefined;
+}
+
 export function loggerFromEnv(env: NodeJS.ProcessEnv): pino.Logger {
   return pino({ name: 'orders-api', level: env.LOG_LEVEL || 'info' });
 }
@@ -79,6 +85,8 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       keyRotationLeadTime: env.KEY_ROTATION_LEAD_TIME ? intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', 300) : undefined,
       keyRefreshInterval: env.KEY_REFRESH_INTERVAL ? Number(env.KEY_REFRESH_INTERVAL) : undefined,
       scopesSupported: ['orders:read', 'orders:write'],
+      // RESOURCES: other APIs this issuer serves tokens for (RFC 8707), beside AUDIENCE, the default
+      resources: listFromEnv(env.RESOURCES),
       // REDIS_KEY_PREFIX: deployments sharing one Redis keep their counters and proofs apart
       bruteForce: redis ? { redis, keyPrefix: `${redisPrefix}authfail` } : undefined,
       // each DPoP proof is accepted once by all instances (and workers), not once by each

@@ -152,6 +152,25 @@ describe('examples/server.ts', () => {
     await expect(startServer(env(tempDir(), { ACCESS_TOKEN_TTL: 'soon' }), () => undefined)).rejects.toThrow(/ACCESS_TOKEN_TTL/);
   });
 
+  it('RESOURCES names the other APIs it issues tokens for: a client allowed one gets a token for it (RFC 8707), an unknown one is invalid_target', async () => {
+    const dir = tempDir();
+    const served = await startServer(env(dir, { DEMO_CLIENT: '0', RESOURCES: 'https://billing.example.com, https://reports.example.com' }), () => undefined);
+    try {
+      const c = await served.issuer.clients.create({ name: 'invoicer', scopes: 'orders:read', resources: ['https://billing.example.com', 'https://reports.example.com'] });
+      const ask = (resource: string) =>
+        request(served.url).post('/oauth/token').auth(c.clientId, c.clientSecret).type('form').send({ grant_type: 'client_credentials', resource });
+      const res = await ask('https://billing.example.com');
+      expect(res.status).toBe(200);
+      expect(JSON.parse(Buffer.from(res.body.access_token.split('.')[1], 'base64url').toString()).aud).toBe('https://billing.example.com');
+      const unknown = await ask('https://payroll.example.com');
+      expect(unknown.status).toBe(400);
+      expect(unknown.body.error).toBe('invalid_target');
+    } finally {
+      await served.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('answers /health/ready with 503 while the store does not answer, and 200 once it does again', async () => {
     const dir = tempDir();
     const store = await openEmbeddedStore({ dataDir: dir });
