@@ -126,6 +126,8 @@ export function createIssuer(options: IssuerOptions): Issuer {
       bearerChecks: metrics.bearerChecks,
       cache: server.verifier.cacheStats,
       signingKey: () => signingKeyAge(server.keys.list(), Date.now()),
+      store: server.storeHealth,
+      dpopReplayStore: server.replayHealth,
     });
   }
 

@@ -102,13 +102,23 @@ export class ServerError extends OAuthError {
 }
 
 /** 503 when a dependency (store, JWKS) cannot be reached; `Retry-After` in seconds (default 5). */
+/** What could not be reached when a 503 is answered: the metric label `reason` of the bearer checks' `unavailable`. */
+export type UnavailableDependency = 'store' | 'jwks' | 'revocation_list' | 'dpop_replay_store';
+export const UNAVAILABLE_DEPENDENCIES: readonly UnavailableDependency[] = ['store', 'jwks', 'revocation_list', 'dpop_replay_store'];
+
 export class TemporarilyUnavailableError extends OAuthError {
   readonly code = 'temporarily_unavailable';
   readonly retryAfter: number;
-  constructor(description = 'the service is temporarily unavailable', options: OAuthErrorOptions & { retryAfter?: number } = {}) {
+  /** What could not be reached, when known. */
+  readonly dependency: UnavailableDependency | undefined;
+  constructor(
+    description = 'the service is temporarily unavailable',
+    options: OAuthErrorOptions & { retryAfter?: number; dependency?: UnavailableDependency } = {},
+  ) {
     const retryAfter = Math.max(1, Math.ceil(options.retryAfter ?? 5));
     super(503, description, options, { 'Retry-After': String(retryAfter) });
     this.retryAfter = retryAfter;
+    this.dependency = options.dependency;
   }
 }
 
@@ -230,28 +240,30 @@ export function dpopChallenge(algs: readonly string[], error?: OAuthError): stri
 /** A store outage becomes a 503; anything else that is not an OAuthError a generic 500. Messages stay private. */
 export function toOAuthError(err: unknown): OAuthError {
   if (err instanceof OAuthError) return err;
-  if (err instanceof StoreUnavailableError) return new TemporarilyUnavailableError(undefined, { detail: err.message, cause: err });
+  if (err instanceof StoreUnavailableError) return new TemporarilyUnavailableError(undefined, { detail: err.message, cause: err, dependency: 'store' });
   return new ServerError({ detail: err instanceof Error ? err.message : String(err), cause: err });
 }
 
 // ---- RFC 9449: DPoP ----
 
 /** Why a DPoP proof was refused; operators see it, clients get the matching description. */
-export type DpopProofFailure =
-  | 'missing'
-  | 'multiple'
-  | 'malformed'
-  | 'typ'
-  | 'alg'
-  | 'jwk'
-  | 'claims'
-  | 'htm'
-  | 'htu'
-  | 'iat_too_old'
-  | 'iat_in_future'
-  | 'ath'
-  | 'signature'
-  | 'replayed';
+export const DPOP_PROOF_FAILURES = [
+  'missing',
+  'multiple',
+  'malformed',
+  'typ',
+  'alg',
+  'jwk',
+  'claims',
+  'htm',
+  'htu',
+  'iat_too_old',
+  'iat_in_future',
+  'ath',
+  'signature',
+  'replayed',
+] as const;
+export type DpopProofFailure = (typeof DPOP_PROOF_FAILURES)[number];
 
 const DPOP_PROOF_DESCRIPTIONS: Record<DpopProofFailure, string> = {
   missing: 'a DPoP proof is required',

@@ -12,7 +12,8 @@ import {
   parseDpop,
   type BearerOptions,
 } from './config';
-import { MemoryReplayStore, RedisReplayStore, type RedisSetNxClient } from './core/dpop';
+import { MemoryReplayStore, RedisReplayStore, type RedisSetNxClient, type ReplayStore } from './core/dpop';
+import { ReplayStoreHealth } from './core/replay-store-health';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
 import type { KeyResolver } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
@@ -129,7 +130,22 @@ function publicUrlOf(options: BearerOptions, audience: string): string | undefin
   }
 }
 
-function dpopOptions(options: BearerOptions, audience: string, clockTolerance: number): BearerDpopOptions | undefined {
+/** One monitored replay store per Redis client and key prefix, so the layers of one API log one outage once. */
+const redisReplays = new WeakMap<object, Map<string, { replay: ReplayStore; health: ReplayStoreHealth }>>();
+
+function redisReplay(redis: object, prefix: string, logger: Logger): { replay: ReplayStore; health: ReplayStoreHealth } {
+  let byPrefix = redisReplays.get(redis);
+  if (!byPrefix) redisReplays.set(redis, (byPrefix = new Map()));
+  let known = byPrefix.get(prefix);
+  if (!known) {
+    const health = new ReplayStoreHealth(logger, { kind: 'redis' });
+    known = { replay: health.monitor(new RedisReplayStore({ client: redis as RedisSetNxClient, prefix })), health };
+    byPrefix.set(prefix, known);
+  }
+  return known;
+}
+
+function dpopOptions(options: BearerOptions, audience: string, clockTolerance: number, logger: Logger): (BearerDpopOptions & { health?: ReplayStoreHealth }) | undefined {
   const publicUrl = publicUrlOf(options, audience);
   if (options.dpop === undefined && publicUrl === undefined) return undefined;
   const mode = checkDpopMode(options.dpop);
@@ -138,10 +154,9 @@ function dpopOptions(options: BearerOptions, audience: string, clockTolerance: n
   if (options.dpopProofs !== undefined && 'nonce' in (options.dpopProofs as object)) throw new TypeError('option dpopProofs.nonce is not supported here');
   const settings = parseDpop(options.dpopProofs);
   const redis = options.dpopProofs?.redis;
-  const replay = redis
-    ? new RedisReplayStore({ client: redis as RedisSetNxClient, prefix: settings.keyPrefix })
-    : (sharedReplay ??= new MemoryReplayStore({ max: settings.replayMax }));
-  return { mode, publicUrl, verify: { replay, maxAge: settings.maxAge, clockTolerance } };
+  const shared = redis ? redisReplay(redis, settings.keyPrefix, logger) : undefined;
+  const replay = shared ? shared.replay : (sharedReplay ??= new MemoryReplayStore({ max: settings.replayMax }));
+  return { mode, publicUrl, verify: { replay, maxAge: settings.maxAge, clockTolerance }, health: shared?.health };
 }
 
 /** Verifiers shared by every requireBearer() of one issuer/audience/key source, so they share one JWKS and one cache. */
@@ -178,7 +193,8 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     throw new TypeError('requireBearer() needs exactly one of jwksUri or keys');
   }
   const registry = checkMetrics(options.metrics);
-  const dpop = dpopOptions(options, audience, checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300));
+  const logger = resolveLogger(options.logger);
+  const dpop = dpopOptions(options, audience, checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300), logger);
   const jwksUri = options.jwksUri === undefined ? undefined : checkUrl('jwksUri', options.jwksUri);
   const settings = {
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
@@ -203,7 +219,6 @@ export function requireBearer(options: BearerOptions): RequestHandler {
   }
   const realm = options.realm === undefined ? 'api' : checkString('realm', options.realm);
   const scope = scopeOption('scope', options.scope);
-  const logger = resolveLogger(options.logger);
   const list = listSettings(options.revocationList);
   const memoKey = jwksUri ? JSON.stringify([issuer, audience, jwksUri, settings, list ?? null]) : undefined;
   let verifier = memoKey ? verifiers.get(memoKey) : undefined;
@@ -216,7 +231,7 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     if (memoKey) verifiers.set(memoKey, verifier);
   }
   const counts = registry && zeroCounts(BEARER_CHECKS);
-  if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats });
+  if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats, dpopReplayStore: dpop?.health });
   return bearerMiddleware({
     verifier,
     realm,

@@ -22,7 +22,7 @@ describe('StoreHealth', () => {
     health.succeeded();
     expect(health.up).toBe(true);
     expect(events).toEqual([
-      { level: 'error', event: 'store.unavailable', reason: 'PostgreSQL is unavailable: connect ECONNREFUSED' },
+      { level: 'error', event: 'store.unavailable', reason: 'PostgreSQL is unavailable: connect ECONNREFUSED', access: 'read' },
       { level: 'info', event: 'store.recovered', down_ms: 3_500, failures: 50 },
     ]);
 
@@ -83,6 +83,97 @@ describe('StoreHealth', () => {
     await expect(watched.listKeys()).rejects.toBeInstanceOf(StoreUnavailableError);
     down = false;
     await expect(watched.listKeys()).resolves.toEqual([]);
+    expect(events.map((e) => e.event)).toEqual(['store.unavailable', 'store.recovered']);
+  });
+});
+
+describe('StoreHealth: a store that reads but cannot write (a full disk)', () => {
+  const full = () => new StoreUnavailableError('the embedded store is unavailable: database or disk is full (SQLITE_FULL)');
+
+  it('is one outage that reads do not end: one store.unavailable, read_only, and one store.recovered when a write works', () => {
+    const { events, logger } = recorder();
+    let now = 1_000;
+    const health = new StoreHealth(logger, () => now);
+    for (let i = 0; i < 20; i++) {
+      health.failed(full(), 'write');
+      now += 10;
+      health.succeeded(now - 5, 'read');
+    }
+    expect(health.up).toBe(false);
+    expect(health.state).toBe('read_only');
+    expect(events).toEqual([{ level: 'error', event: 'store.unavailable', reason: expect.stringContaining('SQLITE_FULL'), access: 'write' }]);
+    now = 2_000;
+    health.succeeded(now, 'write');
+    expect(health.state).toBe('up');
+    expect(events.map((e) => e.event)).toEqual(['store.unavailable', 'store.recovered']);
+    expect(events[1]).toMatchObject({ down_ms: 1_000, failures: 20 });
+  });
+
+  it('reads failing too make it down; reads back leave it read_only until a write works', () => {
+    const { events, logger } = recorder();
+    const health = new StoreHealth(logger);
+    health.failed(full(), 'write');
+    health.failed(new StoreUnavailableError('cut'), 'read');
+    expect(health.state).toBe('down');
+    health.succeeded(undefined, 'read');
+    expect(health.state).toBe('read_only');
+    health.succeeded(undefined, 'write');
+    expect(health.state).toBe('up');
+    expect(events.map((e) => e.event)).toEqual(['store.unavailable', 'store.recovered']);
+  });
+
+  it('probes writes while they fail, so the end of the outage shows without traffic', async () => {
+    const { events, logger } = recorder();
+    let writable = false;
+    let probes = 0;
+    const health = new StoreHealth(logger, Date.now, {
+      probeEveryMs: 20,
+      probeWrite: async () => {
+        probes++;
+        if (!writable) throw full();
+      },
+    });
+    try {
+      health.failed(full(), 'write');
+      await new Promise((resolve) => setTimeout(resolve, 70));
+      expect(probes).toBeGreaterThanOrEqual(2);
+      expect(health.state).toBe('read_only');
+      writable = true;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(health.state).toBe('up');
+      const seen = probes;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(probes).toBe(seen); // no probe once it is up
+      expect(events.map((e) => e.event)).toEqual(['store.unavailable', 'store.recovered']);
+    } finally {
+      health.stop();
+    }
+  });
+
+  it('monitors a store: a write that changed nothing does not end an outage of writes; a row written does', async () => {
+    const { events, logger } = recorder();
+    const health = new StoreHealth(logger);
+    let full_ = true;
+    const store = {
+      async consumeJti() {
+        if (full_) throw full();
+        return true;
+      },
+      async pruneKeys() {
+        return 0;
+      },
+      async findClient() {
+        return null;
+      },
+    };
+    const watched = health.monitor(store as never) as unknown as typeof store;
+    await expect(watched.consumeJti()).rejects.toBeInstanceOf(StoreUnavailableError);
+    await watched.findClient();
+    await watched.pruneKeys();
+    expect(health.state).toBe('read_only');
+    full_ = false;
+    await watched.consumeJti();
+    expect(health.state).toBe('up');
     expect(events.map((e) => e.event)).toEqual(['store.unavailable', 'store.recovered']);
   });
 });

@@ -356,7 +356,7 @@ describeIfRedis('DR11 across instances: a proof replayed to another instance sha
 });
 
 describe('DPoP refusals in token.rejected and the metrics', () => {
-  it('counts dpop_binding, dpop_proof and the token endpoint outcomes, and logs the reasons', async () => {
+  it('counts dpop_binding, dpop_missing and the token endpoint outcomes, and logs the reasons', async () => {
     const { Registry } = await import('prom-client');
     const registry = new Registry();
     const lines: Record<string, unknown>[] = [];
@@ -382,13 +382,74 @@ describe('DPoP refusals in token.rejected and the metrics', () => {
         'ecc_token_requests_total{outcome="use_dpop_nonce"} 1',
         'ecc_token_requests_total{outcome="invalid_dpop_proof"} 1',
         'ecc_bearer_checks_total{outcome="invalid_token",reason="dpop_binding"} 1',
-        'ecc_bearer_checks_total{outcome="invalid_dpop_proof",reason="dpop_proof"} 1',
+        'ecc_bearer_checks_total{outcome="invalid_dpop_proof",reason="dpop_missing"} 1',
       ]) {
         expect(text).toContain(series);
       }
-      const rejected = lines.filter((l) => l.event === 'token.rejected').map((l) => l.reason);
-      expect(rejected).toEqual(['dpop_binding', 'dpop_proof']);
+      const rejected = lines.filter((l) => l.event === 'token.rejected').map((l) => [l.reason, l.client_id]);
+      expect(rejected).toEqual([['dpop_binding', client.clientId], ['dpop_missing', client.clientId]]);
       expect(JSON.stringify(lines)).not.toContain(at);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('DPoP proof refusals at a protected route, by the check that failed', () => {
+  it('logs and counts each failed check under its own reason (dpop_htu, dpop_signature, dpop_replayed, ...) with the client_id of the verified token', async () => {
+    const { Registry } = await import('prom-client');
+    const registry = new Registry();
+    const lines: Record<string, unknown>[] = [];
+    const logger = {
+      info: (o: object) => void lines.push({ level: 'info', ...o }),
+      warn() {},
+      error() {},
+      debug: (o: object) => void lines.push({ level: 'debug', ...o }),
+    };
+    const t = await setup({ metrics: { registry }, logger: logger as never }, (app, i) => {
+      app.use(i.router());
+      app.get('/orders', i.requireBearer(), sendAuth);
+    });
+    try {
+      const key = newDpopKey();
+      const client = await t.issuer.clients.create({ name: 'f9', scopes: 'orders:read' });
+      const tokenRes = await request(t.app)
+        .post('/oauth/token')
+        .set('DPoP', key.proof({ htm: 'POST', htu: TOKEN_URL }))
+        .type('form')
+        .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
+      const at = tokenRes.body.access_token as string;
+      const get = (proof: string) => request(t.app).get('/orders').set('Authorization', `DPoP ${at}`).set('DPoP', proof);
+      const url = `${ISSUER}/orders`;
+      // a proof for another URL (a publicUrl behind a proxy that is not the one clients call), twice
+      expect((await get(key.proof({ htm: 'GET', htu: 'https://elsewhere.example/orders', accessToken: at }))).status).toBe(401);
+      expect((await get(key.proof({ htm: 'GET', htu: 'https://elsewhere.example/orders', accessToken: at }))).status).toBe(401);
+      // a replayed proof
+      const good = key.proof({ htm: 'GET', htu: url, accessToken: at });
+      expect((await get(good)).status).toBe(200);
+      expect((await get(good)).status).toBe(401);
+      // a proof whose signature is not its key's
+      const parts = key.proof({ htm: 'GET', htu: url, accessToken: at }).split('.');
+      const forged = `${parts[0]}.${parts[1]}.${key.proof({ htm: 'GET', htu: url, accessToken: at }).split('.')[2]}`;
+      expect((await get(forged)).status).toBe(401);
+
+      const text = await registry.metrics();
+      for (const series of [
+        'ecc_bearer_checks_total{outcome="invalid_dpop_proof",reason="dpop_htu"} 2',
+        'ecc_bearer_checks_total{outcome="invalid_dpop_proof",reason="dpop_replayed"} 1',
+        'ecc_bearer_checks_total{outcome="invalid_dpop_proof",reason="dpop_signature"} 1',
+      ]) {
+        expect(text).toContain(series);
+      }
+      const rejected = lines.filter((l) => l.event === 'token.rejected').map((l) => [l.level, l.reason, l.client_id]);
+      // one window per failed check: each shows at info the first time, the repeated htu at debug
+      expect(rejected).toEqual([
+        ['info', 'dpop_htu', client.clientId],
+        ['debug', 'dpop_htu', client.clientId],
+        ['info', 'dpop_replayed', client.clientId],
+        ['info', 'dpop_signature', client.clientId],
+      ]);
+      expect(lines.find((l) => l.reason === 'dpop_htu')!.detail).toMatch(/htu https:\/\/elsewhere\.example\/orders for http/);
     } finally {
       await t.close();
     }

@@ -161,6 +161,30 @@ describe('an issuer with metrics on', () => {
   });
 });
 
+describe('a request through two requireBearer() layers (the mount and the route)', () => {
+  it('counts accepted once per request, for issuer-bound and standalone layers alike', async () => {
+    const registry = new Registry();
+    const { issuer } = await start({ metrics: { registry } });
+    const client = await issuer.clients.create({ name: 'layers', scopes: ['orders:read'] });
+    const app = express();
+    app.use(issuer.router());
+    app.use('/api', issuer.requireBearer());
+    app.get('/api/orders', issuer.requireBearer({ scope: 'orders:read' }), sendAuth);
+    app.get('/api/write', issuer.requireBearer({ scope: 'orders:write' }), sendAuth);
+    const keys = await issuer.keys.jwks();
+    const standalone = (scope?: string) => requireBearer({ issuer: ISSUER, audience: AUDIENCE, keys, scope, logger: false, metrics: { registry } });
+    app.use('/rs', standalone());
+    app.get('/rs/orders', standalone('orders:read'), sendAuth);
+    const token = await fetchToken(app, client);
+    for (const path of ['/api/orders', '/api/orders', '/rs/orders']) expect((await request(app).get(path).set('Authorization', `Bearer ${token}`)).status).toBe(200);
+    expect((await request(app).get('/api/write').set('Authorization', `Bearer ${token}`)).status).toBe(403);
+    const text = await registry.metrics();
+    // three requests accepted (the 403 was accepted by the mount's layer, and is counted there once, and once refused)
+    expect(value(text, 'ecc_bearer_checks_total{outcome="accepted",reason=""}')).toBe(4);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="insufficient_scope",reason="insufficient_scope"}')).toBe(1);
+  });
+});
+
 describe('standalone requireBearer() with metrics', () => {
   it('counts its checks and its cache', async () => {
     const { issuer, app } = await start({});

@@ -245,10 +245,19 @@ describe('what one client can add to the revocation list is bounded (maxRevokedT
 });
 
 describe('a revocation the store cannot write (a full disk: reads work, writes fail)', () => {
-  it('answers 503 with Retry-After, logs store.unavailable once, and the store.recovered line follows the next call that works', async () => {
+  it('answers 503 with Retry-After, logs store.unavailable once; reads do not end it, the store.recovered line follows the next write that works', async () => {
     const store = await openEmbeddedStore({ dataDir: tempDir() });
-    store.revokeToken = async () => {
-      throw new StoreUnavailableError('SQLite store unavailable: SQLITE_FULL: database or disk is full');
+    const revokeToken = store.revokeToken.bind(store);
+    let full = true;
+    store.revokeToken = async (entry) => {
+      if (full) throw new StoreUnavailableError('SQLite store unavailable: SQLITE_FULL: database or disk is full');
+      return revokeToken(entry);
+    };
+    // as on a full disk, the issuer's write probe (an assertion jti) fails too
+    const consumeJti = store.consumeJti.bind(store);
+    store.consumeJti = async (...args) => {
+      if (full) throw new StoreUnavailableError('SQLite store unavailable: SQLITE_FULL: database or disk is full');
+      return consumeJti(...args);
     };
     const events: Record<string, unknown>[] = [];
     const log = (o: Record<string, unknown>) => void events.push(o);
@@ -260,9 +269,13 @@ describe('a revocation the store cannot write (a full disk: reads work, writes f
       expect({ status: res.status, error: res.body.error }).toEqual({ status: 503, error: 'temporarily_unavailable' });
       expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
       expect(events.filter((e) => e.event === 'store.unavailable')).toEqual([expect.objectContaining({ reason: expect.stringMatching(/SQLITE_FULL/) })]);
-      // a read that begins after it works: the outage is over as far as reads go
+      // a read works, but says nothing of writes: the outage goes on (no recovered/unavailable pair per request)
       await token(t.app, client);
+      expect(events.filter((e) => e.event === 'store.recovered')).toHaveLength(0);
+      full = false;
+      expect((await revoke(t.app, client, { token: at })).status).toBe(200);
       expect(events.filter((e) => e.event === 'store.recovered')).toHaveLength(1);
+      expect(events.filter((e) => e.event === 'store.unavailable')).toHaveLength(1);
     } finally {
       await t.close();
     }

@@ -220,6 +220,11 @@ describe('with jwksUri', () => {
     expect(res.status).not.toBe(500);
     expect(res.status).toBe(503);
     expect(res.body.error).toBe('temporarily_unavailable');
+    // refused as every other request is (RFC 6750 §3): the challenge names the error; Retry-After says when to come back
+    expect(res.headers['www-authenticate']).toBe(
+      'Bearer realm="api", error="temporarily_unavailable", error_description="the authorization server keys cannot be fetched; retry later", DPoP algs="ES256 ES384 PS256 RS256"',
+    );
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
   });
 
   it('JWKS unreachable: the log says so once a minute, not once per request', async () => {
@@ -230,7 +235,7 @@ describe('with jwksUri', () => {
     const logger = { info: () => undefined, error: () => undefined, warn: (o: Record<string, unknown>) => void lines.push(o) };
     const app = api(requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: s.jwksUri, jwksCooldown: 0.001, jwksTimeout: 1, logger }));
     for (let i = 0; i < 3; i++) expect((await get(app, token)).status).toBe(503);
-    expect(lines.filter((l) => l.event === 'bearer.unavailable')).toEqual([{ event: 'bearer.unavailable', reason: expect.any(String) }]);
+    expect(lines.filter((l) => l.event === 'bearer.unavailable')).toEqual([{ event: 'bearer.unavailable', dependency: 'jwks', reason: expect.any(String) }]);
     expect(JSON.stringify(lines)).not.toContain(token.split('.')[2]);
   });
 

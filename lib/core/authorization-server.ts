@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
 import { InvalidClientError, OAuthError, StoreUnavailableError, TooManyRequestsError } from '../errors';
@@ -17,16 +18,24 @@ import { authorizationServerMetadata } from './metadata';
 import type { IntrospectionResponse } from './introspection';
 import { IssuerAudiences } from './issuer-audiences';
 import { IssuerRevocations } from './issuer-revocations';
+import { ReplayStoreHealth } from './replay-store-health';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
 
 /** What `health()` reports: ready to issue tokens when `ok`. */
 export interface IssuerHealth {
-  /** The store answers and a key signs now. */
+  /** The store answers and can be written, and a key signs now. */
   ok: boolean;
-  store: 'up' | 'down';
+  /** `read_only`: reads work, writes fail (a full disk): what must write (private_key_jwt assertions, revocations) gets 503. */
+  store: 'up' | 'read_only' | 'down';
   /** The kid of the key that signs now, `null` when none is loaded. */
   signingKid: string | null;
+  /**
+   * Only with a shared DPoP replay store (`dpop.redis`): whether it answered
+   * the last proof (or probe). `down` does not clear `ok`: requests without
+   * a DPoP proof are served, and the store is shared by every instance.
+   */
+  dpopReplayStore?: 'up' | 'down';
 }
 
 /** How long `health()` reuses its last answer, and how long a failed start-up is kept before the next try (ms). */
@@ -34,6 +43,8 @@ const HEALTH_TTL_MS = 1000;
 const READY_RETRY_MS = 1000;
 /** A ping that takes longer counts as `down`. */
 const PING_TIMEOUT_MS = 2000;
+/** The client_id of the write probe's rows (no client_id has a space). */
+const WRITE_PROBE_CLIENT = ' write-probe';
 /** How often expired assertion jtis are deleted from the store. */
 const JTI_PURGE_MS = 60_000;
 
@@ -48,6 +59,8 @@ export class AuthorizationServer {
   readonly metadata: Record<string, unknown>;
   /** Every store call reports here: one `store.unavailable` per outage, then `store.recovered`. */
   readonly storeHealth: StoreHealth;
+  /** With a shared DPoP replay store: one `dpop_replay_store.unavailable` per outage, then `dpop_replay_store.recovered`. */
+  readonly replayHealth: ReplayStoreHealth | undefined;
   private store: Store | undefined;
   /** The same store, each call reported to `storeHealth` (the hot path reports inline instead). */
   private watched: Store | undefined;
@@ -78,7 +91,10 @@ export class AuthorizationServer {
     /** Rings the other instances when something is revoked, besides the store's own notifications (a Redis doorbell). */
     revocationPush?: RevocationNotifier,
   ) {
-    this.storeHealth = new StoreHealth(logger, now);
+    this.storeHealth = new StoreHealth(logger, now, {
+      // while writes fail: a used-jti row under a client_id no client has, expired at once (purged with the others)
+      probeWrite: () => withTimeout(this.store!.consumeJti(WRITE_PROBE_CLIENT, randomBytes(16).toString('base64url'), new Date(this.now())), PING_TIMEOUT_MS),
+    });
     this.revocations = new IssuerRevocations({
       config,
       logger,
@@ -134,8 +150,9 @@ export class AuthorizationServer {
       consumeJti: (clientId, jtiHash, expiresAt) => this.watched!.consumeJti(clientId, jtiHash, expiresAt),
       now,
     });
+    this.replayHealth = dpopReplay && new ReplayStoreHealth(logger, { kind: 'redis', now });
     this.dpop = {
-      replay: dpopReplay ?? new MemoryReplayStore({ max: config.dpop.replayMax, now }),
+      replay: dpopReplay ? this.replayHealth!.monitor(dpopReplay) : new MemoryReplayStore({ max: config.dpop.replayMax, now }),
       nonces: config.dpop.nonce ? new KeyDerivedNonces(this.keys, now) : undefined,
       maxAge: config.dpop.maxAge,
       clockTolerance: config.clockTolerance,
@@ -348,14 +365,15 @@ export class AuthorizationServer {
   }
 
   private async checkHealth(): Promise<IssuerHealth> {
-    let up: boolean;
+    let store: IssuerHealth['store'];
     try {
       await this.ready();
-      const store = this.watched!;
-      await withTimeout<unknown>(store.ping ? store.ping() : store.listKeys(), PING_TIMEOUT_MS);
-      up = true;
+      const watched = this.watched!;
+      await withTimeout<unknown>(watched.ping ? watched.ping() : watched.listKeys(), PING_TIMEOUT_MS);
+      // the ping reads: a store that fails writes (a full disk) answers it
+      store = this.storeHealth.state === 'read_only' ? 'read_only' : 'up';
     } catch {
-      up = false;
+      store = 'down';
     }
     let signingKid: string | null = null;
     if (this.isReady) {
@@ -365,11 +383,15 @@ export class AuthorizationServer {
         signingKid = null;
       }
     }
-    return { ok: up && signingKid !== null, store: up ? 'up' : 'down', signingKid };
+    const health: IssuerHealth = { ok: store === 'up' && signingKid !== null, store, signingKid };
+    if (this.replayHealth) health.dpopReplayStore = this.replayHealth.up ? 'up' : 'down';
+    return health;
   }
 
   async close(): Promise<void> {
     clearInterval(this.purgeTimer);
+    this.storeHealth.stop();
+    this.replayHealth?.stop();
     if (!this.readying) return;
     await this.readying.catch(() => undefined);
     await this.revocations.close();

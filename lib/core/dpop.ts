@@ -245,5 +245,5 @@ export function verifyDpopProof(
 
 function replayFailure(err: unknown): OAuthError {
   if (err instanceof OAuthError) return err;
-  return new TemporarilyUnavailableError(undefined, { detail: 'dpop replay store unavailable', cause: err });
+  return new TemporarilyUnavailableError(undefined, { detail: `dpop replay store unavailable: ${err instanceof Error ? err.message : String(err)}`, cause: err, dependency: 'dpop_replay_store' });
 }

@@ -153,6 +153,7 @@ export class RemoteJwks implements KeyResolver {
       detail: `JWKS fetch from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`,
       cause: err,
       retryAfter: waitMs / 1000,
+      dependency: 'jwks',
     });
   }
 

@@ -1,9 +1,9 @@
-import type { TokenRejectionFacts, TokenRejectionReason } from '../errors';
+import type { DpopProofFailure, TokenRejectionFacts, TokenRejectionReason } from '../errors';
 import type { ResolvedLogger } from '../logger';
 import { LogWindows } from './throttle';
 
-/** Why a bearer check refused a request: the verifier's reasons, a missing scope, or a malformed request (400). */
-export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request' | 'dpop_proof';
+/** Why a bearer check refused a request: the verifier's reasons, a missing scope, a malformed request (400), or the DPoP proof check that failed (`dpop_htu`, ...). */
+export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request' | `dpop_${DpopProofFailure}`;
 
 /**
  * Logs `token.rejected`: at `info` the first time a reason appears in a

@@ -311,6 +311,7 @@ export class RevocationListPoller {
       throw new TemporarilyUnavailableError('revocation status cannot be checked now', {
         detail: this.lastSuccess === undefined ? 'no revocation list verified yet' : `revocation list not refreshed for ${this.now() - this.lastSuccess} ms`,
         retryAfter: Math.ceil(this.intervalMs / 1000),
+        dependency: 'revocation_list',
       });
     }
     return this.options.state.isRevoked(claims);

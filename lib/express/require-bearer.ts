@@ -19,7 +19,7 @@ import {
 } from '../errors';
 import type { RejectionLog } from '../core/rejection-log';
 import { atMostEvery } from '../core/throttle';
-import { bearerCheck, type BearerCheck, type Counts } from '../metrics/counts';
+import { bearerCheck, dpopProofReason, type BearerCheck, type Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
 import { repeatedAuthorization } from './headers';
 import { queryNames } from './read-form';
@@ -181,9 +181,14 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
   };
   const runStrategy = strategyRunner((token) => verifier.verifyUncached(token));
 
-  /** The challenges of an answer: those of the schemes this route accepts, the error on the one used. */
+  /**
+   * The challenges of an answer: those of the schemes this route accepts, the
+   * error on the one used. A 503 (a key source or the replay store cannot be
+   * reached) carries them as every other refusal does (RFC 6750 §3), so a
+   * client reading only the challenge sees why too.
+   */
   const challenges = (error: OAuthError, scheme: Scheme): string | string[] | undefined => {
-    if (error.status !== 401 && error.status !== 403 && error.status !== 400) return undefined;
+    if (error.status !== 401 && error.status !== 403 && error.status !== 400 && error.status !== 503) return undefined;
     if (mode === 'disabled') return bearerChallenge(realm, error);
     if (mode === 'required') return dpopChallenge(algs, error);
     if (scheme === 'dpop') return [bearerChallenge(realm), dpopChallenge(algs, error)];
@@ -197,15 +202,25 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
    * per request.
    */
   const unavailable = atMostEvery(60_000, (error: OAuthError): void => {
-    logger.warn({ event: 'bearer.unavailable', reason: error.detail ?? error.description }, 'requireBearer() cannot check tokens: a key source is unavailable; answering 503');
+    const dependency = error instanceof TemporarilyUnavailableError ? error.dependency : undefined;
+    logger.warn(
+      { event: 'bearer.unavailable', dependency, reason: error.detail ?? error.description },
+      dependency === 'dpop_replay_store'
+        ? 'requireBearer() cannot check DPoP proofs: the DPoP replay store is unavailable; answering 503'
+        : 'requireBearer() cannot check tokens: a key source is unavailable; answering 503',
+    );
   });
 
-  /** Logs why (the scope check reports its own refusals, with the token's scopes) and answers. */
-  const fail = (res: Response, err: unknown, scheme: Scheme = 'bearer'): void => {
+  /**
+   * Logs why (the scope check reports its own refusals, with the token's
+   * scopes) and answers. `auth`: the token, when it was verified before the
+   * refusal (a DPoP proof refused for a valid token): its client_id is logged.
+   */
+  const fail = (res: Response, err: unknown, scheme: Scheme = 'bearer', auth?: AccessTokenAuth): void => {
     const error: OAuthError = toOAuthError(err);
     if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts);
     else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {});
-    else if (error instanceof InvalidDpopProofError) rejections.report('dpop_proof', error.detail, {});
+    else if (error instanceof InvalidDpopProofError) rejections.report(dpopProofReason(error.reason), error.detail, auth ? { client_id: auth.clientId } : {});
     else if (error.status === 503) unavailable(error);
     else if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
     if (counts) counts[bearerCheck(error)]++;
@@ -225,8 +240,10 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
         return fail(res, new InsufficientScopeError(required, { detail }), scheme);
       }
     }
+    // counted once per request: a request a requireBearer() before this one accepted (`app.use('/api', requireBearer())`
+    // and the route's own) carries its auth already; one property read, only with metrics on
+    if (counts && req.auth === undefined) counts.accepted++;
     req.auth = auth;
-    if (counts) counts.accepted++;
     next();
   };
 
@@ -252,13 +269,13 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
           dpop!,
         );
       } catch (err) {
-        return fail(res, err instanceof InvalidTokenError ? binding(err.description, err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop');
+        return fail(res, err instanceof InvalidTokenError ? binding(err.description, err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop', auth);
       }
       const passed = (result: VerifiedDpopProof): void => {
         if (typeof proof === 'string') checkedProofs.set(req, { proof, verified: result });
         accept(req, res, next, auth, 'dpop');
       };
-      if (verified instanceof Promise) verified.then(passed, (err: unknown) => fail(res, err, 'dpop'));
+      if (verified instanceof Promise) verified.then(passed, (err: unknown) => fail(res, err, 'dpop', auth));
       else passed(verified);
     };
     const verify = (): void => {

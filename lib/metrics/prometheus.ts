@@ -10,6 +10,9 @@ export const METRIC_NAMES = {
   cacheHits: 'ecc_verified_token_cache_hits_total',
   cacheMisses: 'ecc_verified_token_cache_misses_total',
   signingKeyAge: 'ecc_signing_key_age_seconds',
+  storeUp: 'ecc_store_up',
+  dpopReplayStoreUp: 'ecc_dpop_replay_store_up',
+  dpopReplayStoreErrors: 'ecc_dpop_replay_store_errors_total',
 } as const;
 
 /** What one issuer or one standalone requireBearer() contributes to a registry. */
@@ -18,6 +21,10 @@ export interface MetricsSource {
   bearerChecks?: Counts<BearerCheck>;
   cache?: { hits: number; misses: number };
   signingKey?: () => { kid: string; seconds: number } | undefined;
+  /** An issuer's store as its calls found it. */
+  store?: { readonly state: 'up' | 'read_only' | 'down' };
+  /** A shared DPoP replay store (Redis): whether it answers, and the proof checks it failed. */
+  dpopReplayStore?: { readonly up: boolean; readonly errors: number };
 }
 
 /**
@@ -34,6 +41,7 @@ export class RegistryMetrics {
     tokenRequests: zeroCounts(TOKEN_OUTCOMES),
     bearerChecks: zeroCounts(BEARER_CHECKS),
     cache: { hits: 0, misses: 0 },
+    dpopReplayStoreErrors: 0,
   };
   /** To tell whether the registry still holds these metrics (e.g. after registry.clear()). */
   readonly marker: object;
@@ -105,6 +113,38 @@ export class RegistryMetrics {
         }
       },
     });
+    // up-gauges from what the issuers already know (every store call reports; the revocation reload reads every
+    // revocationResync seconds, so an idle instance notices too): 0 when any source on this registry finds it down
+    new prom.Gauge({
+      name: METRIC_NAMES.storeUp,
+      help: 'Whether the issuer store answers reads and writes (1) or not (0: down, or read-only such as a full disk); absent without an issuer',
+      registers,
+      collect() {
+        this.reset();
+        const stores = [...metrics.sources].filter((s) => s.store !== undefined);
+        if (stores.length > 0) this.set(stores.every((s) => s.store!.state === 'up') ? 1 : 0);
+      },
+    });
+    new prom.Gauge({
+      name: METRIC_NAMES.dpopReplayStoreUp,
+      help: 'Whether the shared DPoP replay store (Redis) answered the last proof check or probe (1) or not (0); absent without one',
+      registers,
+      collect() {
+        this.reset();
+        const stores = [...new Set([...metrics.sources].map((s) => s.dpopReplayStore).filter((r) => r !== undefined))];
+        if (stores.length > 0) this.set(stores.every((r) => r.up) ? 1 : 0);
+      },
+    });
+    new prom.Counter({
+      name: METRIC_NAMES.dpopReplayStoreErrors,
+      help: 'DPoP proof checks refused with 503 because the shared DPoP replay store (Redis) did not answer, at the token endpoint and at protected routes',
+      registers,
+      collect() {
+        this.reset();
+        const stores = new Set([...metrics.sources].map((s) => s.dpopReplayStore).filter((r) => r !== undefined));
+        this.inc([...stores].reduce((n, r) => n + r.errors, metrics.retired.dpopReplayStoreErrors));
+      },
+    });
   }
 
   /** Adds a source; the function returned removes it (its counts stay in the totals). */
@@ -115,6 +155,9 @@ export class RegistryMetrics {
       const { retired } = this;
       if (source.tokenRequests) for (const k of TOKEN_OUTCOMES) retired.tokenRequests[k] += source.tokenRequests[k];
       if (source.bearerChecks) for (const k of BEARER_CHECKS) retired.bearerChecks[k] += source.bearerChecks[k];
+      if (source.dpopReplayStore && ![...this.sources].some((s) => s.dpopReplayStore === source.dpopReplayStore)) {
+        retired.dpopReplayStoreErrors += source.dpopReplayStore.errors;
+      }
       if (source.cache && ![...this.sources].some((s) => s.cache === source.cache)) {
         retired.cache.hits += source.cache.hits;
         retired.cache.misses += source.cache.misses;

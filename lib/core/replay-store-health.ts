@@ -1,0 +1,113 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '../logger';
+import type { ReplayStore } from './dpop-replay';
+
+export interface ReplayStoreHealthOptions {
+  /** What the store is, for the log lines (e.g. `redis`). */
+  kind: string;
+  /** While the store is down, it is asked again this often (ms), so its return shows without traffic. Default 5000. */
+  probeEveryMs?: number;
+  now?: () => number;
+}
+
+/**
+ * Whether a shared DPoP replay store (Redis) answers, from every proof it is
+ * asked about: one `dpop_replay_store.unavailable` line when DPoP proofs
+ * start getting 503 because of it, one `dpop_replay_store.recovered` when it
+ * answers again (asked every few seconds while down, so that shows without
+ * traffic). Counts the calls that failed, for metrics.
+ */
+export class ReplayStoreHealth {
+  /** Proof checks refused because the store did not answer (each one a 503). */
+  errors = 0;
+  private outage: { since: number; failures: number } | undefined;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private probe: (() => Promise<unknown>) | undefined;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly options: ReplayStoreHealthOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+  }
+
+  get up(): boolean {
+    return this.outage === undefined;
+  }
+
+  succeeded(startedAt: number): void {
+    const { outage } = this;
+    if (outage === undefined || startedAt < outage.since) return;
+    this.outage = undefined;
+    clearInterval(this.probeTimer);
+    this.probeTimer = undefined;
+    this.logger.info(
+      { event: 'dpop_replay_store.recovered', store: this.options.kind, down_ms: this.now() - outage.since, failures: outage.failures },
+      'DPoP replay store answers again; DPoP proofs are checked again',
+    );
+  }
+
+  failed(err: unknown, counted = true): void {
+    if (counted) this.errors++;
+    if (this.outage) {
+      if (counted) this.outage.failures++;
+      return;
+    }
+    this.outage = { since: this.now(), failures: counted ? 1 : 0 };
+    this.logger.error(
+      { event: 'dpop_replay_store.unavailable', store: this.options.kind, reason: err instanceof Error ? err.message : String(err) },
+      'DPoP replay store unavailable: requests with a DPoP proof get 503 until it is back',
+    );
+    if (this.probe) {
+      this.probeTimer = setInterval(() => this.runProbe(), this.options.probeEveryMs ?? 5000);
+      this.probeTimer.unref();
+    }
+  }
+
+  /** `store` with every answer reported here; a store that answers synchronously (in memory) needs none. */
+  monitor(store: ReplayStore): ReplayStore {
+    this.probe = () => Promise.resolve(store.consume(`health-probe:${randomBytes(12).toString('base64url')}`, this.now() + 1000));
+    const consume = (key: string, expiresAt: number): Promise<boolean> | boolean => {
+      const startedAt = this.now();
+      let answer: Promise<boolean> | boolean;
+      try {
+        answer = store.consume(key, expiresAt);
+      } catch (err) {
+        this.failed(err);
+        throw err;
+      }
+      if (typeof answer === 'boolean') return answer;
+      return answer.then(
+        (first) => {
+          this.succeeded(startedAt);
+          return first;
+        },
+        (err: unknown) => {
+          this.failed(err);
+          throw err;
+        },
+      );
+    };
+    return {
+      consume,
+      get forgottenUntil() {
+        return store.forgottenUntil;
+      },
+    };
+  }
+
+  stop(): void {
+    clearInterval(this.probeTimer);
+    this.probeTimer = undefined;
+    this.probe = undefined;
+  }
+
+  private runProbe(): void {
+    const startedAt = this.now();
+    this.probe?.().then(
+      () => this.succeeded(startedAt),
+      (err: unknown) => this.failed(err, false),
+    );
+  }
+}
