@@ -5,7 +5,7 @@ import { FailedAuthLimiter } from './core/brute-force';
 import { RedisReplayStore, type RedisSetNxClient } from './core/dpop';
 import { RedisRevocationNotifier, type RedisPublishClient } from './core/redis-revocation-notifier';
 import type { ClientService } from './core/clients';
-import type { LoadedKey, PublicJwk } from './core/keys';
+import { keyStatus, type LoadedKey, type PublicJwk } from './core/keys';
 import { KeyDerivedNonces } from './core/key-derived-nonces';
 import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
@@ -22,7 +22,7 @@ import type { Store } from './stores/types';
 export interface KeyInfo {
   kid: string;
   alg: string;
-  /** `pending` (published, not signing yet), `current` (signing), `retired` (published until its tokens expire). */
+  /** `pending` (published, not signing yet), `current` (the one key signing), `retired` (not signing, or withdrawn by a later rotation before it signed; published until its tokens expire). */
   status: 'pending' | 'current' | 'retired';
   activatesAt: Date;
   retiredAt: Date | null;
@@ -134,7 +134,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
   const info = (k: LoadedKey, now: number): KeyInfo => ({
     kid: k.kid,
     alg: k.alg,
-    status: k.retiredAt !== null && k.retiredAt <= now ? 'retired' : k.activatesAt > now ? 'pending' : 'current',
+    status: keyStatus(k, server.keys.list(), now),
     activatesAt: new Date(k.activatesAt),
     retiredAt: k.retiredAt === null ? null : new Date(k.retiredAt),
   });

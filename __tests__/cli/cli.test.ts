@@ -528,6 +528,88 @@ describe('rotate-secret', () => {
   });
 });
 
+interface ListedKey {
+  kid: string;
+  alg: string;
+  status: string;
+  activates_at: string;
+  retired_at: string | null;
+}
+
+/**
+ * `keys rotate` twice while the first rotation is pending, then a third time
+ * (on the store `env` names): what the user reads and what `keys list` shows,
+ * then, an hour later, which key is current. Only the clock is fake.
+ */
+async function rotateWhilePending(env: NodeJS.ProcessEnv): Promise<void> {
+  const list = async (): Promise<ListedKey[]> => {
+    const r = await cli(['keys', 'list', '--json'], env);
+    expect(r.code).toBe(0);
+    return JSON.parse(r.stdout);
+  };
+  // the clock stands still but between commands, a second on
+  const tick = () => jest.setSystemTime(Date.now() + 1000);
+  const [first] = await list();
+  expect(first.status).toBe('current');
+  tick();
+  const second = JSON.parse((await cli(['keys', 'rotate', '--lead-time', '10m', '--json'], env)).stdout);
+  tick();
+
+  // the second rotation, shorter: the first key is the one that signs until then
+  const r = await cli(['keys', 'rotate', '--lead-time', '5m'], env);
+  expect(r.code).toBe(0);
+  expect(r.stderr).toBe('');
+  const lines = r.stdout.trimEnd().split('\n');
+  const third = /^New signing key (\S+) \(ES256\) published\.$/.exec(lines[0])?.[1];
+  expect(third).toBeDefined();
+  expect(lines[1]).toMatch(new RegExp(`^It signs from \\S+Z \\(in 5m\\); ${first.kid} signs until then\\.$`));
+  expect(lines[2]).toBe(`The pending key ${second.kid} (due at ${second.activates_at.replace(/\.\d{3}Z$/, 'Z')}) is withdrawn: it will not sign.`);
+  expect(lines).toHaveLength(3);
+
+  let keys = await list();
+  expect(keys.map((k) => [k.kid, k.status])).toEqual([
+    [first.kid, 'current'],
+    [second.kid, 'retired'],
+    [third, 'pending'],
+  ]);
+  // the first key signs until the third activates; the second retires as it would activate, never before
+  expect(keys[0].retired_at).toBe(keys[2].activates_at);
+  expect(keys[1].retired_at).toBe(keys[1].activates_at);
+  const table = (await cli(['keys', 'list'], env)).stdout.trimEnd().split('\n');
+  expect(table.filter((l) => /\scurrent\s/.test(l))).toEqual([expect.stringMatching(new RegExp(`^${first.kid}\\s`))]);
+
+  // a third rotation, longer than the pending one: still the first key signs until then
+  tick();
+  const longer = await cli(['keys', 'rotate', '--lead-time', '1h', '--json'], env);
+  expect(longer.code).toBe(0);
+  const fourth = JSON.parse(longer.stdout);
+  keys = await list();
+  expect(keys.map((k) => [k.kid, k.status])).toEqual([
+    [first.kid, 'current'],
+    [second.kid, 'retired'],
+    [third, 'retired'],
+    [fourth.kid, 'pending'],
+  ]);
+  expect(keys[0].retired_at).toBe(fourth.activates_at);
+  expect(keys[2].retired_at).toBe(keys[2].activates_at);
+
+  // 6 and 11 minutes on, the first key still signs (no withdrawn key ever does); an hour on, the fourth
+  for (const [minutes, current] of [[6, first.kid], [11, first.kid], [61, fourth.kid]] as const) {
+    jest.setSystemTime(Date.now() + minutes * 60_000);
+    try {
+      const statuses = (await list()).map((k) => [k.kid, k.status]);
+      expect(statuses.filter(([, status]) => status === 'current')).toEqual([[current, 'current']]);
+      expect(statuses.filter(([, status]) => status === 'pending')).toEqual(minutes < 60 ? [[fourth.kid, 'pending']] : []);
+    } finally {
+      jest.setSystemTime(Date.now() - minutes * 60_000);
+    }
+  }
+}
+
+/** Only the clock is fake: timers, sockets and PostgreSQL run as they do. */
+const fakeClockOnly = () =>
+  jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+
 describe('keys', () => {
   interface KeyRow {
     kid: string;
@@ -574,6 +656,59 @@ describe('keys', () => {
       [body.kid, 'pending'],
     ]);
     expect(keys[0].retired_at).toBe(body.activates_at);
+  });
+
+  test('keys rotate while a rotation is pending: the key that signs keeps signing until the new key does, the pending one never signs', async () => {
+    fakeClockOnly();
+    try {
+      await rotateWhilePending({});
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  test('keys rotate withdrawing a pending key due in under 30 s warns that issuers that have not refreshed may sign with it', async () => {
+    await keysJson();
+    const soon = JSON.parse((await cli(['keys', 'rotate', '--lead-time', '10s', '--json'])).stdout);
+    const r = await cli(['keys', 'rotate', '--lead-time', '5m']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(new RegExp(`^warning: the pending key ${soon.kid} was due to sign in under 30 s: running issuers that have not refreshed their keys`));
+    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+    const keys = await keysJson();
+    expect(keys.find((k) => k.kid === soon.kid)).toMatchObject({ status: 'retired', retired_at: soon.activates_at });
+  });
+
+  test('keys made inconsistent by an earlier version (a key retired before it activates, two unretired active keys): one current, and a rotation repairs them', async () => {
+    expect((await cli(['keys', 'list'])).code).toBe(0); // creates the store
+    const now = Date.now();
+    const at = (ms: number) => new Date(now + ms);
+    // what two rotations in a row used to leave: a still signing, b retired before it activates, c signing
+    const a = { ...generateStoredKey('ES256', at(-20 * 60_000), at(-20 * 60_000)), retiredAt: at(10 * 60_000) };
+    const b = { ...generateStoredKey('ES256', at(-10 * 60_000), at(10 * 60_000)), retiredAt: at(-60_000) };
+    const c = generateStoredKey('ES256', at(-9 * 60_000), at(-60_000));
+    const { default: Database } = await import('better-sqlite3');
+    const db = new Database(path.join(dataDir, 'store.sqlite'));
+    try {
+      db.prepare('DELETE FROM signing_keys').run();
+      const insert = db.prepare('INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl) VALUES (?, ?, ?, ?, ?, ?, ?, 0)');
+      for (const k of [a, b, c]) insert.run(k.kid, k.alg, k.privateJwk, k.publicJwk, k.createdAt.getTime(), k.activatesAt.getTime(), k.retiredAt?.getTime() ?? null);
+    } finally {
+      db.close();
+    }
+    expect((await keysJson()).map((k) => [k.kid, k.status])).toEqual([
+      [a.kid, 'retired'],
+      [b.kid, 'retired'],
+      [c.kid, 'current'],
+    ]);
+    const r = await cli(['keys', 'rotate', '--lead-time', '5m']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`; ${c.kid} signs until then.`);
+    const keys = await keysJson();
+    expect(keys.map((k) => k.status)).toEqual(['retired', 'retired', 'current', 'pending']);
+    // a and c both stop at the new key's activation; b keeps its retirement (it is past)
+    expect(keys[0].retired_at).toBe(keys[3].activates_at);
+    expect(keys[2].retired_at).toBe(keys[3].activates_at);
+    expect(keys[1].retired_at).toBe(b.retiredAt.toISOString());
   });
 
   test('keys rotate --lead-time 0 signs at once and retires the previous key; prints the kid', async () => {
@@ -742,6 +877,21 @@ describeIfPostgres('with DATABASE_URL (PostgreSQL, schema client_credentials)', 
     expect((await cli(['revoke', body.client_id], env)).code).toBe(0);
     expect((await cli(['revoke', body.client_id], env)).code).toBe(1);
     expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  test('keys rotate while a rotation is pending, on PostgreSQL: the key that signs keeps signing until the new key does, the pending one never signs', async () => {
+    const schema = uniqueSchemaName();
+    const { Pool } = await import('pg');
+    const admin = new Pool({ connectionString: postgresUrl(), max: 1 });
+    fakeClockOnly();
+    try {
+      await rotateWhilePending({ DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema });
+      expect(fs.existsSync(dataDir)).toBe(false);
+    } finally {
+      jest.useRealTimers();
+      await dropSchema(admin, schema);
+      await admin.end();
+    }
   });
 
   test('a DATABASE_SCHEMA with no schema behind it (mistyped): a note says one was created; not again, and never for create', async () => {

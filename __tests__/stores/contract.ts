@@ -396,6 +396,39 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect(await store.listKeys()).toEqual([{ ...k1, retiredAt: T2 }, { ...k2, retiredAt: T3 }, k3]);
       });
 
+      it('rotateKey while an earlier rotation is pending: the active key signs until the new key does, the pending one is withdrawn', async () => {
+        const at = (ms: number) => new Date(T0.getTime() + ms);
+        const k1 = key('k1', T0);
+        await store.insertFirstKey(k1);
+        const k2 = key('k2', at(1000), at(1000 + 600_000)); // rotate --lead-time 10m
+        expect(await store.rotateKey(k2, ['k1'])).toBe(true);
+        const k3 = key('k3', at(2000), at(2000 + 300_000)); // then rotate --lead-time 5m, before k2 activates
+        expect(await store.rotateKey(k3, ['k2'])).toBe(true);
+        // k1 signs until k3 activates; k2 never signs (it retires as it would activate) and stays published
+        expect(await store.listKeys()).toEqual([{ ...k1, retiredAt: k3.activatesAt }, { ...k2, retiredAt: k2.activatesAt }, k3]);
+
+        // a third rotation, with a longer lead time than k3's: k1 signs until k4 does, k3 is withdrawn as well
+        const k4 = key('k4', at(3000), at(3000 + 3_600_000));
+        expect(await store.rotateKey(k4, ['k3'])).toBe(true);
+        const listed = await store.listKeys();
+        expect(listed).toEqual([{ ...k1, retiredAt: k4.activatesAt }, { ...k2, retiredAt: k2.activatesAt }, { ...k3, retiredAt: k3.activatesAt }, k4]);
+        for (const k of listed) if (k.retiredAt) expect(k.retiredAt.getTime()).toBeGreaterThanOrEqual(k.activatesAt.getTime());
+      });
+
+      it('rotateKey after a pending key has activated retires it (not the key it replaced) at the new activation', async () => {
+        const at = (ms: number) => new Date(T0.getTime() + ms);
+        await store.insertFirstKey(key('k1', T0));
+        const k2 = key('k2', at(1000), at(61_000));
+        await store.rotateKey(k2, ['k1']); // k1 retires at k2's activation
+        const k3 = key('k3', at(120_000), at(420_000)); // k2 signs by now
+        expect(await store.rotateKey(k3, ['k2'])).toBe(true);
+        expect((await store.listKeys()).map((k) => [k.kid, k.retiredAt])).toEqual([
+          ['k1', k2.activatesAt],
+          ['k2', k3.activatesAt],
+          ['k3', null],
+        ]);
+      });
+
       it('rotateKey on an empty store succeeds with expectedCurrent []', async () => {
         const k1 = key('k1', T0);
         expect(await store.rotateKey(k1, [])).toBe(true);

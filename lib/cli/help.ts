@@ -211,8 +211,9 @@ ${KEY_ENVIRONMENT}
   'keys list': `Usage: ${BIN} keys list [--json]
 
 Lists the signing keys: kid, alg, status (pending: published, not signing yet;
-current: signing; retired: published until its tokens expire), when the key
-signs from and when it was retired. Creates the first key if there is none.
+current: the one key signing; retired: not signing any more, or withdrawn by a
+later rotation before it signed, published until its tokens expire), when the
+key signs from and when it retires. Creates the first key if there is none.
 
 Options:
   --json      print a JSON array of {kid, alg, status, activates_at, retired_at}
@@ -224,7 +225,8 @@ ${KEY_ENVIRONMENT}
   'keys rotate': `Usage: ${BIN} keys rotate [--lead-time DURATION] [--json]
 
 Publishes a new signing key now; it signs after the lead time, and the current
-key retires at that moment. Prints the new kid.
+key signs until then and retires at that moment. A key still pending from an
+earlier rotation is withdrawn: it never signs. Prints the new kid.
 
 Options:
   --lead-time DURATION  30s, 15m, 2h, 1d or seconds, at most 1d

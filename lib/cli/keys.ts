@@ -1,5 +1,5 @@
 /** `keys list`, `keys rotate`, `keys prune`: the issuer's signing keys. */
-import { KeyRing, SIGNING_ALGORITHMS, type LoadedKey, type SigningAlgorithm } from '../core/keys';
+import { KeyRing, SIGNING_ALGORITHMS, isWithdrawn, keyStatus, signingKeyAt, type SigningAlgorithm } from '../core/keys';
 import { UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { HELP } from './help';
 import { auditLogger, iso, printable, table, withHelp, type Context, type Handler } from './context';
@@ -63,19 +63,15 @@ async function loadKeyRing(ctx: Context, settings: KeySettings, load = true): Pr
   return ring;
 }
 
-function keyStatus(key: LoadedKey, now: number): 'pending' | 'current' | 'retired' {
-  if (key.retiredAt !== null && key.retiredAt <= now) return 'retired';
-  return key.activatesAt > now ? 'pending' : 'current';
-}
 const keysList: Handler = async (args, ctx) => {
   const { values } = parseCommand('keys list', args, { json: { type: 'boolean' } });
   const settings = keySettings(ctx.io.env, 'keys list');
   const ring = await loadKeyRing(ctx, settings);
   const now = Date.now();
-  const keys = ring.list().map((k) => ({
+  const keys = ring.list().map((k, _, all) => ({
     kid: k.kid,
     alg: k.alg,
-    status: keyStatus(k, now),
+    status: keyStatus(k, all, now),
     activates_at: new Date(k.activatesAt).toISOString(),
     retired_at: k.retiredAt === null ? null : new Date(k.retiredAt).toISOString(),
   }));
@@ -97,7 +93,10 @@ const keysRotate: Handler = async (args, ctx) => {
   const leadTime =
     values['lead-time'] === undefined ? settings.leadTime : parseDuration(values['lead-time'], '--lead-time', 'keys rotate', 86400);
   const ring = await loadKeyRing(ctx, settings);
-  const replaced = ring.list().filter((k) => k.retiredAt === null);
+  const before = Date.now();
+  // the key that signs until the new one does, and a key still pending from an earlier rotation, which this one withdraws
+  const signing = signingKeyAt(ring.list(), before);
+  const withdrawn = ring.list().filter((k) => k.activatesAt > before && !isWithdrawn(k) && (k.retiredAt === null || k.retiredAt > before));
   const key = await ring.rotate(leadTime * 1000);
   if (leadTime < SAFE_LEAD_TIME) {
     // running issuers learn of the key at their next key refresh, and resource servers at their next JWKS fetch
@@ -105,18 +104,26 @@ const keysRotate: Handler = async (args, ctx) => {
       `warning: a lead time under ${SAFE_LEAD_TIME} s: running issuers publish the new key at their next key refresh (keyRefreshInterval, 30 s by default) and resource servers fetch it when their JWKS copy ages (jwksMaxAge), so until then some may refuse its tokens; the README's rotation procedure publishes first (--lead-time 10m).`,
     );
   }
+  const soon = withdrawn.filter((k) => k.activatesAt - before < SAFE_LEAD_TIME * 1000);
+  if (soon.length > 0) {
+    // an issuer that has not reloaded since may sign with it from its activation until its next key refresh
+    ctx.err(
+      `warning: the pending key ${soon.map((k) => k.kid).join(', ')} was due to sign in under ${SAFE_LEAD_TIME} s: running issuers that have not refreshed their keys (keyRefreshInterval, 30 s by default) may sign with it briefly; it stays published until such tokens expire.`,
+    );
+  }
   if (values.json) {
     ctx.out(
-      JSON.stringify({ kid: key.kid, alg: key.alg, status: keyStatus(key, Date.now()), activates_at: new Date(key.activatesAt).toISOString() }),
+      JSON.stringify({ kid: key.kid, alg: key.alg, status: keyStatus(key, ring.list(), Date.now()), activates_at: new Date(key.activatesAt).toISOString() }),
     );
     return 0;
   }
   ctx.out(`New signing key ${key.kid} (${key.alg}) published.`);
   ctx.out(
     leadTime > 0
-      ? `It signs from ${iso(key.activatesAt)} (in ${formatDuration(leadTime)}); ${replaced.map((k) => k.kid).join(', ') || 'the previous key'} signs until then.`
+      ? `It signs from ${iso(key.activatesAt)} (in ${formatDuration(leadTime)}); ${signing?.kid ?? 'the previous key'} signs until then.`
       : 'It signs from now on.',
   );
+  for (const k of withdrawn) ctx.out(`The pending key ${k.kid} (due at ${iso(k.activatesAt)}) is withdrawn: it will not sign.`);
   return 0;
 };
 

@@ -86,6 +86,32 @@ export function loadStoredKey(stored: StoredKey): LoadedKey {
   };
 }
 
+/** The key that signs at `now`: one of the issuer's own keys, activated, not retired, the most recently activated. */
+export function signingKeyAt(keys: Iterable<LoadedKey>, now: number): LoadedKey | undefined {
+  let best: LoadedKey | undefined;
+  for (const k of keys) {
+    if (!k.privateKey || k.activatesAt > now || (k.retiredAt !== null && k.retiredAt <= now)) continue;
+    if (!best || k.activatesAt > best.activatesAt) best = k;
+  }
+  return best;
+}
+
+/** Whether a key not yet active will never sign: a later rotation withdrew it (it retires when it would have activated). */
+export function isWithdrawn(k: Pick<LoadedKey, 'activatesAt' | 'retiredAt'>): boolean {
+  return k.retiredAt !== null && k.retiredAt <= k.activatesAt;
+}
+
+/**
+ * A key's status at `now`, among `keys`: `current` for the one key that
+ * signs (signingKeyAt), `pending` for a key that will sign once it activates,
+ * `retired` for any other (it signs no more, or a later rotation withdrew it
+ * before it ever signed; published until the tokens it may have signed expire).
+ */
+export function keyStatus(key: LoadedKey, keys: Iterable<LoadedKey>, now: number): 'pending' | 'current' | 'retired' {
+  if (signingKeyAt(keys, now) === key) return 'current';
+  return key.activatesAt > now && !isWithdrawn(key) ? 'pending' : 'retired';
+}
+
 export interface KeyRingOptions {
   algorithm: SigningAlgorithm;
   /**
@@ -213,11 +239,7 @@ export class KeyRing implements KeyResolver {
   current(): LoadedKey {
     const now = this.options.now();
     this.refreshIfStale(now);
-    let best: LoadedKey | undefined;
-    for (const k of this.keys.values()) {
-      if (!k.privateKey || k.activatesAt > now || (k.retiredAt !== null && k.retiredAt <= now)) continue;
-      if (!best || k.activatesAt > best.activatesAt) best = k;
-    }
+    const best = signingKeyAt(this.keys.values(), now);
     if (!best) throw new Error('no signing key is active; was ready() awaited?');
     return best;
   }
@@ -263,14 +285,19 @@ export class KeyRing implements KeyResolver {
   }
 
   /**
-   * Publishes a new key now and lets it sign after `leadTimeMs`; the keys it
-   * replaces stop signing at that moment. Fails when another instance rotated
-   * first (then the caller reloads and sees that rotation).
+   * Publishes a new key now and lets it sign after `leadTimeMs`; the key that
+   * signs now keeps signing until then and retires at that moment. A key
+   * still pending from an earlier rotation is withdrawn: it never signs, and
+   * stays published until the tokens it could have signed have expired.
+   * Fails when another instance rotated first (then the caller reloads and
+   * sees that rotation).
    */
   async rotate(leadTimeMs: number): Promise<LoadedKey> {
     await this.reload();
     const now = this.options.now();
     const expected = [...this.keys.values()].filter((k) => k.retiredAt === null).map((k) => k.kid);
+    const signing = signingKeyAt(this.keys.values(), now);
+    const withdrawn = [...this.keys.values()].filter((k) => k.activatesAt > now && !isWithdrawn(k) && (k.retiredAt === null || k.retiredAt > now));
     const stored = { ...generateStoredKey(this.options.algorithm, new Date(now), new Date(now + leadTimeMs)), tokenTtl: this.ownTokenTtl() };
     if (!(await this.store.rotateKey(stored, expected))) {
       await this.reload();
@@ -278,7 +305,7 @@ export class KeyRing implements KeyResolver {
     }
     await this.reload();
     this.options.logger?.info(
-      { event: 'key.rotated', kid: stored.kid, alg: stored.alg, activates_at: stored.activatesAt.toISOString(), replaces: expected },
+      { event: 'key.rotated', kid: stored.kid, alg: stored.alg, activates_at: stored.activatesAt.toISOString(), replaces: signing ? [signing.kid] : [], ...(withdrawn.length > 0 && { withdrawn: withdrawn.map((k) => k.kid) }) },
       'signing key rotated',
     );
     return this.keys.get(stored.kid)!;

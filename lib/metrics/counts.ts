@@ -13,7 +13,7 @@ import {
   type OAuthError,
   type UnavailableDependency,
 } from '../errors';
-import type { LoadedKey } from '../core/keys';
+import { signingKeyAt, type LoadedKey } from '../core/keys';
 
 /**
  * Plain counters the hot paths increment (one property, no labels to hash,
@@ -95,10 +95,6 @@ export function bearerCheck(error: OAuthError): BearerCheck {
 
 /** The key that signs now (as KeyRing.current() picks it) and how long it has been signing, without side effects. */
 export function signingKeyAge(keys: Iterable<LoadedKey>, now: number): { kid: string; seconds: number } | undefined {
-  let best: LoadedKey | undefined;
-  for (const k of keys) {
-    if (!k.privateKey || k.activatesAt > now || (k.retiredAt !== null && k.retiredAt <= now)) continue;
-    if (!best || k.activatesAt > best.activatesAt) best = k;
-  }
+  const best = signingKeyAt(keys, now);
   return best && { kid: best.kid, seconds: (now - best.activatesAt) / 1000 };
 }

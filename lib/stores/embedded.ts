@@ -298,7 +298,13 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     insertKey: db.prepare(
       'INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     ),
-    retireCurrent: db.prepare('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL'),
+    // as of @now: the active keys not yet retired sign until @at; the pending ones are withdrawn (retire as they would activate)
+    retireActive: db.prepare<{ now: number; at: number }>(
+      'UPDATE signing_keys SET retired_at = @at WHERE activates_at <= @now AND (retired_at IS NULL OR retired_at > @now)',
+    ),
+    withdrawPending: db.prepare<{ now: number }>(
+      'UPDATE signing_keys SET retired_at = activates_at WHERE activates_at > @now AND (retired_at IS NULL OR retired_at > @now)',
+    ),
     prune: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?'),
     pruneExpired: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ? AND retired_at + token_ttl * 1000 < ?'),
     raiseTokenTtl: db.prepare('UPDATE signing_keys SET token_ttl = ? WHERE kid = ? AND token_ttl < ?'),
@@ -433,7 +439,8 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     const current = q.currentKids.all().map((r) => r.kid).sort();
     const wanted = [...expected].sort();
     if (current.length !== wanted.length || current.some((kid, i) => kid !== wanted[i])) return false;
-    q.retireCurrent.run(key.activatesAt.getTime());
+    q.withdrawPending.run({ now: key.createdAt.getTime() });
+    q.retireActive.run({ now: key.createdAt.getTime(), at: key.activatesAt.getTime() });
     addKey(key);
     return true;
   });

@@ -644,7 +644,15 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
         const expected = new Set(expectedCurrent);
         const same = actual.size === expected.size && [...expected].every((kid) => actual.has(kid));
         if (!same) return false;
-        await tx.query(`UPDATE ${S}.signing_keys SET retired_at = $1 WHERE retired_at IS NULL`, [key.activatesAt]);
+        // as of key.createdAt: a pending key is withdrawn (retires as it would activate), the active ones sign until the new key does
+        await tx.query(
+          `UPDATE ${S}.signing_keys SET retired_at = activates_at WHERE activates_at > $1 AND (retired_at IS NULL OR retired_at > $1)`,
+          [key.createdAt],
+        );
+        await tx.query(
+          `UPDATE ${S}.signing_keys SET retired_at = $2 WHERE activates_at <= $1 AND (retired_at IS NULL OR retired_at > $1)`,
+          [key.createdAt, key.activatesAt],
+        );
         await insertKey(tx, key);
         return true;
       });

@@ -222,9 +222,15 @@ export interface KeyStore {
    */
   insertFirstKey(key: StoredKey): Promise<StoredKey[]>;
   /**
-   * Inserts `key` and sets `retiredAt = key.activatesAt` on every key that is
-   * not yet retired, in one transaction, only if the set of unretired kids is
-   * still `expectedCurrent`; returns `false` (and changes nothing) otherwise.
+   * Inserts `key`, in one transaction, only if the set of kids whose
+   * `retiredAt` is null is still `expectedCurrent`; returns `false` (and
+   * changes nothing) otherwise. As of `key.createdAt` (now), the keys not yet
+   * retired then change too: one that has activated (the key that signs now)
+   * retires at `key.activatesAt`, so it signs until the new key does; one
+   * still pending (an earlier rotation's, not active yet) is withdrawn: its
+   * `retiredAt` becomes its own `activatesAt`, so it never signs, and it stays
+   * published until the tokens it could have signed (an instance that has
+   * not reloaded yet) have expired. No key retires before it activates.
    */
   rotateKey(key: StoredKey, expectedCurrent: string[]): Promise<boolean>;
   /**
