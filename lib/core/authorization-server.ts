@@ -1,10 +1,11 @@
 import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
-import { InvalidClientError, OAuthError, StoreUnavailableError, TooManyRequestsError } from '../errors';
+import { InvalidClientError, OAuthError, StoreUnavailableError, TemporarilyUnavailableError, TooManyRequestsError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
+import { JwksUriUnavailableError } from './client-jwks-uri';
 import { withDeadline } from './deadline';
 import { LogWindows } from './throttle';
 import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
@@ -133,6 +134,8 @@ export class AuthorizationServer {
       clockTolerance: config.clockTolerance,
       consumeJti: (clientId, jtiHash, expiresAt) => this.watched!.consumeJti(clientId, jtiHash, expiresAt),
       now,
+      onJwksUriRecovered: (uri, downMs, failures) =>
+        logger.info({ event: 'client.jwks_uri_recovered', jwks_uri: uri, down_ms: downMs, failures }, "a client's jwks_uri can be fetched again"),
     });
     this.dpop = {
       replay: dpopReplay ?? new MemoryReplayStore({ max: config.dpop.replayMax, now }),
@@ -257,6 +260,11 @@ export class AuthorizationServer {
       return client;
     } catch (err) {
       if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
+      // the client's key host is down: a 503, neither a failed authentication nor counted as one
+      if (err instanceof TemporarilyUnavailableError && err.cause instanceof JwksUriUnavailableError) {
+        this.jwksUriUnavailable(err.cause, credentials, source.ip);
+        throw err;
+      }
       if (err instanceof OAuthError) {
         const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
         this.logger.warn({ event: 'client.auth_failed', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts }, 'client authentication failed');
@@ -268,6 +276,25 @@ export class AuthorizationServer {
       }
       throw err;
     }
+  }
+
+  /**
+   * `client.jwks_uri_unavailable`: at warn for the first request refused in
+   * an outage of that jwks_uri, at debug for the others (an outage lasts at
+   * least a cooldown, and any caller naming the client can repeat it). The
+   * client_id is the one the assertion claims: its signature was not checked.
+   */
+  private jwksUriUnavailable(err: JwksUriUnavailableError, credentials: ClientCredentials, ip: string | undefined): void {
+    const line = {
+      event: 'client.jwks_uri_unavailable',
+      claimed_client_id: loggedClientId(credentials.clientId),
+      jwks_uri: err.uri,
+      reason: err.reason,
+      retry_after_ms: err.retryAfterMs,
+      ip,
+    };
+    if (err.firstOfOutage) this.logger.warn(line, "a client's jwks_uri cannot be fetched; its token requests are answered 503 until it can");
+    else this.logger.debug?.(line, "a client's jwks_uri cannot be fetched");
   }
 
   /**
