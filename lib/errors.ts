@@ -179,7 +179,10 @@ export interface TokenRejectionFacts {
   claim?: string;
   kid?: string;
   alg?: string;
+  /** The token's client_id, once its signature is verified. */
   client_id?: string;
+  /** The client_id a token names whose signature was not (or not yet) verified: may be made up. */
+  claimed_client_id?: string;
 }
 
 const NO_FACTS: TokenRejectionFacts = Object.freeze({});

@@ -1,4 +1,5 @@
-import { atMostEvery } from '../../lib/core/throttle';
+import { atMostEvery, LogWindows } from '../../lib/core/throttle';
+import { ThrottledLog } from '../../lib/core/refusal-log';
 
 describe('atMostEvery', () => {
   it('passes the first call, drops the rest of the window, passes the first call after it, with its arguments', () => {
@@ -14,5 +15,38 @@ describe('atMostEvery', () => {
     clock += 120_000;
     warn('e');
     expect(seen).toEqual(['1000:a', '61000:c', '181000:e']);
+  });
+});
+
+describe('LogWindows', () => {
+  it('keeps at most max keys: the oldest window goes first, and a key seen again opens a new window', () => {
+    const clock = 1_000;
+    const windows = new LogWindows<string>(60_000, () => clock, 2);
+    expect(windows.take('a')).toBe(0);
+    expect(windows.take('a')).toBeUndefined();
+    expect(windows.take('b')).toBe(0);
+    expect(windows.take('c')).toBe(0); // 'a' goes
+    expect(windows.take('b')).toBeUndefined();
+    expect(windows.take('a')).toBe(0);
+  });
+});
+
+describe('ThrottledLog', () => {
+  it('per key: the first of a window at its level, the rest at debug, the next one counting them', () => {
+    let clock = 0;
+    const lines: [string, Record<string, unknown>][] = [];
+    const at = (level: string) => (obj: Record<string, unknown>) => void lines.push([level, obj]);
+    const log = new ThrottledLog({ debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }, 60_000, () => clock);
+    log.report('warn', 'x', { event: 'e', n: 1 }, 'm');
+    log.report('warn', 'x', { event: 'e', n: 2 }, 'm');
+    log.report('info', 'y', { event: 'e', n: 3 }, 'm');
+    clock = 61_000;
+    log.report('warn', 'x', { event: 'e', n: 4 }, 'm');
+    expect(lines).toEqual([
+      ['warn', { event: 'e', n: 1, debug_only_since_last: 0 }],
+      ['debug', { event: 'e', n: 2 }],
+      ['info', { event: 'e', n: 3, debug_only_since_last: 0 }],
+      ['warn', { event: 'e', n: 4, debug_only_since_last: 1 }],
+    ]);
   });
 });

@@ -58,13 +58,13 @@ function signRaw(k: SigningKey, overrides: Record<string, unknown>): string {
 describe('reasons', () => {
   const other = freshKey('ES256', key.kid);
   const cases: [string, () => string, TokenRejectionReason, Record<string, unknown>][] = [
-    ['wrong iss', () => mint(key, { claims: { iss: 'http://other-issuer.test' } }), 'wrong_issuer', { expected: TEST_ISSUER, received: 'http://other-issuer.test', kid: 'key-1', client_id: 'client-test' }],
+    ['wrong iss', () => mint(key, { claims: { iss: 'http://other-issuer.test' } }), 'wrong_issuer', { expected: TEST_ISSUER, received: 'http://other-issuer.test', kid: 'key-1', claimed_client_id: 'client-test' }],
     ['wrong aud', () => mint(key, { claims: { aud: 'http://other-api.test' } }), 'wrong_audience', { expected: TEST_AUDIENCE, received: 'http://other-api.test' }],
     ['aud array without ours', () => mint(key, { claims: { aud: ['http://a.test', 'http://b.test'] } }), 'wrong_audience', { expected: TEST_AUDIENCE, received: ['http://a.test', 'http://b.test'] }],
-    ['expired beyond the tolerance', () => mint(key, { claims: { iat: nowSeconds() - 120, exp: nowSeconds() - 60 } }), 'expired', {}],
+    ['expired beyond the tolerance', () => mint(key, { claims: { iat: nowSeconds() - 120, exp: nowSeconds() - 60 } }), 'expired', { client_id: 'client-test' }],
     ['not yet valid', () => mint(key, { claims: { nbf: nowSeconds() + 600 } }), 'not_yet_valid', {}],
     ['issued in the future beyond the tolerance', () => mint(key, { claims: { iat: nowSeconds() + 600, exp: nowSeconds() + 1200 } }), 'not_yet_valid', {}],
-    ['another key under our kid', () => mint(other), 'bad_signature', { kid: 'key-1' }],
+    ['another key under our kid', () => mint(other), 'bad_signature', { kid: 'key-1', claimed_client_id: 'client-test' }],
     ['an empty signature', () => mint(key).replace(/[^.]+$/, ''), 'bad_signature', {}],
     ['an unknown kid', () => mint(freshKey('ES256', 'nobody')), 'unknown_kid', { kid: 'nobody' }],
     ['no kid', () => mint(key, { header: { kid: undefined } }), 'unknown_kid', {}],
@@ -88,6 +88,8 @@ describe('reasons', () => {
     const err = refusal(token);
     expect(err.reason).toBe(reason);
     expect(err.facts).toMatchObject(facts);
+    // a client_id read before the signature was verified is never logged as the client's
+    if (!['expired', 'not_yet_valid'].includes(reason)) expect(err.facts.client_id).toBeUndefined();
     // the public side does not change: 401 invalid_token with a fixed description
     expect(err.status).toBe(401);
     expect(err.toJSON()).toEqual({

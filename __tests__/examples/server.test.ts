@@ -211,7 +211,7 @@ describe('examples/server.ts', () => {
       expect(res.status).toBe(200);
       expect(res.headers['content-type']).toMatch(/^text\/plain/);
       expect(res.text).toContain('ecc_token_requests_total{outcome="issued"} 1');
-      expect(res.text).toContain('ecc_token_requests_total{outcome="invalid_client"} 1');
+      expect(res.text).toContain('ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"} 1');
       expect(res.text).toMatch(/ecc_bearer_checks_total\{outcome="accepted",reason=""\} 1/);
       expect(res.text).not.toContain(clientId);
     } finally {

@@ -105,7 +105,8 @@ describe('failed client authentications are limited (RFC 6749 §2.3.1)', () => {
     const noCredentials = () => request(s.app).post('/oauth/token').set('X-Forwarded-For', '198.51.100.4').type('form').send({ grant_type: 'client_credentials' });
     for (let i = 0; i < 8; i++) expect((await noCredentials()).status).toBe(401);
     const failed = log.lines.filter((l) => l.obj.event === 'client.auth_failed');
-    expect(failed).toHaveLength(8);
+    // one warn line a minute per address (the other 7 go to debug, which this logger has not): a flood without credentials does not set the log's rate
+    expect(failed).toHaveLength(1);
     expect(failed[0]).toEqual({ level: 'warn', obj: expect.objectContaining({ reason: 'no_credentials', method: 'none', ip: '198.51.100.4' }) });
     // the address limit (6) was not reached: nothing was guessed
     const victim = await s.issuer.clients.create({ name: 'victim' });

@@ -6,8 +6,9 @@ import { rmSync } from 'node:fs';
 import express, { type Express, type Request, type Response } from 'express';
 import { Registry } from 'prom-client';
 import request from 'supertest';
-import { createIssuer, requireBearer, TemporarilyUnavailableError, ServerError, TooManyRequestsError, InvalidScopeError, type Issuer, type IssuerOptions } from '../../lib';
+import { createIssuer, requireBearer, TemporarilyUnavailableError, ServerError, TooManyRequestsError, InvalidScopeError, InvalidClientError, type Issuer, type IssuerOptions } from '../../lib';
 import { tokenOutcome } from '../../lib/metrics/counts';
+import { InvalidTargetError } from '../../lib/errors';
 import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
 import { fetchToken, freshKey, mint } from '../helpers/tokens';
 
@@ -62,7 +63,7 @@ describe('an issuer with metrics on', () => {
 
     const text = await registry.metrics();
     expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(2);
-    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client"}')).toBe(1);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"}')).toBe(1);
     expect(value(text, 'ecc_token_requests_total{outcome="invalid_request"}')).toBe(2);
     expect(value(text, 'ecc_token_requests_total{outcome="unsupported_grant_type"}')).toBe(1);
     expect(value(text, 'ecc_token_requests_total{outcome="invalid_scope"}')).toBe(1);
@@ -82,6 +83,33 @@ describe('an issuer with metrics on', () => {
     expect(text).not.toContain(client.clientId);
   });
 
+  it('counts invalid_client by a bounded reason (never a client_id), and invalid_target as its own outcome', async () => {
+    const registry = new Registry();
+    const { issuer, app } = await start({ metrics: { registry }, resources: ['http://other.test/api'] });
+    const client = await issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const post = (fields: Record<string, string>) => request(app).post('/oauth/token').type('form').send(fields);
+    const good = { grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret };
+
+    expect((await post({ ...good, client_secret: 'wrong' })).status).toBe(401);
+    expect((await post({ ...good, client_id: 'nobody-here' })).status).toBe(401);
+    expect((await post({ ...good, client_id: 'nobody-else' })).status).toBe(401);
+    expect((await post({ grant_type: 'client_credentials' })).status).toBe(401);
+    const target = await post({ ...good, resource: 'http://other.test/api' });
+    expect(target.body.error).toBe('invalid_target');
+
+    const text = await registry.metrics();
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"}')).toBe(1);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="unknown_client"}')).toBe(2);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="no_credentials"}')).toBe(1);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_target"}')).toBe(1);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_request"}')).toBe(0);
+    // every reason is there from the start, at 0; no series names a client
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="assertion_expired"}')).toBe(0);
+    expect(value(text, 'ecc_token_requests_total{outcome="unavailable",reason="client_jwks_uri"}')).toBe(0);
+    expect(text).not.toContain('nobody');
+    expect(text).not.toContain(client.clientId);
+  });
+
   it('counts rate-limited token requests', async () => {
     const registry = new Registry();
     const { issuer, app } = await start({ metrics: { registry }, bruteForce: { maxFailuresPerAddress: 2 } });
@@ -90,7 +118,7 @@ describe('an issuer with metrics on', () => {
     for (let i = 0; i < 4; i++) await request(app).post('/oauth/token').type('form').send(bad);
     const text = await registry.metrics();
     expect(value(text, 'ecc_token_requests_total{outcome="rate_limited"}')).toBeGreaterThanOrEqual(1);
-    expect((value(text, 'ecc_token_requests_total{outcome="rate_limited"}') ?? 0) + (value(text, 'ecc_token_requests_total{outcome="invalid_client"}') ?? 0)).toBe(4);
+    expect((value(text, 'ecc_token_requests_total{outcome="rate_limited"}') ?? 0) + (value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"}') ?? 0)).toBe(4);
   });
 
   it('counts bearer checks by outcome and reason, and verified-token cache hits and misses', async () => {
@@ -222,5 +250,9 @@ describe('options', () => {
     expect(tokenOutcome(new ServerError())).toBe('server_error');
     expect(tokenOutcome(new TooManyRequestsError(3))).toBe('rate_limited');
     expect(tokenOutcome(new InvalidScopeError('x'))).toBe('invalid_scope');
+    expect(tokenOutcome(new InvalidClientError({ detail: 'assertion_replayed' }))).toBe('invalid_client:assertion_replayed');
+    expect(tokenOutcome(new InvalidClientError({ detail: 'client 42 said so' }))).toBe('invalid_client:other');
+    expect(tokenOutcome(new InvalidTargetError('x'))).toBe('invalid_target');
+    expect(tokenOutcome(new TemporarilyUnavailableError('x', { detail: 'assertion_jwks_uri_unavailable' }))).toBe('unavailable:client_jwks_uri');
   });
 });

@@ -79,3 +79,96 @@ describe('private_key_jwt with a jwks_uri', () => {
     expect((await post(c.clientId, k1.priv)).status).toBe(401);
   });
 });
+
+describe("private_key_jwt when the client's jwks_uri cannot be fetched", () => {
+  const k1 = ecPair('k1');
+  let s: TestSetup;
+  let server: http.Server;
+  let uri: string;
+  let mode: 'up' | 'reset' | '502';
+  const lines: { level: string; obj: Record<string, unknown> }[] = [];
+  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+  const events = (event: string) => lines.filter((l) => l.obj.event === event);
+
+  beforeEach(async () => {
+    lines.length = 0;
+    mode = 'up';
+    server = http.createServer((req, res) => {
+      if (mode === 'reset') return void req.socket.destroy();
+      if (mode === '502') {
+        res.statusCode = 502;
+        return void res.end('bad gateway');
+      }
+      res.setHeader('content-type', 'application/jwk-set+json');
+      res.end(JSON.stringify({ keys: [k1.pub] }));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    uri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
+    // only the clock is fake: sockets and timers run as they do
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+    s = await setup({
+      bruteForce: { maxFailuresPerClientAddress: 3, maxFailuresPerAddress: 6, window: 600 },
+      logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
+    });
+  });
+  afterEach(async () => {
+    jest.useRealTimers();
+    await s.close();
+    server.closeAllConnections();
+    server.close();
+  });
+
+  const post = (clientId: string, priv: JsonWebKey, kid?: string) =>
+    request(s.app)
+      .post('/oauth/token')
+      .type('form')
+      .send({
+        grant_type: 'client_credentials',
+        client_assertion_type: CLIENT_ASSERTION_TYPE,
+        client_assertion: signClientAssertion({ clientId, audience: ISSUER, privateKey: priv, kid }),
+      });
+
+  function expect503(res: request.Response): void {
+    expect(res.status).toBe(503);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(30);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.body).toEqual({ error: 'temporarily_unavailable', error_description: "the client's key set (jwks_uri) cannot be fetched; retry later" });
+  }
+
+  it('a refused connection: 503 with Retry-After on every try, logged once at warn with the reason, never counted as a failed authentication', async () => {
+    const c = await s.issuer.clients.create({ name: 'remote', authMethod: 'private_key_jwt', jwksUri: uri });
+    await new Promise((resolve) => server.close(resolve)); // nothing listens there now
+    // more tries than the (client, address) limit of 3: none is a 401 or a 429
+    for (let i = 0; i < 8; i++) expect503(await post(c.clientId, k1.priv));
+    expect(events('client.auth_failed')).toEqual([]);
+    expect(events('client.rate_limited')).toEqual([]);
+    const outage = events('client.jwks_uri_unavailable');
+    expect(outage.map((l) => l.level)).toEqual(['warn', ...Array(7).fill('debug')]);
+    expect(outage[0].obj).toMatchObject({ claimed_client_id: c.clientId, jwks_uri: uri, reason: expect.stringContaining('ECONNREFUSED') });
+    expect(JSON.stringify(lines)).not.toMatch(/eyJ[A-Za-z0-9_-]+\.eyJ/);
+  });
+
+  it('a failing host (reset, 502) stays a 503 past the first fetch; once it answers again (after the 30 s cooldown) the client gets its token, from the same address', async () => {
+    const c = await s.issuer.clients.create({ name: 'remote', authMethod: 'private_key_jwt', jwksUri: uri });
+    mode = 'reset';
+    for (let i = 0; i < 5; i++) expect503(await post(c.clientId, k1.priv));
+    jest.setSystemTime(Date.now() + 31_000);
+    mode = '502';
+    for (let i = 0; i < 5; i++) expect503(await post(c.clientId, k1.priv));
+    // one outage: one warn line, whatever the failures in it
+    expect(events('client.jwks_uri_unavailable').filter((l) => l.level === 'warn')).toHaveLength(1);
+    expect(events('client.jwks_uri_unavailable').at(-1)!.obj).toMatchObject({ reason: 'HTTP 502' });
+    jest.setSystemTime(Date.now() + 31_000);
+    mode = 'up';
+    expect((await post(c.clientId, k1.priv)).status).toBe(200);
+    expect(events('client.jwks_uri_recovered')).toEqual([
+      { level: 'info', obj: expect.objectContaining({ jwks_uri: uri, failures: 2, down_ms: expect.any(Number) }) },
+    ]);
+    expect(events('client.auth_failed')).toEqual([]);
+    // a key the fetched set does not hold is still an authentication failure
+    expect((await post(c.clientId, ecPair('k9').priv)).status).toBe(401);
+    expect(events('client.auth_failed').at(-1)!.obj).toMatchObject({ reason: 'assertion_unknown_key', kid: 'k9' });
+  });
+});

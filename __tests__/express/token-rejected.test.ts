@@ -84,7 +84,8 @@ describe('two issuers with different issuer URLs on one store', () => {
       reason: 'wrong_issuer',
       expected: 'http://a.test:3000',
       received: 'http://b.test:3001',
-      client_id: client.clientId,
+      // read before the signature is checked: the client it claims to be
+      claimed_client_id: client.clientId,
     });
     expect(atA[0].msg).toMatch(/wrong_issuer/);
 
@@ -178,7 +179,7 @@ describe('standalone requireBearer()', () => {
     const token = await fetchToken(e, client);
     for (let i = 0; i < 3; i++) expectRefused(await request(api).get('/orders').set('Authorization', `Bearer ${token}`));
     expect(log.events('token.rejected')).toEqual([
-      expect.objectContaining({ level: PINO_INFO, reason: 'wrong_audience', expected: AUDIENCE, received: 'http://other-api.test', client_id: client.clientId }),
+      expect.objectContaining({ level: PINO_INFO, reason: 'wrong_audience', expected: AUDIENCE, received: 'http://other-api.test', claimed_client_id: client.clientId }),
     ]);
     expect(log.lines.join('')).not.toContain(token.split('.')[2]);
   });

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
-import { InvalidClientError, OAuthError, StoreUnavailableError, TooManyRequestsError } from '../errors';
+import { InvalidClientError, InvalidDpopProofError, OAuthError, StoreUnavailableError, TemporarilyUnavailableError, TooManyRequestsError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
+import { JwksUriUnavailableError } from './client-jwks-uri';
 import { withDeadline } from './deadline';
-import { LogWindows } from './throttle';
+import { refusalReason, ThrottledLog } from './refusal-log';
 import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
@@ -95,6 +96,7 @@ export class AuthorizationServer {
       // while writes fail: a used-jti row under a client_id no client has, expired at once (purged with the others)
       probeWrite: () => withTimeout(this.store!.consumeJti(WRITE_PROBE_CLIENT, randomBytes(16).toString('base64url'), new Date(this.now())), PING_TIMEOUT_MS),
     });
+    this.refusalLog = new ThrottledLog(logger, 60_000, now);
     this.revocations = new IssuerRevocations({
       config,
       logger,
@@ -149,6 +151,8 @@ export class AuthorizationServer {
       clockTolerance: config.clockTolerance,
       consumeJti: (clientId, jtiHash, expiresAt) => this.watched!.consumeJti(clientId, jtiHash, expiresAt),
       now,
+      onJwksUriRecovered: (uri, downMs, failures) =>
+        logger.info({ event: 'client.jwks_uri_recovered', jwks_uri: uri, down_ms: downMs, failures }, "a client's jwks_uri can be fetched again"),
     });
     this.replayHealth = dpopReplay && new ReplayStoreHealth(logger, { kind: 'redis', now });
     this.dpop = {
@@ -274,9 +278,14 @@ export class AuthorizationServer {
       return client;
     } catch (err) {
       if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
+      // the client's key host is down: a 503, neither a failed authentication nor counted as one
+      if (err instanceof TemporarilyUnavailableError && err.cause instanceof JwksUriUnavailableError) {
+        this.jwksUriUnavailable(err.cause, credentials, source.ip);
+        throw err;
+      }
       if (err instanceof OAuthError) {
         const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
-        this.logger.warn({ event: 'client.auth_failed', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts }, 'client authentication failed');
+        this.authFailed({ event: 'client.auth_failed', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts });
         if (err instanceof InvalidClientError && this.limiter) {
           const retryAfterMs = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
           // one of a burst that passed the check together, past the limit once counted: answered as the check would have
@@ -288,23 +297,83 @@ export class AuthorizationServer {
   }
 
   /**
-   * A 429: the first in a minute logged at warn, the rest of that minute at
-   * debug (the next warn line says how many), so a guesser cannot set the
-   * log's rate; the failures that led to it were each logged.
+   * `client.jwks_uri_unavailable`: at warn for the first request refused in
+   * an outage of that jwks_uri, at debug for the others (an outage lasts at
+   * least a cooldown, and any caller naming the client can repeat it). The
+   * client_id is the one the assertion claims: its signature was not checked.
+   */
+  private jwksUriUnavailable(err: JwksUriUnavailableError, credentials: ClientCredentials, ip: string | undefined): void {
+    const line = {
+      event: 'client.jwks_uri_unavailable',
+      claimed_client_id: loggedClientId(credentials.clientId),
+      jwks_uri: err.uri,
+      reason: err.reason,
+      retry_after_ms: err.retryAfterMs,
+      ip,
+    };
+    if (err.firstOfOutage) this.logger.warn(line, "a client's jwks_uri cannot be fetched; its token requests are answered 503 until it can");
+    else this.logger.debug?.(line, "a client's jwks_uri cannot be fetched");
+  }
+
+  /**
+   * `client.auth_failed`, at warn for the first of its key in a minute and at
+   * debug for the rest of that minute (the next warn line counts them), so
+   * that neither a guesser nor a flood without credentials sets the log's
+   * rate. The key: the reason and the address, and the client_id for a
+   * client that exists (wrong secret, revoked, a refused assertion), so each
+   * client's failures from each address still show.
+   */
+  private authFailed(line: { client_id: string; ip: string | undefined; reason: string | undefined } & Record<string, unknown>): void {
+    const perClient = line.reason !== 'no_credentials' && line.reason !== 'unknown_client';
+    this.refusalLog.report('warn', `auth_failed|${line.reason}|${line.ip}|${perClient ? line.client_id : ''}`, line, 'client authentication failed');
+  }
+
+  /**
+   * A 429: the first for a client_id and address in a minute logged at warn,
+   * the rest of that minute at debug (the next warn line says how many), so
+   * a guesser cannot set the log's rate and every lockout shows; the failures
+   * that led to it were each logged.
    */
   private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
-    const line = { event: 'client.rate_limited', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip, retry_after_ms: retryAfterMs };
-    const debugOnly = this.rateLimitedLog.take('all');
-    if (debugOnly === undefined) this.logger.debug?.(line, 'too many failed client authentications');
-    else this.logger.warn({ ...line, debug_only_since_last: debugOnly }, 'too many failed client authentications (more within 60 s are logged at debug level)');
+    const clientId = loggedClientId(credentials.clientId);
+    const line = { event: 'client.rate_limited', client_id: clientId, method: credentials.method, ip, retry_after_ms: retryAfterMs };
+    this.refusalLog.report('warn', `rate_limited|${clientId}|${ip}`, line, 'too many failed client authentications');
     return new TooManyRequestsError(retryAfterMs / 1000);
   }
-  private readonly rateLimitedLog = new LogWindows<'all'>(60_000, () => this.now());
+  /** Every throttled refusal line of this issuer (keys: event, reason, client, address). */
+  private readonly refusalLog: ThrottledLog;
 
   /** A token, revocation or introspection request that sent no client credentials: logged as a failed authentication, not counted (it guesses nothing). */
   noCredentials(source: { ip?: string } = {}): InvalidClientError {
-    this.logger.warn({ event: 'client.auth_failed', client_id: '', method: 'none', ip: source.ip, reason: 'no_credentials' }, 'client authentication failed');
+    this.authFailed({ event: 'client.auth_failed', client_id: '', method: 'none', ip: source.ip, reason: 'no_credentials' });
     return new InvalidClientError({ detail: 'no_credentials' });
+  }
+
+  /**
+   * Logs a request the token, revocation or introspection endpoint refused
+   * with a 4xx other than a failed client authentication or a 429 (those
+   * are client.auth_failed and client.rate_limited): `token.refused`,
+   * `revocation.refused` or `introspection.refused`, with a bounded `reason`,
+   * the `error` code and status sent, `detail`, the `client_id` once the
+   * client is authenticated, and `ip`. At info for the first of a reason and
+   * client (or address, before authentication) in a minute, the rest at debug.
+   */
+  refused(endpoint: 'token' | 'revocation' | 'introspection', error: OAuthError, source: { clientId?: string; ip?: string }): void {
+    const reason = refusalReason(error);
+    const detail = error.detail !== undefined && error.detail !== reason ? error.detail : error.description;
+    const line = {
+      event: `${endpoint}.refused`,
+      reason,
+      error: error.code,
+      status: error.status,
+      detail: detail.slice(0, 300),
+      ...(source.clientId !== undefined && { client_id: source.clientId }),
+      ip: source.ip,
+    };
+    const who = source.clientId !== undefined ? `client:${source.clientId}` : `ip:${source.ip}`;
+    // a DPoP proof's checks are told apart (htu, replayed…): one misconfiguration does not hide another
+    const kind = error instanceof InvalidDpopProofError ? `:${error.reason}` : '';
+    this.refusalLog.report('info', `${endpoint}|${reason}${kind}|${who}`, line, `${endpoint} request refused: ${reason}`);
   }
 
   /**

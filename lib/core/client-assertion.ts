@@ -1,10 +1,10 @@
 import { createHash, type KeyObject } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { InvalidClientError } from '../errors';
+import { InvalidClientError, TemporarilyUnavailableError } from '../errors';
 import { verifyJws, type DpopAlgorithm } from '../jwt/algorithms';
 import { checkPublicJwk } from '../jwt/public-jwk';
 import type { ClientJwks, ClientRecord } from '../stores/types';
-import { RemoteClientKeys } from './client-jwks-uri';
+import { JwksUriUnavailableError, RemoteClientKeys } from './client-jwks-uri';
 
 /** Longest accepted assertion lifetime (exp − iat, and exp − now), in seconds. */
 export const MAX_ASSERTION_LIFETIME = 300;
@@ -87,6 +87,21 @@ export interface ClientAssertionSettings {
   now: () => number;
   /** For clients registered with a jwks_uri. Default: fetched with the global fetch. */
   remoteKeys?: RemoteClientKeys;
+  /** Told when a client's jwks_uri that was down can be fetched again (for the default remoteKeys). */
+  onJwksUriRecovered?: (uri: string, downMs: number, failures: number) => void;
+}
+
+/**
+ * 503 for an assertion whose client's jwks_uri cannot be fetched now
+ * (detail `assertion_jwks_uri_unavailable`, the fetch error as its cause),
+ * with Retry-After until the next fetch may be tried.
+ */
+export function jwksUriUnavailable(err: JwksUriUnavailableError): TemporarilyUnavailableError {
+  return new TemporarilyUnavailableError("the client's key set (jwks_uri) cannot be fetched; retry later", {
+    detail: 'assertion_jwks_uri_unavailable',
+    retryAfter: err.retryAfterMs / 1000,
+    cause: err,
+  });
 }
 
 const TYPES = new Set(['JWT', 'client-authentication+jwt']);
@@ -102,7 +117,7 @@ export class ClientAssertionVerifier {
   private readonly remote: RemoteClientKeys;
 
   constructor(private readonly settings: ClientAssertionSettings) {
-    this.remote = settings.remoteKeys ?? new RemoteClientKeys({ now: settings.now });
+    this.remote = settings.remoteKeys ?? new RemoteClientKeys({ now: settings.now, onRecovered: settings.onJwksUriRecovered });
   }
 
   /** The client's keys by kid: registered ones, imported once; or its jwks_uri's, fetched and cached. */
@@ -111,6 +126,8 @@ export class ClientAssertionVerifier {
     try {
       return await this.remote.keys(client.jwksUri, typeof kid === 'string' ? kid : undefined);
     } catch (err) {
+      // the client's key host is down: 503, not a failed authentication (the assertion was not judged)
+      if (err instanceof JwksUriUnavailableError) throw jwksUriUnavailable(err);
       return reject('assertion_jwks_uri_failed', { jwks_uri: client.jwksUri, error: err instanceof Error ? err.message.slice(0, 200) : 'error' });
     }
   }

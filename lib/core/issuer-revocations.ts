@@ -14,6 +14,7 @@ import type { LoadedKey } from './keys';
 import { RevocationState } from './revocation';
 import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { PublishedRevocationList } from './revocation-list';
+import { ThrottledLog } from './refusal-log';
 import { asTemporarilyUnavailable } from './store-health';
 
 export interface IssuerRevocationsOptions {
@@ -37,8 +38,12 @@ export class IssuerRevocations {
   private revoker: Revoker | undefined;
   private readonly stops: (() => Promise<void>)[] = [];
 
+  /** introspection.refused (no permission): once a minute per client at warn, the rest at debug. */
+  private readonly refusals: ThrottledLog;
+
   constructor(private readonly options: IssuerRevocationsOptions) {
     const { config, now } = options;
+    this.refusals = new ThrottledLog(options.logger, 60_000, now);
     this.state = new RevocationState({ maxTokenTtl: config.accessTokenTtl, clockTolerance: config.clockTolerance, now });
     this.list = new PublishedRevocationList({ state: this.state, issuer: config.issuer, signingKey: options.signingKey, now });
   }
@@ -136,7 +141,7 @@ export class IssuerRevocations {
    */
   async introspect(client: ClientRecord, token: string, verify: VerifyAccessToken): Promise<IntrospectionResponse> {
     if (!client.permissions.includes('introspect')) {
-      this.options.logger.warn({ event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission' }, 'introspection by a client without the introspect permission');
+      this.refusals.report('warn', client.clientId, { event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission' }, 'introspection by a client without the introspect permission');
       return { active: false };
     }
     return introspect(token, verify, this.state, { now: this.options.now });

@@ -17,7 +17,9 @@ export function atMostEvery<A extends unknown[]>(ms: number, fn: (...args: A) =>
  * Windows of `ms` per key, for a log line an outsider can repeat at will: the
  * first call for a key in a window opens it and answers how many calls the
  * previous window held back (log it at the usual level, with that count);
- * the others in the window answer `undefined` (log them at debug).
+ * the others in the window answer `undefined` (log them at debug). At most
+ * `max` keys are kept (the oldest window goes first), so keys an outsider
+ * chooses (its address, a client_id) cost bounded memory.
  */
 export class LogWindows<K> {
   private readonly windows = new Map<K, { startedAt: number; heldBack: number }>();
@@ -25,6 +27,7 @@ export class LogWindows<K> {
   constructor(
     private readonly ms = 60_000,
     private readonly now: () => number = Date.now,
+    private readonly max = 10_000,
   ) {}
 
   take(key: K): number | undefined {
@@ -34,6 +37,9 @@ export class LogWindows<K> {
       window.heldBack++;
       return undefined;
     }
+    // a new window goes to the end: the first key in the map is the oldest window
+    this.windows.delete(key);
+    if (this.windows.size >= this.max) this.windows.delete(this.windows.keys().next().value as K);
     this.windows.set(key, { startedAt: now, heldBack: 0 });
     return window ? window.heldBack : 0;
   }

@@ -44,11 +44,19 @@ function clip(value: unknown): string {
   return text.length > CLIP ? `${text.slice(0, CLIP)}...` : text;
 }
 
-/** Who the token says it is for, to tell operators which client sent it (never the token itself). */
-function context(header: Json, claims: Json | undefined): TokenRejectionFacts {
+/**
+ * Who the token says it is for, to tell operators which client sent it (never
+ * the token itself): `client_id` once the signature is verified, else
+ * `claimed_client_id` (anyone can write any client_id into a token that
+ * is not checked, so a search by client_id never finds forgeries).
+ */
+function context(header: Json, claims: Json | undefined, verified = false): TokenRejectionFacts {
   const facts: TokenRejectionFacts = {};
   if (typeof header.kid === 'string') facts.kid = clip(header.kid);
-  if (typeof claims?.client_id === 'string') facts.client_id = clip(claims.client_id);
+  if (typeof claims?.client_id === 'string') {
+    if (verified) facts.client_id = clip(claims.client_id);
+    else facts.claimed_client_id = clip(claims.client_id);
+  }
   return facts;
 }
 
@@ -215,17 +223,17 @@ export class AccessTokenVerifier {
       });
     } catch (err) {
       if (err instanceof jwt.TokenExpiredError) {
-        reject('expired', `expired at ${err.expiredAt.toISOString()}`, { ...context(header, claims), received: claims.exp }, 'the access token expired');
+        reject('expired', `expired at ${err.expiredAt.toISOString()}`, { ...context(header, claims, true), received: claims.exp }, 'the access token expired');
       }
       if (err instanceof jwt.NotBeforeError) {
-        reject('not_yet_valid', `not valid before ${err.date.toISOString()}`, { ...context(header, claims), received: claims.nbf as number });
+        reject('not_yet_valid', `not valid before ${err.date.toISOString()}`, { ...context(header, claims, true), received: claims.nbf as number });
       }
       // everything else about the token was checked above: what jsonwebtoken refuses now is the signature
       return reject('bad_signature', err instanceof Error ? err.message : 'signature verification failed', { ...context(header, claims), alg });
     }
     // issued later than now, beyond the clock tolerance: the issuer's clock or the token is wrong (jsonwebtoken does not check iat)
     if (claims.iat > clockTimestamp + this.options.clockTolerance) {
-      reject('not_yet_valid', `issued in the future (iat ${claims.iat}, now ${clockTimestamp})`, { ...context(header, claims), received: claims.iat });
+      reject('not_yet_valid', `issued in the future (iat ${claims.iat}, now ${clockTimestamp})`, { ...context(header, claims, true), received: claims.iat });
     }
     const auth: AccessTokenAuth = {
       clientId: claims.client_id,

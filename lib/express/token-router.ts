@@ -5,7 +5,7 @@ import { gzipEtag, REVOCATION_LIST_MEDIA_TYPE } from '../core/revocation-list';
 import { parseTokenManagementRequest } from '../core/token-management';
 import { grantScope, parseTokenRequest } from '../core/token-request';
 import type { ClientRecord } from '../stores/types';
-import { InvalidRequestError, toOAuthError } from '../errors';
+import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
 import { tokenOutcome, type Counts, type TokenOutcome } from '../metrics/counts';
 import { clientCredentialsExchange, type GrantExchange } from './oauth2orize';
 import { repeatedAuthorization } from './headers';
@@ -20,7 +20,9 @@ export interface TokenMetrics {
 
 /** When a token request reached the router (performance.now()), set only when metrics are on. */
 const STARTED = Symbol('startedAt');
-type Timed = Request & { [STARTED]?: number };
+/** The client_id once the client is authenticated, for the log line of a refusal that follows. */
+const CLIENT = Symbol('clientId');
+type Timed = Request & { [STARTED]?: number; [CLIENT]?: string };
 
 function startClock(req: Request, _res: Response, next: NextFunction): void {
   (req as Timed)[STARTED] = performance.now();
@@ -60,7 +62,7 @@ const TOKEN_MANAGEMENT_PARAMS = [...CREDENTIAL_PARAMS, 'token'];
 function checkRequestLine(req: Request, secretParams: readonly string[], inUrl: string): void {
   if (req.url.includes('?')) {
     const query = queryNames(req.url);
-    if (secretParams.some((name) => query.has(name))) throw new InvalidRequestError(inUrl);
+    if (secretParams.some((name) => query.has(name))) throw new InvalidRequestError(inUrl, { detail: 'credentials_in_url' });
   }
   if (req.headers.authorization !== undefined && repeatedAuthorization(req.rawHeaders)) {
     throw new InvalidRequestError('send one Authorization header', { detail: 'repeated_authorization' });
@@ -85,6 +87,7 @@ function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchang
       const credentials = readClientCredentials(req.headers.authorization, params);
       if (!credentials) throw server.noCredentials({ ip: req.ip });
       const client = await server.authenticate(credentials, { ip: req.ip });
+      (req as Timed)[CLIENT] = client.clientId;
       const scopes = grantScope(client, scope);
       // RFC 8707: which API the token is for, checked once the client is known
       const audience = server.audienceFor(client, resource);
@@ -113,6 +116,7 @@ function tokenManagement(server: AuthorizationServer, answer: (client: ClientRec
       const credentials = readClientCredentials(req.headers.authorization, params);
       if (!credentials) throw server.noCredentials({ ip: req.ip });
       const client = await server.authenticate(credentials, { ip: req.ip });
+      (req as Timed)[CLIENT] = client.clientId;
       if (token instanceof InvalidRequestError) throw token;
       await answer(client, token, res);
     } catch (err) {
@@ -151,6 +155,13 @@ function onlyOwnPaths(router: Router): RequestHandler {
     else next();
   };
 }
+
+/** The endpoints whose refusals are logged, and the event's prefix. */
+const REFUSAL_EVENTS: Record<string, 'token' | 'revocation' | 'introspection' | undefined> = {
+  '/oauth/token': 'token',
+  '/oauth/revoke': 'revocation',
+  '/oauth/introspect': 'introspection',
+};
 
 /** Serves POST /oauth/token, /oauth/revoke, /oauth/introspect, the revocation list, the JWKS and the RFC 8414 metadata; ends in its own error handler. */
 export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics): RequestHandler {
@@ -230,6 +241,11 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     const error = toOAuthError(err);
     // a 503 is a store outage, logged once per outage as store.unavailable, not per request
     if (error.status >= 500 && error.status !== 503) server.logger.error({ event: 'error', err: error.cause ?? error, path: req.path }, error.detail ?? error.message);
+    // refusals other than a failed client authentication (client.auth_failed) and a 429 (client.rate_limited)
+    const endpoint = REFUSAL_EVENTS[routeKey(req.path)];
+    if (endpoint && error.status < 500 && error.status !== 429 && !(error instanceof InvalidClientError)) {
+      server.refused(endpoint, error, { clientId: (req as Timed)[CLIENT], ip: req.ip });
+    }
     sendTokenError(res, error, realm);
     const startedAt = (req as Timed)[STARTED];
     if (metrics && startedAt !== undefined) record(metrics, tokenOutcome(error), startedAt);

@@ -27,11 +27,49 @@ export function zeroCounts<K extends string>(keys: readonly K[]): Counts<K> {
   return counts;
 }
 
-export const TOKEN_OUTCOMES = [
+/**
+ * Why a client authentication failed, as `client.auth_failed` says: the
+ * `reason` label of `ecc_token_requests_total{outcome="invalid_client"}` (a
+ * fixed set; anything else counts as `other`).
+ */
+export const CLIENT_AUTH_FAILURE_REASONS = [
+  'no_credentials',
+  'unknown_client',
+  'revoked_client',
+  'wrong_secret',
+  'wrong_auth_method',
+  'assertion_type_unsupported',
+  'assertion_missing',
+  'assertion_malformed',
+  'assertion_embedded_key',
+  'assertion_wrong_type',
+  'assertion_crit_header',
+  'assertion_jwks_uri_failed',
+  'assertion_wrong_algorithm',
+  'assertion_bad_signature',
+  'assertion_unknown_key',
+  'assertion_wrong_issuer',
+  'assertion_wrong_subject',
+  'assertion_client_id_mismatch',
+  'assertion_wrong_audience',
+  'assertion_no_exp',
+  'assertion_expired',
+  'assertion_lifetime_too_long',
+  'assertion_bad_iat',
+  'assertion_issued_in_future',
+  'assertion_not_yet_valid',
+  'assertion_no_jti',
+  'assertion_jti_too_long',
+  'assertion_replayed',
+  'other',
+] as const;
+export type ClientAuthFailureReason = (typeof CLIENT_AUTH_FAILURE_REASONS)[number];
+
+const OUTCOME_ONLY = [
   'issued',
-  'invalid_client',
   'invalid_request',
   'invalid_scope',
+  'invalid_target',
   'unauthorized_client',
   'unsupported_grant_type',
   'invalid_dpop_proof',
@@ -40,14 +78,37 @@ export const TOKEN_OUTCOMES = [
   'unavailable',
   'server_error',
 ] as const;
-export type TokenOutcome = (typeof TOKEN_OUTCOMES)[number];
 
-/** The outcome of a failed token request: its error code, with 429, 503 and other 5xx apart. */
+/**
+ * Token endpoint series: a key per series with its `outcome` label, and its
+ * `reason` label where it has one (`invalid_client` by failure reason, the
+ * 503 of a client jwks_uri that cannot be fetched).
+ */
+export const TOKEN_SERIES = {
+  ...(Object.fromEntries(OUTCOME_ONLY.map((outcome) => [outcome, { outcome }])) as Record<(typeof OUTCOME_ONLY)[number], { outcome: string; reason?: string }>),
+  'unavailable:client_jwks_uri': { outcome: 'unavailable', reason: 'client_jwks_uri' } as { outcome: string; reason?: string },
+  ...(Object.fromEntries(CLIENT_AUTH_FAILURE_REASONS.map((reason) => [`invalid_client:${reason}`, { outcome: 'invalid_client', reason }])) as Record<
+    `invalid_client:${ClientAuthFailureReason}`,
+    { outcome: string; reason?: string }
+  >),
+};
+export type TokenOutcome = keyof typeof TOKEN_SERIES;
+export const TOKEN_OUTCOMES = Object.keys(TOKEN_SERIES) as TokenOutcome[];
+
+const AUTH_FAILURES: ReadonlySet<string> = new Set(CLIENT_AUTH_FAILURE_REASONS);
+
+/** The `reason` label of a failed client authentication: its detail when one of the known reasons, else `other`. */
+export function clientAuthFailureReason(detail: string | undefined): ClientAuthFailureReason {
+  return detail !== undefined && AUTH_FAILURES.has(detail) ? (detail as ClientAuthFailureReason) : 'other';
+}
+
+/** The series of a failed token request: its error code (invalid_client by reason), with 429, 503 and other 5xx apart. */
 export function tokenOutcome(error: OAuthError): TokenOutcome {
   if (error.status === 429) return 'rate_limited';
-  if (error.status === 503) return 'unavailable';
+  if (error.status === 503) return error.detail === 'assertion_jwks_uri_unavailable' ? 'unavailable:client_jwks_uri' : 'unavailable';
   if (error.status >= 500) return 'server_error';
-  return (TOKEN_OUTCOMES as readonly string[]).includes(error.code) ? (error.code as TokenOutcome) : 'invalid_request';
+  if (error.code === 'invalid_client') return `invalid_client:${clientAuthFailureReason(error.detail)}`;
+  return (OUTCOME_ONLY as readonly string[]).includes(error.code) ? (error.code as TokenOutcome) : 'invalid_request';
 }
 
 /** The `reason` of a refused DPoP proof, in logs and metrics: `dpop_htu`, `dpop_replayed`, ... */

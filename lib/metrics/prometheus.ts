@@ -1,6 +1,6 @@
 import type * as PromClient from 'prom-client';
 import type { Histogram, Registry } from 'prom-client';
-import { BEARER_CHECKS, BEARER_SERIES, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts, type TokenOutcome } from './counts';
+import { BEARER_CHECKS, BEARER_SERIES, TOKEN_OUTCOMES, TOKEN_SERIES, zeroCounts, type BearerCheck, type Counts, type TokenOutcome } from './counts';
 
 /** Metric names, all prefixed `ecc_`. */
 export const METRIC_NAMES = {
@@ -58,12 +58,12 @@ export class RegistryMetrics {
 
     this.marker = new prom.Counter({
       name: METRIC_NAMES.tokenRequests,
-      help: 'Token endpoint requests (POST /oauth/token) by outcome',
-      labelNames: ['outcome'],
+      help: 'Token endpoint requests (POST /oauth/token) by outcome, and for invalid_client by reason',
+      labelNames: ['outcome', 'reason'],
       registers,
       collect() {
         this.reset();
-        for (const outcome of TOKEN_OUTCOMES) this.inc({ outcome }, sum((s) => s.tokenRequests, metrics.retired.tokenRequests, outcome));
+        for (const key of TOKEN_OUTCOMES) this.inc(TOKEN_SERIES[key], sum((s) => s.tokenRequests, metrics.retired.tokenRequests, key));
       },
     });
     this.tokenDuration = new prom.Histogram({

@@ -1,0 +1,122 @@
+/**
+ * Why the token, revocation and introspection endpoints refused a request:
+ * one log line per reason and client (or address, before the client is
+ * known) in a minute at info or warn, the rest at debug, with the client_id
+ * only once the client is authenticated, and never a secret or a token.
+ */
+import request from 'supertest';
+import { setup, type TestSetup } from '../helpers/app';
+import { fetchToken } from '../helpers/tokens';
+
+type Line = { level: string; obj: Record<string, unknown> };
+
+describe('refusals at the issuer endpoints are logged with their reason, throttled', () => {
+  let s: TestSetup;
+  const lines: Line[] = [];
+  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+  const events = (event: string) => lines.filter((l) => l.obj.event === event);
+  const from = (ip: string) => ({ 'X-Forwarded-For': ip });
+
+  beforeEach(async () => {
+    lines.length = 0;
+    s = await setup({
+      resources: ['http://other.test/api'],
+      bruteForce: { maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 50, window: 600 },
+      logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
+    });
+    s.app.set('trust proxy', true);
+  });
+  afterEach(() => s.close());
+
+  const token = (fields: Record<string, string>, ip = '198.51.100.1') => request(s.app).post('/oauth/token').set(from(ip)).type('form').send(fields);
+
+  it('token.refused: scope, resource, grant type, credentials in the URL, a client that must use DPoP; client_id once authenticated; info once per reason and client a minute', async () => {
+    const c = await s.issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const d = await s.issuer.clients.create({ name: 'dpop-only', scopes: ['orders:read'], requireDpop: true });
+    const good = { grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret };
+
+    expect((await token({ ...good, scope: 'orders:write' })).body.error).toBe('invalid_scope');
+    expect((await token({ ...good, scope: 'orders:write' })).body.error).toBe('invalid_scope');
+    expect((await token({ ...good, resource: 'http://elsewhere.test/' })).body.error).toBe('invalid_target');
+    expect((await token({ ...good, grant_type: 'password' })).body.error).toBe('unsupported_grant_type');
+    const inUrl = await request(s.app).post(`/oauth/token?client_secret=${c.clientSecret}`).set(from('198.51.100.2')).type('form').send(good);
+    expect(inUrl.status).toBe(400);
+    expect((await token({ grant_type: 'client_credentials', client_id: d.clientId, client_secret: d.clientSecret })).status).toBe(400);
+
+    const refused = events('token.refused').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.ip]);
+    expect(refused).toEqual([
+      ['info', 'invalid_scope', c.clientId, '198.51.100.1'],
+      ['debug', 'invalid_scope', c.clientId, '198.51.100.1'],
+      ['info', 'invalid_target', c.clientId, '198.51.100.1'],
+      // refused before the client is known: no client_id
+      ['info', 'unsupported_grant_type', undefined, '198.51.100.1'],
+      ['info', 'credentials_in_url', undefined, '198.51.100.2'],
+      ['info', 'dpop_required', d.clientId, '198.51.100.1'],
+    ]);
+    expect(events('token.refused')[0].obj).toMatchObject({ error: 'invalid_scope', status: 400, detail: expect.stringContaining('orders:write') });
+    expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
+    expect(JSON.stringify(lines)).not.toContain(d.clientSecret);
+  });
+
+  it('revocation.refused and introspection.refused: another client\'s token, no token; with the client_id and what was tried', async () => {
+    const a = await s.issuer.clients.create({ name: 'a', scopes: ['orders:read'] });
+    const b = await s.issuer.clients.create({ name: 'b', scopes: ['orders:read'] });
+    const bToken = await fetchToken(s.app, b);
+    const revoke = await request(s.app).post('/oauth/revoke').set(from('198.51.100.3')).auth(a.clientId, a.clientSecret).type('form').send({ token: bToken });
+    expect(revoke.status).toBe(400);
+    expect((await request(s.app).post('/oauth/revoke').auth(a.clientId, a.clientSecret).type('form').send({})).status).toBe(400);
+    expect((await request(s.app).post('/oauth/introspect').auth(a.clientId, a.clientSecret).type('form').send({})).status).toBe(400);
+
+    expect(events('revocation.refused').map((l) => [l.level, l.obj.reason, l.obj.client_id])).toEqual([
+      ['info', 'invalid_request', a.clientId],
+      ['debug', 'invalid_request', a.clientId],
+    ]);
+    expect(events('revocation.refused')[0].obj).toMatchObject({ ip: '198.51.100.3', detail: `client ${a.clientId} tried to revoke a token of ${b.clientId}` });
+    expect(events('introspection.refused').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.detail])).toEqual([['info', 'invalid_request', a.clientId, 'missing token']]);
+    expect(JSON.stringify(lines)).not.toContain(bToken);
+  });
+
+  it('introspection without the permission: warn once a minute per client, the rest at debug', async () => {
+    const a = await s.issuer.clients.create({ name: 'a' });
+    for (let i = 0; i < 4; i++) {
+      const res = await request(s.app).post('/oauth/introspect').auth(a.clientId, a.clientSecret).type('form').send({ token: 'x' });
+      expect(res.body).toEqual({ active: false });
+    }
+    expect(events('introspection.refused').map((l) => [l.level, l.obj.reason])).toEqual([
+      ['warn', 'no_permission'],
+      ['debug', 'no_permission'],
+      ['debug', 'no_permission'],
+      ['debug', 'no_permission'],
+    ]);
+  });
+
+  it('client.auth_failed: requests without credentials or with unknown ids from one address give one warn line a minute; each address, and each registered client, its own', async () => {
+    const c = await s.issuer.clients.create({ name: 'svc' });
+    for (let i = 0; i < 20; i++) expect((await token({ grant_type: 'client_credentials' }, '198.51.100.5')).status).toBe(401);
+    for (let i = 0; i < 5; i++) await token({ grant_type: 'client_credentials', client_id: `nobody-${i}`, client_secret: 'x' }, '198.51.100.5');
+    expect((await token({ grant_type: 'client_credentials' }, '198.51.100.6')).status).toBe(401);
+    await token({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: 'wrong' }, '198.51.100.5');
+    const warned = events('client.auth_failed').filter((l) => l.level === 'warn').map((l) => [l.obj.reason, l.obj.ip, l.obj.client_id]);
+    expect(warned).toEqual([
+      ['no_credentials', '198.51.100.5', ''],
+      ['unknown_client', '198.51.100.5', 'nobody-0'],
+      ['no_credentials', '198.51.100.6', ''],
+      ['wrong_secret', '198.51.100.5', c.clientId],
+    ]);
+    expect(events('client.auth_failed').filter((l) => l.level === 'debug')).toHaveLength(23);
+  });
+
+  it('client.rate_limited: a lockout of each client and address shows at warn, whatever other lockouts came first', async () => {
+    const one = await s.issuer.clients.create({ name: 'one' });
+    const two = await s.issuer.clients.create({ name: 'two' });
+    for (let i = 0; i < 4; i++) await token({ grant_type: 'client_credentials', client_id: one.clientId, client_secret: 'wrong' }, '198.51.100.10');
+    for (let i = 0; i < 4; i++) await token({ grant_type: 'client_credentials', client_id: two.clientId, client_secret: 'wrong' }, '198.51.100.11');
+    const limited = events('client.rate_limited').map((l) => [l.level, l.obj.client_id, l.obj.ip]);
+    expect(limited).toEqual([
+      ['warn', one.clientId, '198.51.100.10'],
+      ['debug', one.clientId, '198.51.100.10'],
+      ['warn', two.clientId, '198.51.100.11'],
+      ['debug', two.clientId, '198.51.100.11'],
+    ]);
+  });
+});
