@@ -1,6 +1,6 @@
 import type { DpopProofFailure, TokenRejectionFacts, TokenRejectionReason } from '../errors';
 import type { ResolvedLogger } from '../logger';
-import { LogWindows } from './throttle';
+import { ThrottledLog } from './refusal-log';
 
 /** Why a bearer check refused a request: the verifier's reasons, a missing scope, a malformed request (400), or the DPoP proof check that failed (`dpop_htu`, ...). */
 export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request' | `dpop_${DpopProofFailure}`;
@@ -13,25 +13,13 @@ export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' 
  * since the previous info line. Memory: one entry per reason.
  */
 export class RejectionLog {
-  private readonly windows: LogWindows<BearerRejectionReason>;
+  private readonly log: ThrottledLog;
 
-  constructor(
-    private readonly logger: ResolvedLogger,
-    private readonly windowMs = 60_000,
-    now: () => number = Date.now,
-  ) {
-    this.windows = new LogWindows(windowMs, now);
+  constructor(logger: ResolvedLogger, windowMs = 60_000, now: () => number = Date.now) {
+    this.log = new ThrottledLog(logger, windowMs, now);
   }
 
   report(reason: BearerRejectionReason, detail: string | undefined, facts: TokenRejectionFacts): void {
-    const debugOnly = this.windows.take(reason);
-    if (debugOnly === undefined) {
-      this.logger.debug({ event: 'token.rejected', reason, ...facts, detail }, 'access token refused');
-      return;
-    }
-    this.logger.info(
-      { event: 'token.rejected', reason, ...facts, detail, debug_only_since_last: debugOnly },
-      `access token refused: ${reason} (more of these within ${Math.round(this.windowMs / 1000)} s are logged at debug level)`,
-    );
+    this.log.report('info', reason, { event: 'token.rejected', reason, ...facts, detail }, `access token refused: ${reason}`);
   }
 }
