@@ -42,10 +42,19 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
 
   const app = express();
   app.disable('x-powered-by');
+  // liveness: the process answers
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  app.use('/api', requireBearer(verify));
+  const guard = requireBearer(verify);
+  // readiness: the issuer's keys are held and its revocation list is fresh; 503 otherwise
+  app.get('/health/ready', (_req, res) => {
+    void guard.health().then((health) => {
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(health.ok ? 200 : 503).json(health);
+    });
+  });
+  app.use('/api', guard);
   app.get('/api/whoami', (req, res) => {
     res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') });
   });

@@ -1,6 +1,7 @@
 export { createIssuer } from './create-issuer';
 export type { Issuer, KeyInfo } from './create-issuer';
 export { requireBearer, stopRevocationListPolling } from './require-bearer';
+export type { BearerHealth, BearerMiddleware } from './require-bearer';
 export type { IssuerOptions, BearerOptions, MetricsOptions, DpopOptions } from './config';
 export type { DpopMode } from './express/require-bearer';
 export type { AccessTokenAuth } from './core/verifier';

@@ -163,6 +163,8 @@ function dpopOptions(options: BearerOptions, audience: string, clockTolerance: n
 const verifiers = new Map<string, AccessTokenVerifier>();
 /** The revocation list a verifier checks, if any. */
 const verifierSources = new WeakMap<AccessTokenVerifier, ListSource>();
+/** The keys each verifier checks with (a memoised verifier keeps the first middleware's). */
+const verifierKeys = new WeakMap<AccessTokenVerifier, KeyResolver>();
 
 /**
  * Stops every revocation-list poller this process started and forgets them:
@@ -184,7 +186,23 @@ export function stopRevocationListPolling(): void {
  * issuer's JWKS (fetched, cached, refetched on an unknown kid at most once
  * per cooldown) or are given up front.
  */
-export function requireBearer(options: BearerOptions): RequestHandler {
+/** What a standalone requireBearer() can check now (`health()`), for a readiness probe. */
+export interface BearerHealth {
+  /** Tokens can be checked: keys are held and, with a revocation list, it is fresh (or `failOpen` lets tokens through). */
+  ok: boolean;
+  /** With `jwksUri`: `up` (the last fetch worked), `stale` (keys held, the last fetch failed: they keep verifying), `down` (no key held). */
+  jwks?: 'up' | 'stale' | 'down';
+  /** With `revocationList`: `fresh`, or `stale` once it has not been verified for `maxStale` (requests get 503 unless `failOpen`). */
+  revocationList?: 'fresh' | 'stale';
+}
+
+/** A standalone requireBearer(): the middleware, and what it can check now. */
+export type BearerMiddleware = RequestHandler & {
+  /** Fetches the JWKS (and the revocation list) first when none was fetched yet. Never rejects. */
+  health(): Promise<BearerHealth>;
+};
+
+export function requireBearer(options: BearerOptions): BearerMiddleware {
   checkObject('requireBearer()', options);
   checkKnown('requireBearer()', options, KNOWN);
   const issuer = checkUrl('issuer', options.issuer);
@@ -223,16 +241,19 @@ export function requireBearer(options: BearerOptions): RequestHandler {
   const memoKey = jwksUri ? JSON.stringify([issuer, audience, jwksUri, settings, list ?? null]) : undefined;
   let verifier = memoKey ? verifiers.get(memoKey) : undefined;
   let source: ListSource | undefined;
-  if (verifier) source = verifierSources.get(verifier);
-  else {
+  if (verifier) {
+    source = verifierSources.get(verifier);
+    keys = verifierKeys.get(verifier) ?? keys;
+  } else {
     source = list && listSource(list, issuer, keys, settings.clockTolerance, logger);
     verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now, revocation: source?.poller });
     if (source) verifierSources.set(verifier, source);
+    verifierKeys.set(verifier, keys);
     if (memoKey) verifiers.set(memoKey, verifier);
   }
   const counts = registry && zeroCounts(BEARER_CHECKS);
   if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats, dpopReplayStore: dpop?.health });
-  return bearerMiddleware({
+  const middleware = bearerMiddleware({
     verifier,
     realm,
     scope,
@@ -243,4 +264,19 @@ export function requireBearer(options: BearerOptions): RequestHandler {
     dpop,
     pending: source ? () => source.pending() : undefined,
   });
+  const failOpen = list?.failOpen ?? false;
+  const health = async (): Promise<BearerHealth> => {
+    const report: BearerHealth = { ok: true };
+    if (keys instanceof RemoteJwks) {
+      report.jwks = await keys.health();
+      if (report.jwks === 'down') report.ok = false;
+    }
+    if (source) {
+      await source.pending()?.catch(() => undefined);
+      report.revocationList = source.poller.fresh() ? 'fresh' : 'stale';
+      if (report.revocationList === 'stale' && !failOpen) report.ok = false;
+    }
+    return report;
+  };
+  return Object.assign(middleware, { health });
 }

@@ -73,3 +73,35 @@ describe('examples/resource-server.ts with DPoP', () => {
     expect(res.body.error).toBe('invalid_dpop_proof');
   });
 });
+
+describe('examples/resource-server.ts readiness', () => {
+  it('GET /health/ready: 200 with the keys and the revocation list fetched, 503 {ok:false, jwks:"down"} while the JWKS cannot be fetched; /health stays 200', async () => {
+    const dataDir = tempDir();
+    const issuer = await startServer({ PORT: '0', HOST: '127.0.0.1', ISSUER, DATA_DIR: dataDir, LOG_LEVEL: 'silent' }, () => undefined, { demoClient: false });
+    const closed = await freePort();
+    const up = await startResourceServer({
+      PORT: '0',
+      HOST: '127.0.0.1',
+      ISSUER,
+      JWKS_URI: `${issuer.url}/.well-known/jwks.json`,
+      REVOCATION_LIST: `${issuer.url}/oauth/revocation-list`,
+      LOG_LEVEL: 'silent',
+    });
+    const down = await startResourceServer({ PORT: '0', HOST: '127.0.0.1', ISSUER, JWKS_URI: `http://127.0.0.1:${closed}/jwks.json`, REVOCATION_LIST: 'off', LOG_LEVEL: 'silent' });
+    try {
+      const ready = await request(up.server).get('/health/ready');
+      expect(ready.status).toBe(200);
+      expect(ready.headers['cache-control']).toBe('no-store');
+      expect(ready.body).toEqual({ ok: true, jwks: 'up', revocationList: 'fresh' });
+      const notReady = await request(down.server).get('/health/ready');
+      expect(notReady.status).toBe(503);
+      expect(notReady.body).toEqual({ ok: false, jwks: 'down' });
+      expect((await request(down.server).get('/health')).status).toBe(200);
+    } finally {
+      await up.close();
+      await down.close();
+      await issuer.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -354,6 +354,23 @@ describe('when the list cannot be had', () => {
     expect(lines.filter((l) => l.event === 'revocation_list.recovered')).toHaveLength(1);
   });
 
+  it('health(): revocationList "fresh", then "stale" past maxStale while the list cannot be fetched (ok: false; with failOpen ok: true), fresh again once it answers', async () => {
+    mode = 'pass';
+    const verify = (failOpen: boolean) =>
+      requireBearer({ issuer: r.url, audience: `${r.url}/api`, jwksUri: `${r.url}/.well-known/jwks.json`, revocationList: { uri: `${proxy.url}/list`, interval: 0.2, maxStale: 0.5, failOpen }, logger: false });
+    const closed = verify(false);
+    const open = verify(true);
+    expect(await closed.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'fresh' });
+    expect(await open.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'fresh' });
+    mode = 'down';
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    expect(await closed.health()).toEqual({ ok: false, jwks: 'up', revocationList: 'stale' });
+    expect(await open.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'stale' });
+    mode = 'pass';
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await closed.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'fresh' });
+  });
+
   it('a cached token refused while the list is stale waits for a poll of its own: the first request after the issuer answers passes, before the next tick', async () => {
     mode = 'pass';
     // interval = maxStale = 3 s: the timer polls at t0 + 3 s, t0 + 6 s...; the list is stale from t0 + 3 s

@@ -227,6 +227,20 @@ describe('with jwksUri', () => {
     expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
   });
 
+  it('health(): jwks "up" once fetched; "stale" (ok, keys still verify) after a fetch failed; "down" (not ok) when never fetched', async () => {
+    const s = await startIssuer();
+    const guard = requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: s.jwksUri, jwksCooldown: 0, logger: false });
+    expect(await guard.health()).toEqual({ ok: true, jwks: 'up' });
+    const good = await fetchToken(s.t.app, s.client);
+    await s.stop();
+    const app = api(guard);
+    expect((await get(app, mint(freshKey()))).status).toBe(503); // an unknown kid: a fetch that fails
+    expect(await guard.health()).toEqual({ ok: true, jwks: 'stale' });
+    expect((await get(app, good)).status).toBe(200);
+    const never = requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: s.jwksUri, jwksTimeout: 1, logger: false });
+    expect(await never.health()).toEqual({ ok: false, jwks: 'down' });
+  });
+
   it('JWKS unreachable: the log says so once a minute, not once per request', async () => {
     const s = await startIssuer();
     const token = await fetchToken(s.t.app, s.client);
@@ -260,6 +274,10 @@ describe('with static keys', () => {
   });
   afterAll(async () => {
     await t?.close();
+  });
+
+  it('health(): nothing to fetch, ok', async () => {
+    expect(await requireBearer({ issuer: ISSUER, audience: AUDIENCE, keys: await t.issuer.keys.jwks(), logger: false }).health()).toEqual({ ok: true });
   });
 
   it('accepts tokens with a JWK Set', async () => {

@@ -98,6 +98,8 @@ export class RemoteJwks implements KeyResolver {
   private lastFruitless = Number.NEGATIVE_INFINITY;
   /** Why the last fetch for an unknown kid failed, while no later one succeeded. */
   private lastFailure: unknown;
+  /** Whether the last fetch of any kind (a background refresh too) failed. */
+  private lastFetchFailed = false;
   private inFlight: Promise<void> | undefined;
 
   constructor(
@@ -176,9 +178,30 @@ export class RemoteJwks implements KeyResolver {
       const text = await readCapped(response, JWKS_MAX_BYTES, (max) => new Error(`the JWKS is larger than ${max} bytes`));
       this.keys = keepUnchanged(this.keys, loadJwks(JSON.parse(text)));
       this.fetchedAt = this.options.now();
-    })().finally(() => {
-      this.inFlight = undefined;
-    });
+    })().then(
+      () => {
+        this.lastFetchFailed = false;
+        this.inFlight = undefined;
+      },
+      (err: unknown) => {
+        this.lastFetchFailed = true;
+        this.inFlight = undefined;
+        throw err;
+      },
+    );
     return this.inFlight;
+  }
+
+  /**
+   * Whether keys can be checked: `up` when the last fetch worked, `stale`
+   * when keys are held but the last fetch failed (they keep verifying),
+   * `down` when none is held. With none held and no fetch tried yet, one is
+   * made first (a readiness probe at start sees the set, not its absence).
+   */
+  async health(): Promise<'up' | 'stale' | 'down'> {
+    if (this.keys.size === 0 && this.inFlight === undefined && this.lastAttempt === Number.NEGATIVE_INFINITY) await this.refresh().catch(() => undefined);
+    else if (this.inFlight) await this.inFlight.catch(() => undefined);
+    if (this.keys.size === 0) return 'down';
+    return this.lastFetchFailed ? 'stale' : 'up';
   }
 }
