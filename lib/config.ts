@@ -68,6 +68,11 @@ export interface IssuerOptions {
    * issuer identifier alone; `'issuer-or-token-endpoint'` also the token endpoint URL, for older clients.
    */
   clientAssertionAudience?: 'issuer' | 'issuer-or-token-endpoint';
+  /**
+   * Longest private_key_jwt assertion lifetime accepted (exp − iat, and exp − now), in seconds: 1 to 3600.
+   * Default 300. Some client libraries default to an hour (authlib).
+   */
+  clientAssertionMaxLifetime?: number;
   /** A pino-compatible logger, or `false` for none. Default: pino on stdout. */
   logger?: Logger | false;
   /** Prometheus metrics on the app's own prom-client registry, e.g. `{ registry: new Registry() }`. Default: none (prom-client is not loaded). */
@@ -237,6 +242,7 @@ export interface IssuerConfig {
   revocationListUri: string;
   bruteForce: BruteForceSettings | false;
   clientAssertionAudience: 'issuer' | 'issuer-or-token-endpoint';
+  clientAssertionMaxLifetime: number;
   dpop: DpopSettings;
   /** Base URL (origin and optional path prefix) the issuer-bound requireBearer() builds DPoP `htu`s from. */
   publicUrl: string;
@@ -245,7 +251,7 @@ export interface IssuerConfig {
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'resources', 'realm',
   'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'maxRevokedTokensPerClient', 'revocationPush', 'bruteForce', 'logger',
-  'metrics', 'clientAssertionAudience', 'dpop', 'publicUrl',
+  'metrics', 'clientAssertionAudience', 'clientAssertionMaxLifetime', 'dpop', 'publicUrl',
 ] as const;
 
 function parseRevocationPush(value: unknown): { redis: unknown; channel: string } | undefined {
@@ -361,6 +367,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     revocationListUri: `${base}/oauth/revocation-list`,
     bruteForce: parseBruteForce(options.bruteForce),
     clientAssertionAudience: parseAssertionAudience(options.clientAssertionAudience),
+    clientAssertionMaxLifetime: checkInteger('clientAssertionMaxLifetime', options.clientAssertionMaxLifetime, 300, 1, 3600),
     dpop: parseDpop(options.dpop),
     publicUrl: options.publicUrl === undefined ? new URL(issuer).origin : checkPublicUrl('publicUrl', options.publicUrl),
   };

@@ -214,9 +214,14 @@ export class InsufficientScopeError extends OAuthError {
   }
 }
 
-/** `WWW-Authenticate` for the token endpoint's 401 (RFC 6749 §5.2). */
+/**
+ * `WWW-Authenticate` for the token endpoint's 401 (RFC 6749 §5.2), naming the
+ * error as the body does: clients that read a 401's challenge rather than its
+ * body (oauth4webapi, openid-client) see `invalid_client` too; Basic clients
+ * ignore parameters they do not know (RFC 7235 §2.1).
+ */
 export function basicChallenge(realm: string): string {
-  return `Basic realm=${quote(realm)}`;
+  return `Basic realm=${quote(realm)}, error="invalid_client"`;
 }
 
 /** `WWW-Authenticate` for a protected resource (RFC 6750 §3). */

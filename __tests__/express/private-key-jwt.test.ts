@@ -169,6 +169,13 @@ describe('private_key_jwt at the token endpoint', () => {
     await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1' }, noSub), { client_id: clientId }), 'assertion_wrong_subject');
   });
 
+  it('PK19: typ is compared as a media type: JWT, jwt, application/jwt, APPLICATION/CLIENT-AUTHENTICATION+JWT are taken (RFC 7515 §4.1.9)', async () => {
+    for (const typ of ['JWT', 'jwt', 'application/jwt', 'APPLICATION/CLIENT-AUTHENTICATION+JWT']) {
+      const res = await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1', typ }, claims(clientId)));
+      expect([typ, res.status]).toEqual([typ, 200]);
+    }
+  });
+
   it('PK19: typ at+jwt or dpop+jwt is refused', async () => {
     await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1', typ: 'at+jwt' }, claims(clientId))), 'assertion_wrong_type');
     await refused(await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1', typ: 'dpop+jwt' }, claims(clientId))), 'assertion_wrong_type');
@@ -346,6 +353,47 @@ describe('clientAssertionAudience option', () => {
     expect(() => createIssuer({ issuer: ISSUER, audience: AUDIENCE, clientAssertionAudience: 'any' as never, logger: false })).toThrow(
       /clientAssertionAudience must be 'issuer' or 'issuer-or-token-endpoint'/,
     );
+  });
+
+  it("'issuer-or-token-endpoint' also takes the URL of the endpoint that takes client authentication (revocation, introspection) and an array holding one of them; the default takes neither", async () => {
+    for (const mode of ['issuer-or-token-endpoint', 'issuer'] as const) {
+      const s = await setup({ clientAssertionAudience: mode });
+      try {
+        const key = ecKey('k1');
+        const c = await s.issuer.clients.create({ name: 'old', authMethod: 'private_key_jwt', jwks: { keys: [key.publicJwk] }, permissions: ['introspect'] });
+        const assertion = (aud: unknown) => forge(key.privateKey, { alg: 'ES256', kid: 'k1' }, claims(c.clientId, { aud }));
+        const post = (path: string, aud: unknown) =>
+          request(s.app).post(path).type('form').send({ client_assertion_type: CLIENT_ASSERTION_TYPE, client_assertion: assertion(aud), token: 'not-a-token' });
+        const expected = mode === 'issuer' ? 401 : 200;
+        expect((await post('/oauth/introspect', `${ISSUER}/oauth/introspect`)).status).toBe(expected);
+        expect((await post('/oauth/revoke', `${ISSUER}/oauth/revoke`)).status).toBe(expected);
+        const both = await tokenRequest(s.app, assertion([ISSUER, TOKEN_ENDPOINT]));
+        expect(both.status).toBe(expected);
+        // never another server's URL, in either mode
+        expect((await tokenRequest(s.app, assertion(['https://other.example']))).status).toBe(401);
+      } finally {
+        await s.close();
+      }
+    }
+  });
+});
+
+describe('clientAssertionMaxLifetime option', () => {
+  it('takes assertions living up to it (an hour, as authlib signs them), refuses longer ones, and is checked at createIssuer()', async () => {
+    const s = await setup({ clientAssertionMaxLifetime: 3600 });
+    try {
+      const key = ecKey('k1');
+      const c = await s.issuer.clients.create({ name: 'hour', authMethod: 'private_key_jwt', jwks: { keys: [key.publicJwk] } });
+      const now = Math.floor(Date.now() / 1000);
+      const at = (lifetime: number) => tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256', kid: 'k1' }, claims(c.clientId, { iat: now, exp: now + lifetime })));
+      expect((await at(3600)).status).toBe(200);
+      expect((await at(3700)).status).toBe(401);
+    } finally {
+      await s.close();
+    }
+    for (const bad of [0, 3601, 1.5, '300']) {
+      expect(() => createIssuer({ issuer: ISSUER, audience: AUDIENCE, clientAssertionMaxLifetime: bad as never, logger: false })).toThrow(/clientAssertionMaxLifetime/);
+    }
   });
 });
 

@@ -117,7 +117,7 @@ describe('RFC 7009 revocation at the issuer', () => {
     const none = await revoke(app, undefined, { token: at });
     expect(none.status).toBe(401);
     expect(none.body.error).toBe('invalid_client');
-    expect(none.headers['www-authenticate']).toBe(`Basic realm="${ISSUER}"`);
+    expect(none.headers['www-authenticate']).toBe(`Basic realm="${ISSUER}", error="invalid_client"`);
     const wrong = await revoke(app, { clientId: c1.clientId, clientSecret: 'wrong' }, { token: at });
     expect(wrong.status).toBe(401);
     expect(wrong.body.error).toBe('invalid_client');
@@ -427,7 +427,7 @@ describe('RFC 7662 introspection', () => {
     const none = await introspect(app, undefined, at);
     expect(none.status).toBe(401);
     expect(none.body.error).toBe('invalid_client');
-    expect(none.headers['www-authenticate']).toBe(`Basic realm="${ISSUER}"`);
+    expect(none.headers['www-authenticate']).toBe(`Basic realm="${ISSUER}", error="invalid_client"`);
     expect((await introspect(app, { clientId: rs.clientId, clientSecret: 'nope' }, at)).status).toBe(401);
   });
 

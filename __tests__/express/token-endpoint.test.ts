@@ -39,7 +39,7 @@ function expectOAuthError(res: request.Response, status: number, error: string):
   expect(Object.keys(res.body).sort()).toEqual(['error', 'error_description']);
   expect(res.headers['cache-control']).toBe('no-store');
   expect(res.headers['pragma']).toBe('no-cache');
-  if (status === 401) expect(res.headers['www-authenticate']).toBe(`Basic realm="${ISSUER}"`);
+  if (status === 401) expect(res.headers['www-authenticate']).toBe(`Basic realm="${ISSUER}", error="invalid_client"`);
 }
 
 describe('POST /oauth/token: success', () => {

@@ -147,7 +147,9 @@ export class AuthorizationServer {
     this.assertions = new ClientAssertionVerifier({
       issuer: config.issuer,
       tokenEndpoint: config.tokenEndpoint,
+      otherEndpoints: [config.revocationEndpoint, config.introspectionEndpoint],
       audience: config.clientAssertionAudience,
+      maxLifetime: config.clientAssertionMaxLifetime,
       clockTolerance: config.clockTolerance,
       consumeJti: (clientId, jtiHash, expiresAt) => this.watched!.consumeJti(clientId, jtiHash, expiresAt),
       now,

@@ -6,7 +6,7 @@ import { checkPublicJwk } from '../jwt/public-jwk';
 import type { ClientJwks, ClientRecord } from '../stores/types';
 import { JwksUriUnavailableError, RemoteClientKeys } from './client-jwks-uri';
 
-/** Longest accepted assertion lifetime (exp − iat, and exp − now), in seconds. */
+/** Longest accepted assertion lifetime (exp − iat, and exp − now), in seconds, unless `clientAssertionMaxLifetime` says otherwise. */
 export const MAX_ASSERTION_LIFETIME = 300;
 /** Longest accepted `jti`, in characters. */
 export const MAX_JTI_LENGTH = 256;
@@ -80,7 +80,15 @@ interface ImportedClientKeys {
 export interface ClientAssertionSettings {
   issuer: string;
   tokenEndpoint: string;
+  /**
+   * With `audience: 'issuer-or-token-endpoint'`, URLs an assertion may name
+   * as `aud` besides the token endpoint's: those of the other endpoints that
+   * take client authentication (revocation, introspection).
+   */
+  otherEndpoints?: readonly string[];
   audience: ClientAssertionAudience;
+  /** Longest accepted lifetime in seconds (default MAX_ASSERTION_LIFETIME). */
+  maxLifetime?: number;
   clockTolerance: number;
   /** The store's single-use record (consumeJti). */
   consumeJti: (clientId: string, jtiHash: string, expiresAt: Date) => Promise<boolean>;
@@ -104,7 +112,14 @@ export function jwksUriUnavailable(err: JwksUriUnavailableError): TemporarilyUna
   });
 }
 
-const TYPES = new Set(['JWT', 'client-authentication+jwt']);
+/** `typ` values an assertion may carry, compared as media types are (RFC 7515 §4.1.9): any case, `application/` optional. */
+const TYPES = new Set(['jwt', 'client-authentication+jwt']);
+
+function typeAccepted(typ: unknown): boolean {
+  if (typeof typ !== 'string') return false;
+  const lower = typ.toLowerCase();
+  return TYPES.has(lower.startsWith('application/') ? lower.slice('application/'.length) : lower);
+}
 
 /**
  * Verifies private_key_jwt client assertions (RFC 7523 §3) for a found
@@ -152,6 +167,23 @@ export class ClientAssertionVerifier {
   }
 
   /**
+   * `aud` (RFC 7523 §3, draft-ietf-oauth-rfc7523bis §4): the issuer
+   * identifier as the only value, a string or a one-element array. With
+   * `issuer-or-token-endpoint`, for older clients, also the URL of an
+   * endpoint that takes client authentication (token, revocation,
+   * introspection), and an array holding one of these among other values.
+   */
+  private checkAudience(aud: unknown): void {
+    const { issuer, tokenEndpoint, otherEndpoints = [], audience } = this.settings;
+    const values = typeof aud === 'string' ? [aud] : Array.isArray(aud) && aud.every((a) => typeof a === 'string') ? (aud as string[]) : [];
+    if (values.length === 1 && values[0] === issuer) return;
+    const endpoint = (v: string): boolean => v === tokenEndpoint || otherEndpoints.includes(v);
+    if (audience === 'issuer-or-token-endpoint' && values.some((v) => v === issuer || endpoint(v))) return;
+    const which = values.length !== 1 ? 'not_one_value' : values[0] === tokenEndpoint ? 'token_endpoint' : endpoint(values[0]) ? 'endpoint' : 'other';
+    reject('assertion_wrong_audience', { aud: shown(aud), aud_kind: which });
+  }
+
+  /**
    * Checks everything but the jti, then records the jti as used (the last
    * step, so a failed check never burns it). Throws AssertionRejectedError.
    */
@@ -164,7 +196,7 @@ export class ClientAssertionVerifier {
     if (header.jwk !== undefined || header.jku !== undefined || header.x5u !== undefined || header.x5c !== undefined) {
       reject('assertion_embedded_key', { header_keys: Object.keys(header).filter((k) => ['jwk', 'jku', 'x5u', 'x5c'].includes(k)) });
     }
-    if (header.typ !== undefined && !(typeof header.typ === 'string' && TYPES.has(header.typ))) reject('assertion_wrong_type', { typ: shown(header.typ) });
+    if (header.typ !== undefined && !typeAccepted(header.typ)) reject('assertion_wrong_type', { typ: shown(header.typ) });
     if (header.crit !== undefined) reject('assertion_crit_header');
     const byKid = await this.keyMap(client, header.kid);
     if (header.kid === undefined) {
@@ -192,24 +224,17 @@ export class ClientAssertionVerifier {
     if (payload.iss !== clientId) reject('assertion_wrong_issuer', { iss: shown(payload.iss) });
     if (payload.sub !== clientId) reject('assertion_wrong_subject', { sub: shown(payload.sub) });
     if (bodyClientId !== undefined && bodyClientId !== clientId) reject('assertion_client_id_mismatch');
-    const aud = payload.aud;
-    const single = typeof aud === 'string' ? aud : Array.isArray(aud) && aud.length === 1 && typeof aud[0] === 'string' ? aud[0] : undefined;
-    const audOk =
-      single !== undefined &&
-      (single === this.settings.issuer || (this.settings.audience === 'issuer-or-token-endpoint' && single === this.settings.tokenEndpoint));
-    if (!audOk) {
-      const which = single === this.settings.tokenEndpoint ? 'token_endpoint' : single === undefined ? 'not_one_value' : 'other';
-      reject('assertion_wrong_audience', { aud: shown(aud), aud_kind: which });
-    }
+    this.checkAudience(payload.aud);
     const now = this.settings.now() / 1000;
     const { exp, iat, nbf, jti } = payload;
+    const maxLifetime = this.settings.maxLifetime ?? MAX_ASSERTION_LIFETIME;
     if (typeof exp !== 'number' || !Number.isFinite(exp)) reject('assertion_no_exp');
     if (exp <= now - tolerance) reject('assertion_expired', { exp });
-    if (exp - now > MAX_ASSERTION_LIFETIME + tolerance) reject('assertion_lifetime_too_long', { exp, lifetime_s: Math.round(exp - now) });
+    if (exp - now > maxLifetime + tolerance) reject('assertion_lifetime_too_long', { exp, lifetime_s: Math.round(exp - now), max_lifetime_s: maxLifetime });
     if (iat !== undefined) {
       if (typeof iat !== 'number' || !Number.isFinite(iat)) reject('assertion_bad_iat');
       if (iat > now + tolerance) reject('assertion_issued_in_future', { iat });
-      if (exp - iat > MAX_ASSERTION_LIFETIME) reject('assertion_lifetime_too_long', { exp, iat, lifetime_s: exp - iat });
+      if (exp - iat > maxLifetime) reject('assertion_lifetime_too_long', { exp, iat, lifetime_s: exp - iat, max_lifetime_s: maxLifetime });
     }
     if (nbf !== undefined && (typeof nbf !== 'number' || nbf > now + tolerance)) reject('assertion_not_yet_valid', { nbf: shown(nbf) });
     if (typeof jti !== 'string' || jti === '') reject('assertion_no_jti');
