@@ -13,6 +13,7 @@ import { atMostEvery } from './core/throttle';
 import { bearerMiddleware, type DpopMode } from './express/require-bearer';
 import { checkDpopMode } from './config';
 import { issuerRouter, type TokenMetrics } from './express/token-router';
+import { wellKnownHandler } from './express/well-known';
 import { resolveLogger } from './logger';
 import { BEARER_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
@@ -30,8 +31,19 @@ export interface KeyInfo {
 
 export interface Issuer {
   readonly config: Readonly<IssuerConfig>;
-  /** Router serving POST /oauth/token, GET /.well-known/jwks.json and GET /.well-known/oauth-authorization-server. */
+  /**
+   * Router serving POST /oauth/token, /oauth/revoke, /oauth/introspect, GET /oauth/revocation-list,
+   * /.well-known/jwks.json and /.well-known/oauth-authorization-server, relative to where it is mounted:
+   * at the issuer's path (`app.use('/auth', issuer.router())` for `https://example.com/auth`).
+   */
   router(): RequestHandler;
+  /**
+   * For the app's root: GET `/.well-known/oauth-authorization-server` followed by the issuer's path, where
+   * RFC 8414 §3.1 puts the metadata of an issuer with a path (`…/oauth-authorization-server/auth` for
+   * `https://example.com/auth`) and where clients such as openid-client look for it. Only that path; every
+   * other request goes on. For an issuer without a path it is the router's own metadata route.
+   */
+  wellKnown(): RequestHandler;
   /**
    * Middleware accepting only this issuer's access tokens, with all of `scope` when given.
    * `dpopNonce: true`: DPoP proofs at this route must carry a server nonce (401 `use_dpop_nonce` + `DPoP-Nonce`
@@ -142,6 +154,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
   return {
     config,
     router: () => issuerRouter(server, metrics),
+    wellKnown: () => wellKnownHandler(server),
     requireBearer(routeOptions = {}) {
       checkKnown('requireBearer()', routeOptions, ['scope', 'dpop', 'dpopNonce', 'audience']);
       // RFC 8707: a route of another API this issuer serves accepts only tokens for that API

@@ -342,4 +342,48 @@ describe('issuer discovery', () => {
       await meta.close();
     }
   });
+
+  it('for an issuer with a path, tries RFC 8414 §3.1, then OpenID Connect Discovery, then the well-known segment after the path', async () => {
+    let issuer = '';
+    const meta = await fakeServer((req) =>
+      req.path === '/auth/.well-known/oauth-authorization-server' ? { body: { issuer, token_endpoint: fx.endpoint.tokenUrl } } : { status: 404 },
+    );
+    try {
+      issuer = `${meta.url}/auth`;
+      const token = await client({ tokenEndpoint: undefined, issuer }).getToken();
+      expect(token.accessToken).toBe('tok-1');
+      expect(meta.requests.map((r) => r.path)).toEqual([
+        '/.well-known/oauth-authorization-server/auth',
+        '/auth/.well-known/openid-configuration',
+        '/auth/.well-known/oauth-authorization-server',
+      ]);
+    } finally {
+      await meta.close();
+    }
+  });
+
+  it('at the well-known segment after the path, still refuses metadata naming another issuer (RFC 8414 §3.3)', async () => {
+    const meta = await fakeServer((req) =>
+      req.path === '/auth/.well-known/oauth-authorization-server' ? { body: { issuer: meta.url, token_endpoint: fx.endpoint.tokenUrl } } : { status: 404 },
+    );
+    try {
+      const refused = (await client({ tokenEndpoint: undefined, issuer: `${meta.url}/auth` }).getToken().catch((e: unknown) => e)) as Error;
+      expect(refused).toMatchObject({ error: 'invalid_metadata', status: 200 });
+      expect(refused.message).toContain(`the metadata at ${meta.url}/auth/.well-known/oauth-authorization-server names issuer ${JSON.stringify(meta.url)}`);
+      expect(fx.endpoint.requests).toHaveLength(0);
+    } finally {
+      await meta.close();
+    }
+  });
+
+  it('for an issuer without a path, asks the two standard locations only', async () => {
+    const meta = await fakeServer(() => ({ status: 404 }));
+    try {
+      const refused = (await client({ tokenEndpoint: undefined, issuer: meta.url }).getToken().catch((e: unknown) => e)) as Error;
+      expect(refused).toMatchObject({ error: 'discovery_failed', status: 404 });
+      expect(meta.requests.map((r) => r.path)).toEqual(['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']);
+    } finally {
+      await meta.close();
+    }
+  });
 });

@@ -6,11 +6,18 @@ export interface Discovered {
   authMethods: string[] | undefined;
 }
 
-/** Where RFC 8414 §3.1 puts the metadata of `issuer`, then the OpenID Connect Discovery location. */
+/**
+ * Where RFC 8414 §3.1 puts the metadata of `issuer`, then the OpenID Connect
+ * Discovery location; for an issuer with a path, then also the well-known
+ * segment after the path, where many servers (and an issuer router mounted at
+ * that path) serve it. The document must name `issuer` wherever it is found.
+ */
 function metadataUrls(issuer: string): string[] {
   const url = new URL(issuer);
-  const path = url.pathname === '/' ? '' : url.pathname.replace(/\/$/, '');
-  return [`${url.origin}/.well-known/oauth-authorization-server${path}`, `${url.origin}${path}/.well-known/openid-configuration`];
+  const path = url.pathname.replace(/\/+$/, '');
+  const urls = [`${url.origin}/.well-known/oauth-authorization-server${path}`, `${url.origin}${path}/.well-known/openid-configuration`];
+  if (path) urls.push(`${url.origin}${path}/.well-known/oauth-authorization-server`);
+  return urls;
 }
 
 /** Reads the authorization server metadata and checks that it names `issuer` (RFC 8414 §3.3) and a token endpoint credentials may be sent to. */

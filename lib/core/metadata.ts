@@ -24,3 +24,14 @@ export function authorizationServerMetadata(config: IssuerConfig): Record<string
   if (config.scopesSupported.length > 0) metadata.scopes_supported = config.scopesSupported;
   return metadata;
 }
+
+/**
+ * Where RFC 8414 §3.1 puts the metadata of `issuer`, as a path on its host:
+ * the well-known segment between the host and the issuer's path (without a
+ * terminating "/"), e.g. `/.well-known/oauth-authorization-server/auth` for
+ * `https://example.com/auth`.
+ */
+export function metadataPath(issuer: string): string {
+  const path = new URL(issuer).pathname.replace(/\/+$/, '');
+  return `/.well-known/oauth-authorization-server${path}`;
+}

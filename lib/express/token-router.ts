@@ -11,6 +11,7 @@ import { clientCredentialsExchange, type GrantExchange } from './oauth2orize';
 import { repeatedAuthorization } from './headers';
 import { queryNames, readForm } from './read-form';
 import { sendJson, sendTokenError } from './respond';
+import { sendMetadata } from './well-known';
 
 /** Token endpoint metrics: counts by outcome and a latency histogram. */
 export interface TokenMetrics {
@@ -232,10 +233,7 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     }
   });
 
-  router.all('/.well-known/oauth-authorization-server', onlyMethods('GET', 'HEAD'), (_req, res) => {
-    res.setHeader('Cache-Control', 'public, max-age=3600');
-    sendJson(res, 200, server.metadata);
-  });
+  router.all('/.well-known/oauth-authorization-server', onlyMethods('GET', 'HEAD'), (_req, res) => sendMetadata(server, res));
 
   router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const error = toOAuthError(err);
