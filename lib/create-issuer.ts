@@ -15,7 +15,7 @@ import { checkDpopMode } from './config';
 import { issuerRouter, type TokenMetrics } from './express/token-router';
 import { wellKnownHandler } from './express/well-known';
 import { resolveLogger } from './logger';
-import { BEARER_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
+import { BEARER_CHECKS, MANAGEMENT_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 import { openEmbeddedStore } from './stores/embedded';
 import type { Store } from './stores/types';
@@ -132,9 +132,15 @@ export function createIssuer(options: IssuerOptions): Issuer {
   let detachMetrics: (() => void) | undefined;
   if (registry) {
     const shared = metricsFor(registry);
-    metrics = { tokenRequests: zeroCounts(TOKEN_OUTCOMES), bearerChecks: zeroCounts(BEARER_CHECKS), tokenDuration: shared.tokenDuration };
+    metrics = {
+      tokenRequests: zeroCounts(TOKEN_OUTCOMES),
+      tokenManagement: zeroCounts(MANAGEMENT_CHECKS),
+      bearerChecks: zeroCounts(BEARER_CHECKS),
+      tokenDuration: shared.tokenDuration,
+    };
     detachMetrics = shared.attach({
       tokenRequests: metrics.tokenRequests,
+      tokenManagement: metrics.tokenManagement,
       bearerChecks: metrics.bearerChecks,
       cache: server.verifier.cacheStats,
       signingKey: () => signingKeyAge(server.keys.list(), Date.now()),

@@ -110,6 +110,37 @@ describe('an issuer with metrics on', () => {
     expect(text).not.toContain(client.clientId);
   });
 
+  it('counts revocation and introspection requests by endpoint and outcome', async () => {
+    const registry = new Registry();
+    const { issuer, app } = await start({ metrics: { registry } });
+    const svc = await issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const rs = await issuer.clients.create({ name: 'rs', scopes: [], permissions: ['introspect'] });
+    const token = await fetchToken(app, svc);
+    const call = (path: string, who: { clientId: string; clientSecret: string }, fields: Record<string, string>) =>
+      request(app).post(path).type('form').send({ client_id: who.clientId, client_secret: who.clientSecret, ...fields });
+
+    expect((await call('/oauth/introspect', rs, { token })).body.active).toBe(true);
+    expect((await call('/oauth/introspect', rs, { token: 'not-a-token' })).body).toEqual({ active: false });
+    expect((await call('/oauth/introspect', { ...rs, clientSecret: 'wrong' }, { token })).status).toBe(401);
+    expect((await call('/oauth/introspect', rs, {})).status).toBe(400);
+    expect((await call('/oauth/revoke', svc, { token })).status).toBe(200);
+    expect((await call('/oauth/revoke', svc, { token: 'not-a-token' })).status).toBe(200);
+    expect((await call('/oauth/revoke', { ...svc, clientSecret: 'wrong' }, { token })).status).toBe(401);
+    expect((await call('/oauth/introspect', rs, { token })).body).toEqual({ active: false }); // revoked now
+
+    const text = await registry.metrics();
+    const series = (endpoint: string, outcome: string) => value(text, `ecc_token_management_requests_total{endpoint="${endpoint}",outcome="${outcome}"}`);
+    expect(series('introspection', 'active')).toBe(1);
+    expect(series('introspection', 'inactive')).toBe(2);
+    expect(series('introspection', 'invalid_client')).toBe(1);
+    expect(series('introspection', 'invalid_request')).toBe(1);
+    expect(series('revocation', 'ok')).toBe(2);
+    expect(series('revocation', 'invalid_client')).toBe(1);
+    expect(series('revocation', 'unavailable')).toBe(0);
+    // token requests are counted apart: the one token asked for, nothing more
+    expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(1);
+  });
+
   it('counts rate-limited token requests', async () => {
     const registry = new Registry();
     const { issuer, app } = await start({ metrics: { registry }, bruteForce: { maxFailuresPerAddress: 2 } });

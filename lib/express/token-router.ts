@@ -6,7 +6,7 @@ import { parseTokenManagementRequest } from '../core/token-management';
 import { grantScope, parseTokenRequest } from '../core/token-request';
 import type { ClientRecord } from '../stores/types';
 import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
-import { tokenOutcome, type Counts, type TokenOutcome } from '../metrics/counts';
+import { managementCheck, tokenOutcome, type Counts, type ManagementCheck, type TokenOutcome } from '../metrics/counts';
 import { clientCredentialsExchange, type GrantExchange } from './oauth2orize';
 import { repeatedAuthorization } from './headers';
 import { queryNames, readForm } from './read-form';
@@ -17,6 +17,8 @@ import { sendMetadata } from './well-known';
 export interface TokenMetrics {
   tokenRequests: Counts<TokenOutcome>;
   tokenDuration: { observe(seconds: number): void };
+  /** Revocation and introspection requests by outcome. */
+  tokenManagement?: Counts<ManagementCheck>;
 }
 
 /** When a token request reached the router (performance.now()), set only when metrics are on. */
@@ -180,6 +182,7 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     onlyMethods('POST'),
     tokenManagement(server, async (client, token, res) => {
       await server.revoke(client, token);
+      if (metrics?.tokenManagement) metrics.tokenManagement.revocation_ok++;
       res.statusCode = 200;
       res.setHeader('Content-Length', '0');
       res.end();
@@ -190,7 +193,11 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     '/oauth/introspect',
     noStore,
     onlyMethods('POST'),
-    tokenManagement(server, async (client, token, res) => sendJson(res, 200, await server.introspect(client, token))),
+    tokenManagement(server, async (client, token, res) => {
+      const answer = await server.introspect(client, token);
+      if (metrics?.tokenManagement) metrics.tokenManagement[answer.active ? 'introspection_active' : 'introspection_inactive']++;
+      sendJson(res, 200, answer);
+    }),
   );
 
   // revocations for verifiers that check tokens locally (standalone requireBearer({ revocationList }))
@@ -241,6 +248,7 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     if (error.status >= 500 && error.status !== 503) server.logger.error({ event: 'error', err: error.cause ?? error, path: req.path }, error.detail ?? error.message);
     // refusals other than a failed client authentication (client.auth_failed) and a 429 (client.rate_limited)
     const endpoint = REFUSAL_EVENTS[routeKey(req.path)];
+    if (metrics?.tokenManagement && (endpoint === 'revocation' || endpoint === 'introspection')) metrics.tokenManagement[managementCheck(endpoint, error)]++;
     if (endpoint && error.status < 500 && error.status !== 429 && !(error instanceof InvalidClientError)) {
       server.refused(endpoint, error, { clientId: (req as Timed)[CLIENT], ip: req.ip });
     }

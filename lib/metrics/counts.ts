@@ -111,6 +111,24 @@ export function tokenOutcome(error: OAuthError): TokenOutcome {
   return (OUTCOME_ONLY as readonly string[]).includes(error.code) ? (error.code as TokenOutcome) : 'invalid_request';
 }
 
+/** How a revocation (RFC 7009) or introspection (RFC 7662) request ended, besides its answer. */
+const MANAGEMENT_ERRORS = ['invalid_client', 'invalid_request', 'rate_limited', 'unavailable', 'server_error'] as const;
+type ManagementError = (typeof MANAGEMENT_ERRORS)[number];
+export type ManagementCheck = `revocation_${'ok' | ManagementError}` | `introspection_${'active' | 'inactive' | ManagementError}`;
+/** Each series of `ecc_token_management_requests_total`, with its `endpoint` and `outcome` labels. */
+export const MANAGEMENT_SERIES = Object.fromEntries([
+  ...(['ok', ...MANAGEMENT_ERRORS] as const).map((outcome) => [`revocation_${outcome}`, { endpoint: 'revocation', outcome }]),
+  ...(['active', 'inactive', ...MANAGEMENT_ERRORS] as const).map((outcome) => [`introspection_${outcome}`, { endpoint: 'introspection', outcome }]),
+]) as Record<ManagementCheck, { endpoint: string; outcome: string }>;
+export const MANAGEMENT_CHECKS = Object.keys(MANAGEMENT_SERIES) as ManagementCheck[];
+
+/** The series of a refused revocation or introspection request: a failed client authentication, 429, 503, other 5xx, or any other 4xx. */
+export function managementCheck(endpoint: 'revocation' | 'introspection', error: OAuthError): ManagementCheck {
+  const outcome: ManagementError =
+    error.status === 429 ? 'rate_limited' : error.status === 503 ? 'unavailable' : error.status >= 500 ? 'server_error' : error.code === 'invalid_client' ? 'invalid_client' : 'invalid_request';
+  return `${endpoint}_${outcome}`;
+}
+
 /** The `reason` of a refused DPoP proof, in logs and metrics: `dpop_htu`, `dpop_replayed`, ... */
 export type DpopProofReason = `dpop_${DpopProofFailure}`;
 export const dpopProofReason = (failure: DpopProofFailure): DpopProofReason => `dpop_${failure}`;

@@ -1,11 +1,12 @@
 import type * as PromClient from 'prom-client';
 import type { Histogram, Registry } from 'prom-client';
-import { BEARER_CHECKS, BEARER_SERIES, TOKEN_OUTCOMES, TOKEN_SERIES, zeroCounts, type BearerCheck, type Counts, type TokenOutcome } from './counts';
+import { BEARER_CHECKS, BEARER_SERIES, MANAGEMENT_CHECKS, MANAGEMENT_SERIES, TOKEN_OUTCOMES, TOKEN_SERIES, zeroCounts, type BearerCheck, type Counts, type ManagementCheck, type TokenOutcome } from './counts';
 
 /** Metric names, all prefixed `ecc_`. */
 export const METRIC_NAMES = {
   tokenRequests: 'ecc_token_requests_total',
   tokenDuration: 'ecc_token_request_duration_seconds',
+  tokenManagement: 'ecc_token_management_requests_total',
   bearerChecks: 'ecc_bearer_checks_total',
   cacheHits: 'ecc_verified_token_cache_hits_total',
   cacheMisses: 'ecc_verified_token_cache_misses_total',
@@ -18,6 +19,8 @@ export const METRIC_NAMES = {
 /** What one issuer or one standalone requireBearer() contributes to a registry. */
 export interface MetricsSource {
   tokenRequests?: Counts<TokenOutcome>;
+  /** Revocation and introspection requests. */
+  tokenManagement?: Counts<ManagementCheck>;
   bearerChecks?: Counts<BearerCheck>;
   cache?: { hits: number; misses: number };
   signingKey?: () => { kid: string; seconds: number } | undefined;
@@ -39,6 +42,7 @@ export class RegistryMetrics {
   /** Counts of detached sources, so counters never go down. */
   private readonly retired = {
     tokenRequests: zeroCounts(TOKEN_OUTCOMES),
+    tokenManagement: zeroCounts(MANAGEMENT_CHECKS),
     bearerChecks: zeroCounts(BEARER_CHECKS),
     cache: { hits: 0, misses: 0 },
     dpopReplayStoreErrors: 0,
@@ -64,6 +68,16 @@ export class RegistryMetrics {
       collect() {
         this.reset();
         for (const key of TOKEN_OUTCOMES) this.inc(TOKEN_SERIES[key], sum((s) => s.tokenRequests, metrics.retired.tokenRequests, key));
+      },
+    });
+    new prom.Counter({
+      name: METRIC_NAMES.tokenManagement,
+      help: 'Revocation (POST /oauth/revoke) and introspection (POST /oauth/introspect) requests by endpoint and outcome',
+      labelNames: ['endpoint', 'outcome'],
+      registers,
+      collect() {
+        this.reset();
+        for (const check of MANAGEMENT_CHECKS) this.inc(MANAGEMENT_SERIES[check], sum((s) => s.tokenManagement, metrics.retired.tokenManagement, check));
       },
     });
     this.tokenDuration = new prom.Histogram({
@@ -154,6 +168,7 @@ export class RegistryMetrics {
       if (!this.sources.delete(source)) return;
       const { retired } = this;
       if (source.tokenRequests) for (const k of TOKEN_OUTCOMES) retired.tokenRequests[k] += source.tokenRequests[k];
+      if (source.tokenManagement) for (const k of MANAGEMENT_CHECKS) retired.tokenManagement[k] += source.tokenManagement[k];
       if (source.bearerChecks) for (const k of BEARER_CHECKS) retired.bearerChecks[k] += source.bearerChecks[k];
       if (source.dpopReplayStore && ![...this.sources].some((s) => s.dpopReplayStore === source.dpopReplayStore)) {
         retired.dpopReplayStoreErrors += source.dpopReplayStore.errors;
