@@ -15,6 +15,18 @@ function ecPair(kid: string): { pub: JsonWebKey; priv: JsonWebKey } {
   return { pub: { ...publicKey.export({ format: 'jwk' }), kid }, priv: { ...privateKey.export({ format: 'jwk' }), kid } };
 }
 
+/** A token request of `clientId` authenticated by a fresh assertion signed with `priv`. */
+function assertionRequest(s: TestSetup, clientId: string, priv: JsonWebKey, kid?: string) {
+  return request(s.app)
+    .post('/oauth/token')
+    .type('form')
+    .send({
+      grant_type: 'client_credentials',
+      client_assertion_type: CLIENT_ASSERTION_TYPE,
+      client_assertion: signClientAssertion({ clientId, audience: ISSUER, privateKey: priv, kid }),
+    });
+}
+
 describe('private_key_jwt with a jwks_uri', () => {
   let s: TestSetup;
   let server: http.Server;
@@ -43,15 +55,7 @@ describe('private_key_jwt with a jwks_uri', () => {
     server.close();
   });
 
-  const post = (clientId: string, priv: JsonWebKey, kid?: string) =>
-    request(s.app)
-      .post('/oauth/token')
-      .type('form')
-      .send({
-        grant_type: 'client_credentials',
-        client_assertion_type: CLIENT_ASSERTION_TYPE,
-        client_assertion: signClientAssertion({ clientId, audience: ISSUER, privateKey: priv, kid }),
-      });
+  const post = (clientId: string, priv: JsonWebKey, kid?: string) => assertionRequest(s, clientId, priv, kid);
 
   it('PK26: fetches once and caches; within the cooldown a flood of unknown kids costs no fetch', async () => {
     const c = await s.issuer.clients.create({ name: 'remote', authMethod: 'private_key_jwt', jwksUri: uri });
@@ -119,15 +123,7 @@ describe("private_key_jwt when the client's jwks_uri cannot be fetched", () => {
     server.close();
   });
 
-  const post = (clientId: string, priv: JsonWebKey, kid?: string) =>
-    request(s.app)
-      .post('/oauth/token')
-      .type('form')
-      .send({
-        grant_type: 'client_credentials',
-        client_assertion_type: CLIENT_ASSERTION_TYPE,
-        client_assertion: signClientAssertion({ clientId, audience: ISSUER, privateKey: priv, kid }),
-      });
+  const post = (clientId: string, priv: JsonWebKey, kid?: string) => assertionRequest(s, clientId, priv, kid);
 
   function expect503(res: request.Response): void {
     expect(res.status).toBe(503);
