@@ -96,7 +96,22 @@ describe('create --auth private_key_jwt --jwks', () => {
     expect(await tokenStatus(clientId, k.priv)).toBe(200);
   });
 
+  it('registers the signing key of a set that also holds an encryption key and an Ed25519 key, with a note on stderr for each skipped one', async () => {
+    const k = ecPair('mine');
+    const enc = { ...ecPair('enc').pub, use: 'enc' };
+    const ed = { ...generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }), kid: 'ed' };
+    const r = await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('mixed.json', { keys: [enc, ed, k.pub] }), '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).kids).toEqual(['mine']);
+    expect(r.stderr.trimEnd().split('\n')).toEqual([
+      'note: key 1 of the set is not registered: use enc: not a signing key',
+      'note: key 2 of the set is not registered: kty OKP: this issuer verifies EC (P-256, P-384) and RSA keys',
+    ]);
+    expect(await tokenStatus(JSON.parse(r.stdout).client_id, k.priv)).toBe(200);
+  });
+
   it.each([
+    ['a set with no signing key', () => ({ keys: [{ ...ecPair('enc').pub, use: 'enc' }] }), 'no key that signs client assertions: use enc: not a signing key'],
     ['private members', () => ecPair('a').priv, 'private member "d"'],
     ['a symmetric key', () => ({ kty: 'oct', k: 'c2VjcmV0', kid: 'a' }), 'symmetric keys are refused'],
     ['RSA under 2048 bits', () => ({ ...generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }), kid: 'r' }), 'at least 2048 bits'],

@@ -83,11 +83,31 @@ describe('checkClientKeys', () => {
     ['an HMAC alg on an EC key', (pub: object) => ({ ...pub, alg: 'HS256' }), /not one of ES256, ES384, PS256, RS256/],
     ['alg none', (pub: object) => ({ ...pub, alg: 'none' }), /not one of/],
     ['an alg that does not fit the curve', (pub: object) => ({ ...pub, alg: 'ES384' }), /does not fit/],
-    ['use enc', (pub: object) => ({ ...pub, use: 'enc' }), /use must be sig/],
+    ['a set whose only key is for encryption', (pub: object) => ({ ...pub, use: 'enc' }), /no key that signs client assertions: use enc: not a signing key/],
     ['an empty set', () => ({ keys: [] }), /at least one public key/],
     ['a point off the curve', (pub: object) => ({ ...pub, x: 'AAAA' }), /not a valid public key/],
   ])('refuses %s', (_name, make, message) => {
     expect(() => checkClientKeys(make(ecPair('k').pub))).toThrow(message);
+  });
+});
+
+describe('checkClientKeys with keys a set may hold for other uses', () => {
+  it('skips an encryption key, an Ed25519 key and a key without verify in key_ops, keeps the signing key, and says what it skipped', () => {
+    const { pub } = ecPair('sig');
+    const ed = generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' });
+    const enc = { ...ecPair('enc').pub, use: 'enc' };
+    const wrap = { ...ecPair('wrap').pub, key_ops: ['wrapKey'] };
+    const skipped: string[] = [];
+    const keys = checkClientKeys({ keys: [enc, { ...ed, kid: 'ed' }, pub, wrap] }, (i, reason) => skipped.push(`${i}: ${reason}`));
+    expect(keys.map((k) => k.kid)).toEqual(['sig']);
+    expect(skipped).toEqual(['0: use enc: not a signing key', '1: kty OKP: this issuer verifies EC (P-256, P-384) and RSA keys', '3: key_ops without verify: not a signing key']);
+  });
+
+  it('still refuses private or symmetric material anywhere in the set', () => {
+    const { pub } = ecPair('sig');
+    const priv = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' });
+    expect(() => checkClientKeys({ keys: [pub, { ...priv, use: 'enc' }] })).toThrow(/private member/);
+    expect(() => checkClientKeys({ keys: [pub, { kty: 'oct', k: 'AAAA', use: 'enc' }] })).toThrow(/symmetric/);
   });
 });
 

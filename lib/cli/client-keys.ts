@@ -27,10 +27,13 @@ function readJwkFile(path: string, command: string): unknown {
   }
 }
 
-/** Key checks as usage errors: the one-line reason from core. */
-function checked(input: unknown, command: string): ReturnType<typeof checkClientKeys> {
+/** Key checks as usage errors: the one-line reason from core. Keys of the set that cannot sign are skipped, with a note on stderr. */
+function checked(input: unknown, command: string, ctx?: Context): ReturnType<typeof checkClientKeys> {
   try {
-    return checkClientKeys(input);
+    const notes: string[] = [];
+    const keys = checkClientKeys(input, (i, reason) => notes.push(`note: key ${i + 1} of the set is not registered: ${reason}`));
+    for (const note of notes) ctx?.err(note);
+    return keys;
   } catch (err) {
     if (err instanceof TypeError) throw new UsageError(err.message, command);
     throw err;
@@ -88,7 +91,7 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
     outFile = values.out!;
     writePrivateFile(outFile, `${JSON.stringify(privateJwk, null, 2)}\n`);
   } else {
-    keys = checked(readJwkFile(values.jwks!, 'create'), 'create');
+    keys = checked(readJwkFile(values.jwks!, 'create'), 'create', ctx);
   }
 
   let created;
@@ -143,7 +146,7 @@ const keyAdd: Handler = async (args, ctx) => {
   const { values, positionals } = parseCommand('client-key add', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: ['CLIENT_ID', 'FILE'], shape: CLIENT_ID_SHAPE });
   const [clientId, file] = positionals;
   const input = readJwkFile(file, 'client-key add');
-  const keys = checked(input, 'client-key add');
+  const keys = checked(input, 'client-key add', ctx);
   if (keys.length !== 1) throw new UsageError(`${quoted(file)} holds ${keys.length} keys; add one key at a time`, 'client-key add');
   const [key] = keys;
   const service = services(ctx);

@@ -1,6 +1,6 @@
 import type { JsonWebKey } from '../jwt/jwk';
 import type { Logger } from '../logger';
-import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
+import { checkPublicJwk, jwkList, PRIVATE_JWK_MEMBERS } from '../jwt/public-jwk';
 import { samePublicKey } from '../jwt/thumbprint';
 import { checkJwksUri } from './client-jwks-uri';
 import type { ClientAuthKind, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientStore, RevocationNotifier, StoredClientChanges } from '../stores/types';
@@ -111,17 +111,46 @@ export interface CreateKeyClientInput extends CreateClientInput {
 /** Most public keys one client may have registered at once. */
 export const MAX_CLIENT_KEYS = 8;
 
+/** Most keys read from one key set, usable or not (a bound on the work; at most MAX_CLIENT_KEYS are kept). */
+const MAX_KEYS_READ = 32;
+
+/**
+ * Why a key of a set is not one this issuer verifies client assertions with,
+ * though the set may hold it (RFC 7517 §5: an encryption key, an Ed25519
+ * key): such keys are skipped, as a jwks_uri's are. `undefined` for a key to
+ * check (private or symmetric material is refused, never skipped).
+ */
+function notASigningKey(jwk: unknown): string | undefined {
+  if (!jwk || typeof jwk !== 'object' || Array.isArray(jwk)) return undefined;
+  const k = jwk as Record<string, unknown>;
+  if (PRIVATE_JWK_MEMBERS.some((m) => m in k) || k.kty === 'oct') return undefined;
+  if (typeof k.use === 'string' && k.use !== 'sig') return `use ${k.use.slice(0, 16)}: not a signing key`;
+  if (Array.isArray(k.key_ops) && !k.key_ops.includes('verify')) return 'key_ops without verify: not a signing key';
+  if (k.kty !== 'EC' && k.kty !== 'RSA') return `kty ${String(k.kty).slice(0, 16)}: this issuer verifies EC (P-256, P-384) and RSA keys`;
+  if (k.kty === 'EC' && k.crv !== 'P-256' && k.crv !== 'P-384') return `curve ${String(k.crv).slice(0, 16)}: this issuer verifies P-256 and P-384`;
+  return undefined;
+}
+
 /**
  * Checks public keys for registration: public members only, no symmetric
  * keys, RSA of 2048 bits or more, unique kids and keys, at most `MAX_CLIENT_KEYS`.
+ * Keys a set may hold but that cannot sign assertions here (encryption keys,
+ * Ed25519…) are skipped and told to `skipped`; a set with none left is refused.
  * Throws a TypeError with a one-line reason.
  */
-export function checkClientKeys(input: unknown): ClientPublicJwk[] {
+export function checkClientKeys(input: unknown, skipped?: (index: number, reason: string) => void): ClientPublicJwk[] {
   const list = Array.isArray(input) ? input : jwkList(input);
   if (list.length === 0) throw new TypeError('a key-based client needs at least one public key');
-  if (list.length > MAX_CLIENT_KEYS) throw new TypeError(`at most ${MAX_CLIENT_KEYS} keys per client, got ${list.length}`);
+  if (list.length > MAX_KEYS_READ) throw new TypeError(`at most ${MAX_CLIENT_KEYS} keys per client, got ${list.length}`);
   const keys: ClientPublicJwk[] = [];
+  const notUsed: string[] = [];
   for (const [i, jwk] of list.entries()) {
+    const skip = notASigningKey(jwk);
+    if (skip !== undefined) {
+      notUsed.push(list.length > 1 ? `key ${i + 1}: ${skip}` : skip);
+      skipped?.(i, skip);
+      continue;
+    }
     const checked = checkPublicJwk(jwk);
     if (typeof checked === 'string') throw new TypeError(list.length > 1 ? `key ${i + 1}: ${checked}` : checked);
     if (keys.some((k) => k.kid === checked.jwk.kid)) throw new TypeError(`duplicate kid ${JSON.stringify(checked.jwk.kid)}`);
@@ -130,6 +159,8 @@ export function checkClientKeys(input: unknown): ClientPublicJwk[] {
     if (same >= 0) throw new TypeError(`key ${i + 1} is the same public key as key ${same + 1} (kid ${JSON.stringify(keys[same].kid)})`);
     keys.push(checked.jwk as unknown as ClientPublicJwk);
   }
+  if (keys.length === 0) throw new TypeError(`no key that signs client assertions: ${notUsed.join('; ')}`);
+  if (keys.length > MAX_CLIENT_KEYS) throw new TypeError(`at most ${MAX_CLIENT_KEYS} keys per client, got ${keys.length}`);
   return keys;
 }
 
