@@ -106,7 +106,21 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
     expect(events('client.auth_failed').filter((l) => l.level === 'debug')).toHaveLength(23);
   });
 
-  it('client.rate_limited: a lockout of each client and address shows at warn, whatever other lockouts came first', async () => {
+  it('one address sending made-up client_ids and malformed assertions: one warn line a minute for each kind, the rest at debug (a flood does not set the log\'s rate)', async () => {
+    const ip = '198.51.100.20';
+    for (let i = 0; i < 80; i++) await token({ grant_type: 'client_credentials', client_id: `made-up-${i}`, client_secret: 'x' }, ip);
+    for (let i = 0; i < 10; i++) {
+      await token({ grant_type: 'client_credentials', client_id: `made-up-a${i}`, client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: `x${i}` }, ip);
+    }
+    const warnings = lines.filter((l) => l.level === 'warn' && l.obj.ip === ip).map((l) => [l.obj.event, l.obj.reason ?? '']);
+    expect(warnings).toEqual([
+      ['client.auth_failed', 'unknown_client'],
+      ['client.rate_limited', ''],
+    ]);
+    expect(lines.filter((l) => l.level === 'debug' && l.obj.ip === ip).length).toBeGreaterThanOrEqual(80);
+  });
+
+  it('client.rate_limited: a lockout at each address shows at warn, whatever other lockouts came first', async () => {
     const one = await s.issuer.clients.create({ name: 'one' });
     const two = await s.issuer.clients.create({ name: 'two' });
     for (let i = 0; i < 4; i++) await token({ grant_type: 'client_credentials', client_id: one.clientId, client_secret: 'wrong' }, '198.51.100.10');

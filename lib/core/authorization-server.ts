@@ -4,7 +4,7 @@ import type { IssuerConfig } from '../config';
 import { InvalidClientError, InvalidDpopProofError, OAuthError, StoreUnavailableError, TemporarilyUnavailableError, TooManyRequestsError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
-import type { FailedAuthLimiter } from './brute-force';
+import { addressKey, type FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
 import { JwksUriUnavailableError } from './client-jwks-uri';
 import { withDeadline } from './deadline';
@@ -22,6 +22,15 @@ import { IssuerRevocations } from './issuer-revocations';
 import { ReplayStoreHealth } from './replay-store-health';
 import { asTemporarilyUnavailable, StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
+
+/**
+ * Failed authentications decided before a registered client was found: their
+ * client_id is whatever the request said, so it does not key a log window.
+ */
+const BEFORE_CLIENT_LOOKUP = new Set(['no_credentials', 'unknown_client', 'assertion_type_unsupported', 'assertion_missing', 'assertion_malformed', 'assertion_wrong_subject']);
+
+/** An address as the brute-force limits count it (an IPv6 address by its /64). */
+const addressOf = (ip: string | undefined): string => (ip === undefined ? '' : addressKey(ip));
 
 /** What `health()` reports: ready to issue tokens when `ok`. */
 export interface IssuerHealth {
@@ -326,8 +335,9 @@ export class AuthorizationServer {
    * client's failures from each address still show.
    */
   private authFailed(line: { client_id: string; ip: string | undefined; reason: string | undefined } & Record<string, unknown>): void {
-    const perClient = line.reason !== 'no_credentials' && line.reason !== 'unknown_client';
-    this.refusalLog.report('warn', `auth_failed|${line.reason}|${line.ip}|${perClient ? line.client_id : ''}`, line, 'client authentication failed');
+    // a client_id only keys the window once a registered client was found: made-up ids would each get a warn line
+    const perClient = line.reason !== undefined && !BEFORE_CLIENT_LOOKUP.has(line.reason);
+    this.refusalLog.report('warn', `auth_failed|${line.reason}|${addressOf(line.ip)}|${perClient ? line.client_id : ''}`, line, 'client authentication failed');
   }
 
   /**
@@ -339,7 +349,8 @@ export class AuthorizationServer {
   private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
     const clientId = loggedClientId(credentials.clientId);
     const line = { event: 'client.rate_limited', client_id: clientId, method: credentials.method, ip, retry_after_ms: retryAfterMs };
-    this.refusalLog.report('warn', `rate_limited|${clientId}|${ip}`, line, 'too many failed client authentications');
+    // keyed by the address alone: the client_id of a refused request is whatever it sent (each made-up one would be a warn line)
+    this.refusalLog.report('warn', `rate_limited|${addressOf(ip)}`, line, 'too many failed client authentications');
     return new TooManyRequestsError(retryAfterMs / 1000);
   }
   /** Every throttled refusal line of this issuer (keys: event, reason, client, address). */
