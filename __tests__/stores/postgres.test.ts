@@ -522,6 +522,8 @@ describe('isPostgresUnavailable', () => {
     ['57P01 admin shutdown', coded('57P01')],
     ['57P03 cannot connect now', coded('57P03')],
     ['08006 connection failure', coded('08006')],
+    ['53100 disk full', coded('53100')],
+    ['25006 read-only transaction (a standby)', coded('25006')],
     ['lost connection', new Error('Connection terminated unexpectedly')],
     ['pool timeout', new Error('timeout exceeded when trying to connect')],
     ['query timeout', new Error('Query read timeout')],

@@ -207,16 +207,20 @@ const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying 
  * Whether `err` says the database cannot be reached or used right now, as
  * opposed to a bug or bad data: socket errors, node-postgres's lost-connection
  * and timeout errors, SQLSTATE class 08 (connection exception), 57P01-57P03
- * (shutting down, cannot connect now), 53300 (too many connections) and
- * 57014 (a statement cancelled by statement_timeout).
+ * (shutting down, cannot connect now), 53300 (too many connections),
+ * 57014 (a statement cancelled by statement_timeout), and what stops writes
+ * while reads work: 53100 (disk full), 53200 (out of memory) and 25006 (a
+ * read-only transaction: a standby, or default_transaction_read_only).
  */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '57014', '53100', '53200', '25006']);
+
 export function isPostgresUnavailable(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   if (err instanceof AggregateError) return err.errors.some(isPostgresUnavailable);
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (CONNECTION_ERRNOS.has(code)) return true;
-    if (/^08[0-9A-Z]{3}$/.test(code) || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300' || code === '57014') return true;
+    if (/^08[0-9A-Z]{3}$/.test(code) || UNAVAILABLE_SQLSTATES.has(code)) return true;
   }
   return err instanceof Error && CONNECTION_MESSAGES.test(err.message);
 }
