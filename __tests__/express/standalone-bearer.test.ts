@@ -241,6 +241,25 @@ describe('with jwksUri', () => {
     expect(await never.health()).toEqual({ ok: false, jwks: 'down' });
   });
 
+  it('health(): a JWKS down at start is fetched again at later probes (once the retry pause is over), so readiness comes back without traffic', async () => {
+    const s = await startIssuer();
+    const jwks = await s.t.issuer.keys.jwks();
+    let down = true;
+    const host = express();
+    host.get('/jwks', (_req, res) => void (down ? res.status(503).end() : res.json(jwks)));
+    const server = await listen(host);
+    try {
+      const { port } = server.address() as AddressInfo;
+      const guard = requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: `http://127.0.0.1:${port}/jwks`, jwksCooldown: 0.2, logger: false });
+      expect(await guard.health()).toEqual({ ok: false, jwks: 'down' });
+      down = false;
+      await sleep(250);
+      expect(await guard.health()).toEqual({ ok: true, jwks: 'up' });
+    } finally {
+      await stopServer(server);
+    }
+  });
+
   it('JWKS unreachable: the log says so once a minute, not once per request', async () => {
     const s = await startIssuer();
     const token = await fetchToken(s.t.app, s.client);

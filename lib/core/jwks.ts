@@ -195,11 +195,15 @@ export class RemoteJwks implements KeyResolver {
   /**
    * Whether keys can be checked: `up` when the last fetch worked, `stale`
    * when keys are held but the last fetch failed (they keep verifying),
-   * `down` when none is held. With none held and no fetch tried yet, one is
-   * made first (a readiness probe at start sees the set, not its absence).
+   * `down` when none is held. With none held, a fetch is made first when
+   * none was tried yet or the last failed one is `failedRetryMs` old (a
+   * readiness probe sees the set come back, not only its absence).
    */
   async health(): Promise<'up' | 'stale' | 'down'> {
-    if (this.keys.size === 0 && this.inFlight === undefined && this.lastAttempt === Number.NEGATIVE_INFINITY) await this.refresh().catch(() => undefined);
+    // none held: fetch now, and again at each probe once the retry pause of a failed fetch is over
+    // (an instance a readiness probe took out gets no request that would fetch)
+    const retryDue = this.options.now() - this.lastAttempt >= this.failedRetryMs();
+    if (this.keys.size === 0 && this.inFlight === undefined && retryDue) await this.refresh().catch(() => undefined);
     else if (this.inFlight) await this.inFlight.catch(() => undefined);
     if (this.keys.size === 0) return 'down';
     return this.lastFetchFailed ? 'stale' : 'up';
