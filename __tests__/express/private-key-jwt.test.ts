@@ -355,7 +355,7 @@ describe('clientAssertionAudience option', () => {
     );
   });
 
-  it("'issuer-or-token-endpoint' also takes the URL of the endpoint that takes client authentication (revocation, introspection) and an array holding one of them; the default takes neither", async () => {
+  it("'issuer-or-token-endpoint' also takes the URLs of the endpoints that take client authentication (revocation, introspection) and an array of these only; the default takes neither", async () => {
     for (const mode of ['issuer-or-token-endpoint', 'issuer'] as const) {
       const s = await setup({ clientAssertionAudience: mode });
       try {
@@ -369,8 +369,9 @@ describe('clientAssertionAudience option', () => {
         expect((await post('/oauth/revoke', `${ISSUER}/oauth/revoke`)).status).toBe(expected);
         const both = await tokenRequest(s.app, assertion([ISSUER, TOKEN_ENDPOINT]));
         expect(both.status).toBe(expected);
-        // never another server's URL, in either mode
+        // never another server's URL, in either mode, alone or beside ours
         expect((await tokenRequest(s.app, assertion(['https://other.example']))).status).toBe(401);
+        expect((await tokenRequest(s.app, assertion([ISSUER, 'https://other.example/token']))).status).toBe(401);
       } finally {
         await s.close();
       }

@@ -171,14 +171,16 @@ export class ClientAssertionVerifier {
    * identifier as the only value, a string or a one-element array. With
    * `issuer-or-token-endpoint`, for older clients, also the URL of an
    * endpoint that takes client authentication (token, revocation,
-   * introspection), and an array holding one of these among other values.
+   * introspection), and an array of these (of nothing else: an assertion
+   * also made for another server could be replayed here).
    */
   private checkAudience(aud: unknown): void {
     const { issuer, tokenEndpoint, otherEndpoints = [], audience } = this.settings;
     const values = typeof aud === 'string' ? [aud] : Array.isArray(aud) && aud.every((a) => typeof a === 'string') ? (aud as string[]) : [];
     if (values.length === 1 && values[0] === issuer) return;
     const endpoint = (v: string): boolean => v === tokenEndpoint || otherEndpoints.includes(v);
-    if (audience === 'issuer-or-token-endpoint' && values.some((v) => v === issuer || endpoint(v))) return;
+    // an array only of this server's own identifiers: one naming another server too could have been given to it, and replayed here
+    if (audience === 'issuer-or-token-endpoint' && values.length > 0 && values.every((v) => v === issuer || endpoint(v))) return;
     const which = values.length !== 1 ? 'not_one_value' : values[0] === tokenEndpoint ? 'token_endpoint' : endpoint(values[0]) ? 'endpoint' : 'other';
     reject('assertion_wrong_audience', { aud: shown(aud), aud_kind: which });
   }
