@@ -185,6 +185,21 @@ describe('the bound on entries', () => {
   });
 });
 
+describe('the bound on entries, all of them busy', () => {
+  it('a new key shares one token request among its callers (it is not the entry dropped): maxEntries 2, a and b held, 5 calls for c make 1 request for c', async () => {
+    const held = gate();
+    fx.endpoint.gate = held.promise;
+    const c = client({ maxEntries: 2 });
+    const waiting = [c.getToken({ scope: 'a' }), c.getToken({ scope: 'b' }), ...Array.from({ length: 5 }, () => c.getToken({ scope: 'c' }))];
+    await until(() => tokenRequests() === 3, '3 token requests');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(fx.endpoint.requests.map((r) => r.form.get('scope'))).toEqual(['a', 'b', 'c']);
+    held.open();
+    const tokens = await Promise.all(waiting);
+    expect(new Set(tokens.slice(2).map((t) => t.accessToken)).size).toBe(1);
+  });
+});
+
 describe('signals and close()', () => {
   it("an aborted Request's own signal: the call rejects at once and no token request is sent", async () => {
     const controller = new AbortController();

@@ -163,7 +163,7 @@ export class TokenCache {
     if (entry === undefined) {
       entry = new Entry(key, scope, resource);
       entries.set(key, entry);
-      if (entries.size > this.config.maxEntries) this.evict();
+      if (entries.size > this.config.maxEntries) this.evict(entry);
     } else if (entries.size > 1) {
       entries.delete(key);
       entries.set(key, entry);
@@ -174,11 +174,13 @@ export class TokenCache {
   /**
    * Drops the least recently used entry that has no token request running
    * (its callers wait on it, and a new entry for its key would send a second
-   * one); with every entry busy, the bound is passed until one is done.
+   * one), nor the one just added; with every other entry busy, the bound is
+   * passed until one is done.
    */
-  private evict(): void {
+  private evict(added: Entry): void {
     for (const [key, entry] of this.entries) {
-      if (entry.inflight === undefined) {
+      // never the entry just added: its caller is about to start its token request on it
+      if (entry.inflight === undefined && entry !== added) {
         this.entries.delete(key);
         return;
       }
