@@ -9,7 +9,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createTokenClient, TokenClientClosedError, TokenEndpointError } from '../../lib/client';
-import { gate, until, useClientFixture } from './fakes';
+import { fakeServer, gate, until, useClientFixture } from './fakes';
 
 const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
 const { client, tokenRequests } = fx;
@@ -147,6 +147,35 @@ describe('discovery', () => {
     expect(err.message).toContain(why);
     expect(err.message).toContain('token_endpoint');
     expect(fx.endpoint.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
+  });
+});
+
+describe('discovery locations', () => {
+  it('a redirect from the metadata location is not followed: nothing is asked of the other host, and the error says so', async () => {
+    const elsewhere = await fakeServer((req) =>
+      req.path.startsWith('/.well-known/') ? { body: { issuer: fx.endpoint.url, token_endpoint: `http://127.0.0.1:1/token` } } : { body: {} },
+    );
+    try {
+      fx.endpoint.reply = (req) => ({ status: 302, headers: { location: `${elsewhere.url}${req.path}` }, body: '' });
+      const err = await failure(client({ tokenEndpoint: undefined, issuer: fx.endpoint.url }).getToken());
+      expect(err).toMatchObject({ error: 'discovery_failed', status: 302 });
+      expect(err.message).toContain('a redirect, not followed');
+      expect(elsewhere.requests).toHaveLength(0);
+      expect(fx.endpoint.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
+  it('for an issuer with a path, a web app answering HTML (or 401) at the root locations does not stop discovery: the document after the path is found', async () => {
+    const issuer = `${fx.endpoint.url}/auth`;
+    fx.endpoint.reply = (req) => {
+      if (req.path === '/auth/.well-known/oauth-authorization-server') return { body: { issuer, token_endpoint: `${issuer}/token` } };
+      if (req.path.startsWith('/auth/.well-known/')) return { status: 401, body: '' };
+      if (req.path.startsWith('/.well-known/')) return { headers: { 'content-type': 'text/html' }, body: '<!doctype html><title>app</title>' };
+      return { body: { access_token: 'tok', token_type: 'Bearer', expires_in: 60 } };
+    };
+    expect((await client({ tokenEndpoint: undefined, issuer }).getToken()).accessToken).toBe('tok');
   });
 });
 

@@ -22,17 +22,24 @@ function metadataUrls(issuer: string): string[] {
 
 /** Reads the authorization server metadata and checks that it names `issuer` (RFC 8414 §3.3) and a token endpoint credentials may be sent to. */
 export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: number, parent: AbortSignal, allowInsecureHttp: boolean): Promise<Discovered> {
+  /** The first location's answer that held no document (not a 404), told if no location has one. */
+  let missed: TokenEndpointError | undefined;
   for (const url of metadataUrls(issuer)) {
     const limit = deadline(timeoutMs, parent);
     let response: Response;
     let doc: Record<string, unknown> | undefined;
     try {
-      response = await fetchImpl(url, { headers: { accept: 'application/json' }, signal: limit.signal });
-      if (response.status === 404) {
-        await response.body?.cancel();
+      // a redirect is not followed: the document (and the token endpoint it names) comes from the issuer's own origin
+      response = await fetchImpl(url, { headers: { accept: 'application/json' }, redirect: 'manual', signal: limit.signal });
+      if (!response.ok) {
+        await response.body?.cancel().catch(() => undefined);
+        if (response.status !== 404) {
+          const redirect = response.status >= 300 && response.status < 400 ? ' (a redirect, not followed)' : '';
+          missed ??= new TokenEndpointError({ status: response.status, error: 'discovery_failed', error_description: `no metadata document at ${url}${redirect}` });
+        }
         continue;
       }
-      doc = response.ok ? await readJsonObject(response, limit.signal) : undefined;
+      doc = await readJsonObject(response, limit.signal);
     } catch (cause) {
       const reason = cause instanceof AnswerTooLargeError ? cause.message : limit.timedOut() ? `no answer within ${timeoutMs} ms` : networkReason(cause);
       const why = reason ? `: ${reason}` : '';
@@ -40,8 +47,10 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
     } finally {
       limit.done();
     }
-    if (!response.ok || doc === undefined) {
-      throw new TokenEndpointError({ status: response.status, error: 'discovery_failed', error_description: `no metadata document at ${url}` });
+    if (doc === undefined) {
+      // not JSON (a web app answering every path, say): the next location may have it
+      missed ??= new TokenEndpointError({ status: response.status, error: 'discovery_failed', error_description: `no metadata document at ${url} (the answer is not a JSON object)` });
+      continue;
     }
     if (doc.issuer !== issuer) {
       const named = (JSON.stringify(doc.issuer) ?? 'nothing').slice(0, 200);
@@ -66,5 +75,5 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
       authMethods: Array.isArray(methods) && methods.every((m) => typeof m === 'string') ? (methods as string[]) : undefined,
     };
   }
-  throw new TokenEndpointError({ status: 404, error: 'discovery_failed', error_description: `no metadata document for ${issuer}` });
+  throw missed ?? new TokenEndpointError({ status: 404, error: 'discovery_failed', error_description: `no metadata document for ${issuer}` });
 }
