@@ -65,4 +65,30 @@ describe('a store that can read but not write', () => {
       await issuer.close();
     }
   }, 30_000);
+
+  it('a shared store (PostgreSQL) that cannot be written is read_only on every instance, and readiness stays ok: taking them all out would refuse what still works', async () => {
+    const store = await openEmbeddedStore({ dataDir: tempDir() });
+    const shared = Object.create(store) as typeof store;
+    Object.defineProperty(shared, 'kind', { value: 'postgres' });
+    let readOnly = false;
+    const refuse = () => Promise.reject(new StoreUnavailableError('PostgreSQL is unavailable: cannot execute INSERT in a read-only transaction'));
+    shared.revokeToken = (entry) => (readOnly ? refuse() : store.revokeToken(entry));
+    shared.consumeJti = (...args) => (readOnly ? refuse() : store.consumeJti(...args));
+    const issuer: Issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, store: shared, logger: false });
+    const app = express().use(issuer.router());
+    try {
+      await issuer.ready();
+      const client = await issuer.clients.create({ name: 'svc', scopes: 'orders:read' });
+      const tokenRequest = () => request(app).post('/oauth/token').auth(client.clientId, client.clientSecret).type('form').send({ grant_type: 'client_credentials' });
+      const token = (await tokenRequest()).body.access_token as string;
+      readOnly = true;
+      expect((await request(app).post('/oauth/revoke').auth(client.clientId, client.clientSecret).type('form').send({ token })).status).toBe(503);
+      expect((await tokenRequest()).status).toBe(200);
+      await sleep(1_100);
+      expect(await issuer.health()).toEqual({ ok: true, store: 'read_only', signingKid: expect.any(String) });
+    } finally {
+      readOnly = false;
+      await issuer.close();
+    }
+  }, 30_000);
 });

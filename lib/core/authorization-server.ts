@@ -34,9 +34,9 @@ const addressOf = (ip: string | undefined): string => (ip === undefined ? '' : a
 
 /** What `health()` reports: ready to issue tokens when `ok`. */
 export interface IssuerHealth {
-  /** The store answers and can be written, and a key signs now. */
+  /** The store answers, and a key signs now; an embedded store must also take writes (a shared one that cannot is `read_only` on every instance, which stay in). */
   ok: boolean;
-  /** `read_only`: reads work, writes fail (a full disk): what must write (private_key_jwt assertions, revocations) gets 503. */
+  /** `read_only`: reads work, writes fail (a full disk, a standby): what must write (private_key_jwt assertions, revocations) gets 503. */
   store: 'up' | 'read_only' | 'down';
   /** The kid of the key that signs now, `null` when none is loaded. */
   signingKid: string | null;
@@ -465,7 +465,12 @@ export class AuthorizationServer {
         signingKid = null;
       }
     }
-    const health: IssuerHealth = { ok: store === 'up' && signingKid !== null, store, signingKid };
+    // a store only this instance writes (the embedded one on a full disk) takes it out of rotation; a shared one
+    // that cannot be written fails every instance alike, and taking them all out would refuse what still works
+    // (tokens for clients with a secret, protected routes)
+    const local = (this.store as { kind?: unknown } | undefined)?.kind === 'embedded';
+    const storeOk = store === 'up' || (store === 'read_only' && !local);
+    const health: IssuerHealth = { ok: storeOk && signingKid !== null, store, signingKid };
     if (this.replayHealth) health.dpopReplayStore = this.replayHealth.up ? 'up' : 'down';
     return health;
   }
