@@ -79,6 +79,20 @@ describe('KeyRing', () => {
     expect(listKeys).toHaveBeenCalledTimes(2);
   });
 
+  it('a pending key withdrawn by a later rotation stays published one key refresh longer than its tokens: an instance that had not reloaded may have signed with it when it was due', async () => {
+    const r = ring();
+    await r.init();
+    const pending = await r.rotate(5 * MIN);
+    await r.rotate(10 * MIN); // withdraws `pending`: it retires as it would have activated
+    const due = clock + 5 * MIN;
+    clock = due + 3600 * 1000 + 1_000; // past its retirement plus the token lifetime
+    expect(await r.prune()).toBe(0);
+    expect(r.peek(pending.kid)).toBeDefined();
+    clock = due + 3600 * 1000 + 30_000 + 1_000; // plus one key refresh (30 s)
+    await r.prune();
+    expect(r.peek(pending.kid)).toBeUndefined();
+  });
+
   it('keeps a retired key published until its tokens expire, then prunes it', async () => {
     const r = ring();
     await r.init();

@@ -304,6 +304,13 @@ export class KeyRing implements KeyResolver {
       throw new Error('the signing keys changed during the rotation; list them and try again');
     }
     await this.reload();
+    if (withdrawn.length > 0 && this.store.raiseKeyTokenTtl) {
+      // an instance that has not reloaded since may sign with a withdrawn key for one key refresh after it was due:
+      // its recorded token lifetime covers that, so it is not pruned before those tokens expire
+      const slack = Math.ceil(this.options.refreshMs / 1000);
+      for (const k of withdrawn) await this.store.raiseKeyTokenTtl([k.kid], Math.max(k.tokenTtl ?? 0, this.options.maxTokenTtl) + slack);
+      await this.reload();
+    }
     this.options.logger?.info(
       { event: 'key.rotated', kid: stored.kid, alg: stored.alg, activates_at: stored.activatesAt.toISOString(), replaces: signing ? [signing.kid] : [], ...(withdrawn.length > 0 && { withdrawn: withdrawn.map((k) => k.kid) }) },
       'signing key rotated',
