@@ -101,11 +101,11 @@ export class ServerError extends OAuthError {
   }
 }
 
-/** 503 when a dependency (store, JWKS) cannot be reached; `Retry-After` in seconds (default 5). */
 /** What could not be reached when a 503 is answered: the metric label `reason` of the bearer checks' `unavailable`. */
 export type UnavailableDependency = 'store' | 'jwks' | 'revocation_list' | 'dpop_replay_store';
 export const UNAVAILABLE_DEPENDENCIES: readonly UnavailableDependency[] = ['store', 'jwks', 'revocation_list', 'dpop_replay_store'];
 
+/** 503 when a dependency (store, JWKS) cannot be reached; `Retry-After` in seconds (default 5). */
 export class TemporarilyUnavailableError extends OAuthError {
   readonly code = 'temporarily_unavailable';
   readonly retryAfter: number;

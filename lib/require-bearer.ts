@@ -181,11 +181,6 @@ export function stopRevocationListPolling(): void {
   for (const [key, verifier] of verifiers) if (verifierSources.has(verifier)) verifiers.delete(key);
 }
 
-/**
- * `requireBearer()` for a process that only verifies: keys come from the
- * issuer's JWKS (fetched, cached, refetched on an unknown kid at most once
- * per cooldown) or are given up front.
- */
 /** What a standalone requireBearer() can check now (`health()`), for a readiness probe. */
 export interface BearerHealth {
   /** Tokens can be checked: keys are held and, with a revocation list, it is fresh (or `failOpen` lets tokens through). */
@@ -198,10 +193,15 @@ export interface BearerHealth {
 
 /** A standalone requireBearer(): the middleware, and what it can check now. */
 export type BearerMiddleware = RequestHandler & {
-  /** Fetches the JWKS (and the revocation list) first when none was fetched yet. Never rejects. */
+  /** Fetches the JWKS first while no key is held (at most once per retry pause), and polls a stale revocation list. Never rejects. */
   health(): Promise<BearerHealth>;
 };
 
+/**
+ * `requireBearer()` for a process that only verifies: keys come from the
+ * issuer's JWKS (fetched, cached, refetched on an unknown kid at most once
+ * per cooldown) or are given up front.
+ */
 export function requireBearer(options: BearerOptions): BearerMiddleware {
   checkObject('requireBearer()', options);
   checkKnown('requireBearer()', options, KNOWN);
