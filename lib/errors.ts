@@ -173,8 +173,8 @@ export type TokenRejectionReason = (typeof TOKEN_REJECTION_REASONS)[number];
  * shortened to 200 characters.
  */
 export interface TokenRejectionFacts {
-  expected?: string | string[];
-  received?: string | string[] | number;
+  expected?: string | readonly string[];
+  received?: string | readonly string[] | number;
   /** The claim that is missing or has the wrong type. */
   claim?: string;
   kid?: string;

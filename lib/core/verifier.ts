@@ -5,12 +5,18 @@ import type { AccessTokenClaims } from './issuer';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
 import { assertNotRevoked, type RevocationCheck } from './revocation';
 
-/** What a verified access token tells the protected route; becomes `req.auth`. */
+/**
+ * What a verified access token tells the protected route; becomes `req.auth`.
+ * Frozen, claims included: the requests that carry the same token share it
+ * (the verified-token cache), so a route that could change it would change
+ * what the next request with that token is granted. Per-request data goes
+ * elsewhere (`res.locals`).
+ */
 export interface AccessTokenAuth {
-  clientId: string;
-  scope: string[];
-  token: string;
-  claims: AccessTokenClaims & Record<string, unknown>;
+  readonly clientId: string;
+  readonly scope: readonly string[];
+  readonly token: string;
+  readonly claims: Readonly<AccessTokenClaims & Record<string, unknown>>;
 }
 
 export interface VerifierOptions {
@@ -36,6 +42,15 @@ const REQUIRED_CLAIMS = ['iss', 'sub', 'client_id', 'aud', 'iat', 'exp', 'jti'] 
 const TYP = /^(application\/)?at\+jwt$/i;
 
 type Json = Record<string, unknown>;
+
+/** Freezes a decoded JSON value and everything in it (a token's claims: small, and frozen once per verification). */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
+}
 
 /** Values read from an unverified token are shortened before they are logged. */
 const CLIP = 200;
@@ -235,12 +250,12 @@ export class AccessTokenVerifier {
     if (claims.iat > clockTimestamp + this.options.clockTolerance) {
       reject('not_yet_valid', `issued in the future (iat ${claims.iat}, now ${clockTimestamp})`, { ...context(header, claims, true), received: claims.iat });
     }
-    const auth: AccessTokenAuth = {
+    const auth: AccessTokenAuth = Object.freeze({
       clientId: claims.client_id,
-      scope: claims.scope ? claims.scope.split(' ') : [],
+      scope: Object.freeze(claims.scope ? claims.scope.split(' ') : []),
       token,
-      claims,
-    };
+      claims: deepFreeze(claims),
+    });
     // no per-entry ttl (lru-cache's clock reads on every get): a hit checks exp itself, and max bounds the entries
     if (this.cache && claims.exp * 1000 > this.options.now()) this.cache.set(cacheKey(token), { auth, key });
     return this.options.revocation ? assertNotRevoked(auth, this.options.revocation) : auth;
