@@ -175,6 +175,12 @@ export class AuthorizationServer {
     };
   }
 
+  private stopTimers(): void {
+    clearInterval(this.purgeTimer);
+    this.storeHealth.stop();
+    this.replayHealth?.stop();
+  }
+
   private startJtiPurge(store: Store): void {
     this.purgeTimer = setInterval(() => {
       store.purgeJtis(new Date(this.now())).catch(() => undefined); // an outage shows on the request path already
@@ -476,11 +482,11 @@ export class AuthorizationServer {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.purgeTimer);
-    this.storeHealth.stop();
-    this.replayHealth?.stop();
+    this.stopTimers();
     if (!this.readying) return;
     await this.readying.catch(() => undefined);
+    // a ready() still opening the store when close() was called started its timers since
+    this.stopTimers();
     await this.revocations.close();
     await this.store?.close();
   }
