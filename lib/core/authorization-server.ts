@@ -334,7 +334,7 @@ export class AuthorizationServer {
 
   /**
    * `client.auth_failed`, at warn for the first of its key in a minute and at
-   * debug for the rest of that minute (the next warn line counts them), so
+   * debug for the rest of that minute (a warn line counts them once it is over), so
    * that neither a guesser nor a flood without credentials sets the log's
    * rate. The key: the reason and the address, and the client_id for a
    * client that exists (wrong secret, revoked, a refused assertion), so each
@@ -348,9 +348,9 @@ export class AuthorizationServer {
 
   /**
    * A 429: the first for a client_id and address in a minute logged at warn,
-   * the rest of that minute at debug (the next warn line says how many), so
-   * a guesser cannot set the log's rate and every lockout shows; the failures
-   * that led to it were each logged.
+   * the rest of that minute at debug (a warn line says how many once it is
+   * over), so a guesser cannot set the log's rate and every lockout shows;
+   * the failures that led to it are in client.auth_failed lines and counts.
    */
   private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
     const clientId = loggedClientId(credentials.clientId);

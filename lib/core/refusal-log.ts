@@ -15,15 +15,25 @@ export function refusalReason(error: OAuthError): string {
   return error.code;
 }
 
+interface HeldLine {
+  level: 'info' | 'warn';
+  line: Record<string, unknown>;
+  msg: string;
+}
+
 /**
  * Log lines an outsider can repeat at will, throttled per key: the first of
  * a key in a window (a minute by default) at `info` or `warn`, the rest of
- * that window at debug; the next line at the usual level says how many went
- * to debug (`debug_only_since_last`). Keys are chosen by the caller (a
- * client_id, an address, and the reason), at most `max` of them kept.
+ * that window at debug. Once the window is over (within a quarter of it),
+ * one more line at the usual level says how many went to debug
+ * (`debug_only_since_last`, with `summary: true` and the facts of the last
+ * of them), so a burst that stops still leaves its count in the log. Keys
+ * are chosen by the caller (a client_id, an address, and the reason), at
+ * most `max` of them kept.
  */
 export class ThrottledLog {
-  private readonly windows: LogWindows<string>;
+  private readonly windows: LogWindows<string, HeldLine>;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly logger: Logger,
@@ -35,11 +45,35 @@ export class ThrottledLog {
   }
 
   report(level: 'info' | 'warn', key: string, line: Record<string, unknown>, msg: string): void {
-    const debugOnly = this.windows.take(key);
+    const debugOnly = this.windows.take(key, { level, line, msg });
     if (debugOnly === undefined) {
       this.logger.debug?.(line, msg);
+      // the count goes out once the window is over; the timer runs only while something is held back
+      if (this.timer === undefined) {
+        this.timer = setInterval(() => this.flush(), Math.max(1000, this.windowMs / 4));
+        this.timer.unref();
+      }
       return;
     }
-    this.logger[level]({ ...line, debug_only_since_last: debugOnly }, `${msg} (more of these within ${Math.round(this.windowMs / 1000)} s are logged at debug level)`);
+    this.logger[level]({ ...line, debug_only_since_last: debugOnly }, `${msg} (more of these within ${this.seconds()} s are logged at debug level)`);
+  }
+
+  /** Logs the count of each window that is over and held lines back (called by the timer). */
+  flush(): void {
+    for (const { heldBack, last } of this.windows.ended()) {
+      if (!last) continue;
+      this.logger[last.level]({ ...last.line, debug_only_since_last: heldBack, summary: true }, `${last.msg}: ${heldBack} more within ${this.seconds()} s, logged at debug level (the last one's facts here)`);
+    }
+    if (!this.windows.holding()) this.stop();
+  }
+
+  /** Stops the timer; a window still holding lines back is told at its key's next line. */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private seconds(): number {
+    return Math.round(this.windowMs / 1000);
   }
 }

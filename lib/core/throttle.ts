@@ -17,12 +17,17 @@ export function atMostEvery<A extends unknown[]>(ms: number, fn: (...args: A) =>
  * Windows of `ms` per key, for a log line an outsider can repeat at will: the
  * first call for a key in a window opens it and answers how many calls the
  * previous window held back (log it at the usual level, with that count);
- * the others in the window answer `undefined` (log them at debug). At most
- * `max` keys are kept (the oldest window goes first), so keys an outsider
- * chooses (its address, a client_id) cost bounded memory.
+ * the others in the window answer `undefined` (log them at debug), and the
+ * window keeps the last one's `held` value. ended() hands over the windows
+ * that are over with calls held back, so their count can be told without
+ * waiting for the key's next call. At most `max` keys are kept (the oldest
+ * window goes first), so keys an outsider chooses (its address, a
+ * client_id) cost bounded memory.
  */
-export class LogWindows<K> {
-  private readonly windows = new Map<K, { startedAt: number; heldBack: number }>();
+export class LogWindows<K, H = undefined> {
+  private readonly windows = new Map<K, { startedAt: number; heldBack: number; last?: H }>();
+  /** Windows holding back at least one call. */
+  private holdingCount = 0;
 
   constructor(
     private readonly ms = 60_000,
@@ -30,17 +35,47 @@ export class LogWindows<K> {
     private readonly max = 10_000,
   ) {}
 
-  take(key: K): number | undefined {
+  take(key: K, held?: H): number | undefined {
     const now = this.now();
     const window = this.windows.get(key);
     if (window && now - window.startedAt < this.ms) {
-      window.heldBack++;
+      if (window.heldBack++ === 0) this.holdingCount++;
+      window.last = held;
       return undefined;
     }
     // a new window goes to the end: the first key in the map is the oldest window
-    this.windows.delete(key);
-    if (this.windows.size >= this.max) this.windows.delete(this.windows.keys().next().value as K);
+    if (window) this.remove(key, window);
+    if (this.windows.size >= this.max) {
+      const oldest = this.windows.keys().next().value as K;
+      this.remove(oldest, this.windows.get(oldest)!);
+    }
     this.windows.set(key, { startedAt: now, heldBack: 0 });
     return window ? window.heldBack : 0;
+  }
+
+  /** Whether some window holds back a call (ended() may have something to hand over). */
+  holding(): boolean {
+    return this.holdingCount > 0;
+  }
+
+  /**
+   * Removes the windows that are over and hands over those that held calls
+   * back: their key, how many, and the last one's `held` value. The key's
+   * next call opens a new window at the usual level, counting 0.
+   */
+  ended(): { key: K; heldBack: number; last: H | undefined }[] {
+    const now = this.now();
+    const over: { key: K; heldBack: number; last: H | undefined }[] = [];
+    for (const [key, window] of this.windows) {
+      if (now - window.startedAt < this.ms) continue;
+      if (window.heldBack > 0) over.push({ key, heldBack: window.heldBack, last: window.last });
+      this.remove(key, window);
+    }
+    return over;
+  }
+
+  private remove(key: K, window: { heldBack: number }): void {
+    if (window.heldBack > 0) this.holdingCount--;
+    this.windows.delete(key);
   }
 }
