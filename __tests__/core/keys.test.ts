@@ -93,6 +93,31 @@ describe('KeyRing', () => {
     expect(r.peek(pending.kid)).toBeUndefined();
   });
 
+  it('a rotation with a lead time shorter than the key refresh keeps the old key published until what an instance that had not reloaded signed with it has expired', async () => {
+    const r = ring();
+    await r.init();
+    const old = r.current();
+    const rotatedAt = clock;
+    await r.rotate(1_000); // 1 s lead, 30 s refresh: another instance may sign with `old` until rotatedAt + 30 s
+    clock = rotatedAt + 1_000 + 3600 * 1000 + 1_000; // past its retirement plus the token lifetime
+    expect(await r.prune()).toBe(0);
+    expect(r.peek(old.kid)).toBeDefined();
+    clock = rotatedAt + 30_000 + 3600 * 1000 + 1_000; // past the last token such an instance could have signed
+    await r.prune();
+    expect(r.peek(old.kid)).toBeUndefined();
+  });
+
+  it('a rotation with a lead time of at least the key refresh adds nothing: every instance switches when the new key activates', async () => {
+    const r = ring();
+    await r.init();
+    const old = r.current();
+    const rotatedAt = clock;
+    await r.rotate(30_000);
+    clock = rotatedAt + 30_000 + 3600 * 1000 + 1_000;
+    await r.prune();
+    expect(r.peek(old.kid)).toBeUndefined();
+  });
+
   it('keeps a retired key published until its tokens expire, then prunes it', async () => {
     const r = ring();
     await r.init();
@@ -101,7 +126,9 @@ describe('KeyRing', () => {
     clock += 1;
     expect(await r.prune()).toBe(0);
     expect(r.peek(old.kid)).toBeDefined();
-    clock += 3600 * 1000;
+    clock += 3600 * 1000; // its tokens' lifetime: still published, as an instance that had not reloaded may have signed for one key refresh more
+    expect(await r.prune()).toBe(0);
+    clock += 30_000;
     expect(await r.prune()).toBe(1);
     expect(r.peek(old.kid)).toBeUndefined();
     expect(r.jwks().keys).toHaveLength(1);

@@ -304,12 +304,17 @@ export class KeyRing implements KeyResolver {
       throw new Error('the signing keys changed during the rotation; list them and try again');
     }
     await this.reload();
-    if (withdrawn.length > 0 && this.store.raiseKeyTokenTtl) {
+    if (this.store.raiseKeyTokenTtl) {
+      const raise = async (k: LoadedKey, slackMs: number): Promise<void> => {
+        await this.store.raiseKeyTokenTtl!([k.kid], Math.max(k.tokenTtl ?? 0, this.options.maxTokenTtl) + Math.ceil(slackMs / 1000));
+      };
       // an instance that has not reloaded since may sign with a withdrawn key for one key refresh after it was due:
       // its recorded token lifetime covers that, so it is not pruned before those tokens expire
-      const slack = Math.ceil(this.options.refreshMs / 1000);
-      for (const k of withdrawn) await this.store.raiseKeyTokenTtl([k.kid], Math.max(k.tokenTtl ?? 0, this.options.maxTokenTtl) + slack);
-      await this.reload();
+      for (const k of withdrawn) await raise(k, this.options.refreshMs);
+      // with a lead time shorter than the key refresh, an instance may learn of the rotation only after the signing key
+      // retired, and sign with it until then (up to refresh − lead after its retirement): likewise
+      if (signing && leadTimeMs < this.options.refreshMs) await raise(signing, this.options.refreshMs - leadTimeMs);
+      if (withdrawn.length > 0 || (signing && leadTimeMs < this.options.refreshMs)) await this.reload();
     }
     this.options.logger?.info(
       { event: 'key.rotated', kid: stored.kid, alg: stored.alg, activates_at: stored.activatesAt.toISOString(), replaces: signing ? [signing.kid] : [], ...(withdrawn.length > 0 && { withdrawn: withdrawn.map((k) => k.kid) }) },
