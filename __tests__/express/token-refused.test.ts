@@ -82,11 +82,11 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
       const res = await request(s.app).post('/oauth/introspect').auth(a.clientId, a.clientSecret).type('form').send({ token: 'x' });
       expect(res.body).toEqual({ active: false });
     }
-    expect(events('introspection.refused').map((l) => [l.level, l.obj.reason])).toEqual([
-      ['warn', 'no_permission'],
-      ['debug', 'no_permission'],
-      ['debug', 'no_permission'],
-      ['debug', 'no_permission'],
+    expect(events('introspection.refused').map((l) => [l.level, l.obj.reason, l.obj.ip])).toEqual([
+      ['warn', 'no_permission', '127.0.0.1'],
+      ['debug', 'no_permission', '127.0.0.1'],
+      ['debug', 'no_permission', '127.0.0.1'],
+      ['debug', 'no_permission', '127.0.0.1'],
     ]);
   });
 

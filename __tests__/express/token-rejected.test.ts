@@ -133,7 +133,16 @@ describe('issuer.requireBearer(): other reasons', () => {
     const res = await request(e).get('/write').set('Authorization', `Bearer ${token}`);
     expect(res.status).toBe(403);
     expect(log.events('token.rejected')).toEqual([
-      expect.objectContaining({ level: PINO_INFO, reason: 'insufficient_scope', expected: ['orders:write'], received: ['orders:read'], client_id: client.clientId }),
+      expect.objectContaining({
+        level: PINO_INFO,
+        reason: 'insufficient_scope',
+        expected: ['orders:write'],
+        received: ['orders:read'],
+        client_id: client.clientId,
+        ip: '127.0.0.1',
+        method: 'GET',
+        path: '/write',
+      }),
     ]);
     expect(log.lines.join('')).not.toContain(token.split('.')[2]);
   });
@@ -146,6 +155,12 @@ describe('issuer.requireBearer(): other reasons', () => {
     const text = log.lines.join('');
     expect(text).not.toContain('abc.def.ghi');
     expect(text).not.toContain('secret-looking');
+  });
+
+  it('says where the refused request came from and went, never its query', async () => {
+    expectRefused(await request(e).get('/me?note=should-not-be-logged&x=1').set('Authorization', 'Bearer abc.def.ghi'));
+    expect(log.events('token.rejected')).toEqual([expect.objectContaining({ reason: 'malformed', ip: '127.0.0.1', method: 'GET', path: '/me' })]);
+    expect(log.lines.join('')).not.toContain('should-not-be-logged');
   });
 
   it('a request without a token is not a refused token: nothing logged', async () => {

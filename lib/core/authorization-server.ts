@@ -245,8 +245,9 @@ export class AuthorizationServer {
   }
 
   /** RFC 7662 for an authenticated client (see IssuerRevocations.introspect). */
-  introspect(client: ClientRecord, token: string): Promise<IntrospectionResponse> {
-    return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t));
+  /** `ip`: the caller's address, for the log line of a refusal. */
+  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResponse> {
+    return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t), ip);
   }
 
   /** `null` once ready() has finished, else the promise to wait for: cheap on the hot path. */

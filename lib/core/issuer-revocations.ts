@@ -139,9 +139,9 @@ export class IssuerRevocations {
    * permission learn a live token's claims; every other answer is exactly
    * `{ active: false }`, including for callers without the permission.
    */
-  async introspect(client: ClientRecord, token: string, verify: VerifyAccessToken): Promise<IntrospectionResponse> {
+  async introspect(client: ClientRecord, token: string, verify: VerifyAccessToken, ip?: string): Promise<IntrospectionResponse> {
     if (!client.permissions.includes('introspect')) {
-      this.refusals.report('warn', client.clientId, { event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission' }, 'introspection by a client without the introspect permission');
+      this.refusals.report('warn', client.clientId, { event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission', ip }, 'introspection by a client without the introspect permission');
       return { active: false };
     }
     return introspect(token, verify, this.state, { now: this.options.now });

@@ -5,6 +5,13 @@ import { ThrottledLog } from './refusal-log';
 /** Why a bearer check refused a request: the verifier's reasons, a missing scope, a malformed request (400), or the DPoP proof check that failed (`dpop_htu`, ...). */
 export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request' | `dpop_${DpopProofFailure}`;
 
+/** The request a refusal answered, as logged: never its query string (a token sent in the URL would be in it). */
+export interface RefusedRequest {
+  ip?: string;
+  method?: string;
+  path?: string;
+}
+
 /**
  * Logs `token.rejected`: at `info` the first time a reason appears in a
  * window (a minute by default), at `debug` for the rest of that window, so a
@@ -19,7 +26,8 @@ export class RejectionLog {
     this.log = new ThrottledLog(logger, windowMs, now);
   }
 
-  report(reason: BearerRejectionReason, detail: string | undefined, facts: TokenRejectionFacts): void {
-    this.log.report('info', reason, { event: 'token.rejected', reason, ...facts, detail }, `access token refused: ${reason}`);
+  /** `request`: where the refused request came from and went (the adapter's; the path without its query). */
+  report(reason: BearerRejectionReason, detail: string | undefined, facts: TokenRejectionFacts, request?: RefusedRequest): void {
+    this.log.report('info', reason, { event: 'token.rejected', reason, ...facts, detail, ...request }, `access token refused: ${reason}`);
   }
 }

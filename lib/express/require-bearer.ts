@@ -17,7 +17,7 @@ import {
   toOAuthError,
   type OAuthError,
 } from '../errors';
-import type { RejectionLog } from '../core/rejection-log';
+import type { RefusedRequest, RejectionLog } from '../core/rejection-log';
 import { atMostEvery } from '../core/throttle';
 import { bearerCheck, dpopProofReason, type BearerCheck, type Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
@@ -37,6 +37,14 @@ declare global {
 
 /** The schemes, case-insensitive: RFC 6750 §2.1 "Bearer" 1*SP b64token, RFC 9449 §7.1 "DPoP" 1*SP token68 (the same characters). */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/** What token.rejected says of a refused request: the address (after `trust proxy`), the method and the path, never the query. */
+function refusedRequest(req: Request): RefusedRequest {
+  const url = req.originalUrl ?? req.url ?? '';
+  const end = url.indexOf('?');
+  const path = end === -1 ? url : url.slice(0, end);
+  return { ip: req.ip, method: req.method, path: path.length > 200 ? `${path.slice(0, 200)}...` : path };
+}
 
 /**
  * Whether `header` starts with the scheme `lower` (given in lower case),
@@ -218,9 +226,9 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
    */
   const fail = (res: Response, err: unknown, scheme: Scheme = 'bearer', auth?: AccessTokenAuth): void => {
     const error: OAuthError = toOAuthError(err);
-    if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts);
-    else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {});
-    else if (error instanceof InvalidDpopProofError) rejections.report(dpopProofReason(error.reason), error.detail, auth ? { client_id: auth.clientId } : {});
+    if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts, refusedRequest(res.req));
+    else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {}, refusedRequest(res.req));
+    else if (error instanceof InvalidDpopProofError) rejections.report(dpopProofReason(error.reason), error.detail, auth ? { client_id: auth.clientId } : {}, refusedRequest(res.req));
     else if (error.status === 503) unavailable(error);
     else if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
     if (counts) counts[bearerCheck(error)]++;
@@ -236,7 +244,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       const missing = missingScopes(auth.scope, required);
       if (missing.length > 0) {
         const detail = `missing ${missing.join(' ')}`;
-        rejections.report('insufficient_scope', detail, { expected: required, received: auth.scope, client_id: auth.clientId });
+        rejections.report('insufficient_scope', detail, { expected: required, received: auth.scope, client_id: auth.clientId }, refusedRequest(req));
         return fail(res, new InsufficientScopeError(required, { detail }), scheme);
       }
     }

@@ -194,7 +194,7 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     noStore,
     onlyMethods('POST'),
     tokenManagement(server, async (client, token, res) => {
-      const answer = await server.introspect(client, token);
+      const answer = await server.introspect(client, token, res.req.ip);
       if (metrics?.tokenManagement) metrics.tokenManagement[answer.active ? 'introspection_active' : 'introspection_inactive']++;
       sendJson(res, 200, answer);
     }),
