@@ -104,4 +104,19 @@ describeIfRedis('the DPoP replay store (Redis) stalls', () => {
     expect(await metric('ecc_dpop_replay_store_up')).toBe(1);
     expect((await token(key.proof({ htm: 'POST', htu: TOKEN_URL }))).status).toBe(200);
   }, 30_000);
+
+  it('readiness asks Redis itself: an outage without any DPoP request shows in health() and the gauge, and so does its end', async () => {
+    await sleep(1_100); // past health()'s one-second cache
+    expect((await t.issuer.health()).dpopReplayStore).toBe('up');
+    lines.length = 0;
+    proxy.blackHole();
+    await sleep(1_100);
+    expect(await t.issuer.health()).toEqual({ ok: true, store: 'up', signingKid: expect.any(String), dpopReplayStore: 'down' });
+    expect(await metric('ecc_dpop_replay_store_up')).toBe(0);
+    expect(lines.filter((l) => String(l.event).startsWith('dpop_replay_store.')).map((l) => l.event)).toEqual(['dpop_replay_store.unavailable']);
+    proxy.restore();
+    await sleep(1_100);
+    expect((await t.issuer.health()).dpopReplayStore).toBe('up');
+    expect(await metric('ecc_dpop_replay_store_up')).toBe(1);
+  }, 30_000);
 });

@@ -478,7 +478,8 @@ export class AuthorizationServer {
     const local = (this.store as { kind?: unknown } | undefined)?.kind === 'embedded';
     const storeOk = store === 'up' || (store === 'read_only' && !local);
     const health: IssuerHealth = { ok: storeOk && signingKid !== null, store, signingKid };
-    if (this.replayHealth) health.dpopReplayStore = this.replayHealth.up ? 'up' : 'down';
+    // asked now (a request with a DPoP proof may be long in coming), within the same ping timeout
+    if (this.replayHealth) health.dpopReplayStore = (await withTimeout(this.replayHealth.check(), PING_TIMEOUT_MS).catch(() => false)) ? 'up' : 'down';
     return health;
   }
 

@@ -97,6 +97,23 @@ export class ReplayStoreHealth {
     };
   }
 
+  /**
+   * Asks the store now (one `consume()` of a random key that expires in a
+   * second), for readiness: its outage shows without waiting for a DPoP
+   * proof, and so does its return. Never rejects.
+   */
+  async check(): Promise<boolean> {
+    if (!this.probe) return this.up;
+    const startedAt = this.now();
+    try {
+      await this.probe();
+      this.succeeded(startedAt);
+    } catch (err) {
+      this.failed(err, false);
+    }
+    return this.up;
+  }
+
   stop(): void {
     clearInterval(this.probeTimer);
     this.probeTimer = undefined;
