@@ -127,10 +127,18 @@ describe('a valid token', () => {
     expect(res.body).toMatchObject({ clientId: reader.clientId, token: readToken });
   });
 
-  it('accepts a token used many times', async () => {
+  it('accepts a token used many times, giving the route the same req.auth each time (verified once, then from the cache)', async () => {
+    const expected = { clientId: reader.clientId, scope: ['orders:read'], token: readToken, claims: jwt.decode(readToken) };
     for (let i = 0; i < 5; i++) {
       const res = await request(t.app).get('/orders').set('Authorization', `Bearer ${readToken}`);
+      expect({ request: i, status: res.status, body: res.body }).toEqual({ request: i, status: 200, body: expected });
+    }
+    // a cached token of one client never answers for another: the writer's token right after gets the writer's auth
+    const writeToken = await fetchToken(t.app, writer, 'orders:read');
+    for (const [token, clientId] of [[writeToken, writer.clientId], [readToken, reader.clientId]]) {
+      const res = await request(t.app).get('/orders').set('Authorization', `Bearer ${token}`);
       expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ clientId, scope: ['orders:read'], token });
     }
   });
 });
