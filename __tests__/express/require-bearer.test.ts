@@ -206,11 +206,38 @@ describe('an invalid token: 401 invalid_token', () => {
     expect(res.headers['www-authenticate']).toMatch(/error_description="[^"]*expired[^"]*"/i);
   });
 
-  it('accepts a token expired by less than the clock tolerance', async () => {
-    const now = nowSeconds();
-    const token = mint(key, { claims: { iat: now - 120, exp: now - 1 } });
-    const res = await request(t.app).get('/orders').set('Authorization', `Bearer ${token}`);
-    expect(res.status).toBe(200);
+  describe('on a frozen clock (only Date is fake: sockets and timers run as they do)', () => {
+    let frozen: TestSetup;
+    let frozenKey: SigningKey;
+    const NOW = 1_900_000_000; // a whole second: the verifier compares whole seconds
+    beforeAll(async () => {
+      jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+      jest.setSystemTime(NOW * 1000);
+      // made after the clock is frozen: the issuer reads the clock it was made with
+      frozen = await setup({}, mountApi);
+      frozenKey = await issuerSigningKey(frozen.dataDir);
+    });
+    afterAll(async () => {
+      jest.useRealTimers();
+      await frozen?.close();
+    });
+
+    it('accepts a token expired by less than the clock tolerance (exp 4 s ago, tolerance 5 s), and gives the route its auth', async () => {
+      expect(nowSeconds()).toBe(NOW);
+      const token = mint(frozenKey, { claims: { iat: NOW - 120, exp: NOW - 4 } });
+      const res = await request(frozen.app).get('/orders').set('Authorization', `Bearer ${token}`);
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ clientId: 'client-test', scope: ['orders:read'], token, claims: jwt.decode(token) });
+      expect(res.body.claims.exp).toBe(NOW - 4);
+    });
+
+    it('refuses a token expired by the whole clock tolerance (exp 5 s ago) as expired', async () => {
+      const token = mint(frozenKey, { claims: { iat: NOW - 120, exp: NOW - 5 } });
+      const res = await request(frozen.app).get('/orders').set('Authorization', `Bearer ${token}`);
+      expectInvalidToken(res);
+      expect(res.body.error_description).toMatch(/expired/i);
+      expect(res.headers['www-authenticate']).toMatch(/error_description="[^"]*expired[^"]*"/i);
+    });
   });
 
   describe.each(['exp', 'iat', 'sub', 'client_id', 'jti', 'iss', 'aud'])('without the %s claim', (claim) => {
