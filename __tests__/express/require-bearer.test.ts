@@ -437,9 +437,32 @@ describe('options are checked when the middleware is made', () => {
     expect(() => createIssuer(options() as unknown as IssuerOptions)).toThrow(TypeError);
   });
 
-  it('a valid createIssuer does not throw', async () => {
+  it('a valid createIssuer does not throw: ready() opens its store, its router issues tokens that its requireBearer() accepts, and close() resolves', async () => {
     const issuer = createIssuer(base());
-    await issuer.close();
+    let closed = false;
+    try {
+      expect(issuer.config).toMatchObject({ issuer: ISSUER, audience: AUDIENCE, dataDir, algorithm: 'ES256', accessTokenTtl: 3600 });
+      await expect(issuer.ready()).resolves.toBeUndefined();
+      const [signing] = await issuer.keys.list();
+      expect(signing).toMatchObject({ alg: 'ES256', status: 'current' });
+      expect(await issuer.health()).toEqual({ ok: true, store: 'up', signingKid: signing.kid });
+
+      const app = express();
+      app.use(issuer.router());
+      app.get('/orders', issuer.requireBearer({ scope: 'orders:read' }), sendAuth);
+      const client = await issuer.clients.create({ name: 'fresh', scopes: ['orders:read'] });
+      const token = await fetchToken(app, client);
+      expect(headerOf(token)).toMatchObject({ alg: 'ES256', kid: signing.kid });
+      expect(jwt.decode(token)).toMatchObject({ iss: ISSUER, aud: AUDIENCE, client_id: client.clientId, scope: 'orders:read' });
+      const res = await request(app).get('/orders').set('Authorization', `Bearer ${token}`);
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ clientId: client.clientId, scope: ['orders:read'], token });
+
+      closed = true;
+      await expect(issuer.close()).resolves.toBeUndefined();
+    } finally {
+      if (!closed) await issuer.close();
+    }
   });
 
   it('issuer.requireBearer throws a TypeError for a malformed scope or an unknown option', async () => {
