@@ -442,7 +442,7 @@ describe('POST /oauth/token inside an app that parses bodies itself', () => {
   it('still issues tokens, and still refuses repeats and JSON', async () => {
     const c = await s.issuer.clients.create({ name: 'pre', scopes: 'a' });
     const ok = await request(s.app).post('/oauth/token').type('form').send({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret });
-    expect(ok.status).toBe(200);
+    await expectIssuedTo(s.app, ok, c.clientId, 'a');
     const repeated = await request(s.app).post('/oauth/token').type('form')
       .send(`grant_type=client_credentials&grant_type=client_credentials&client_id=${c.clientId}&client_secret=${c.clientSecret}`);
     expectOAuthError(repeated, 400, 'invalid_request');
