@@ -134,9 +134,21 @@ describe('update', () => {
 describe('update under a running issuer on the same data dir', () => {
   let issuer: Issuer;
   let app: express.Express;
+  /** How many reloads of the revocations the issuer has begun (each asks the store for its revocations' version first). */
+  let reloads = 0;
 
   beforeEach(async () => {
-    issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir: dirs.dataDir, logger: false, resources: [API_B] });
+    // the embedded store on the data dir, as the issuer would open it, counting the issuer's reloads; reloaded
+    // every 0.1 s (the default is 2 s) so that waiting for a reload costs little
+    const store = await openEmbeddedStore({ dataDir: dirs.dataDir });
+    reloads = 0;
+    const counted = Object.assign(Object.create(store) as typeof store, {
+      revocationsVersion: () => {
+        reloads++;
+        return store.revocationsVersion!();
+      },
+    });
+    issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, store: counted, revocationResync: 0.1, logger: false, resources: [API_B] });
     await issuer.ready();
     app = express();
     app.use(issuer.router());
@@ -151,7 +163,7 @@ describe('update under a running issuer on the same data dir', () => {
   const reports = async (token: string): Promise<number> => (await request(app).get('/api/reports').set('Authorization', `Bearer ${token}`)).status;
   const whoami = async (token: string): Promise<number> => (await request(app).get('/api/whoami').set('Authorization', `Bearer ${token}`)).status;
 
-  /** Milliseconds until `check` holds, polled every 20 ms for at most 4 s (the CLI's revocations reach a running issuer within its 2 s resync); -1 if never. */
+  /** Milliseconds until `check` holds, polled every 20 ms for at most 4 s (the CLI's revocations reach a running issuer within its resync, 0.1 s here); -1 if never. */
   async function within(check: () => Promise<boolean>): Promise<number> {
     const started = Date.now();
     while (Date.now() - started < 4000) {
@@ -159,6 +171,16 @@ describe('update under a running issuer on the same data dir', () => {
       await new Promise((r) => setTimeout(r, 20));
     }
     return -1;
+  }
+
+  /** Waits until the issuer has begun two more reloads of the revocations (so one whole reload ran after this call), for at most 5 s. */
+  async function afterNextReload(): Promise<void> {
+    const target = reloads + 2;
+    const started = Date.now();
+    while (reloads < target) {
+      if (Date.now() - started > 5000) throw new Error(`the issuer began ${reloads - target + 2} of 2 revocation reloads in 5 s`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 
   it('a scope taken away: the token that has it is refused, and so is a token request for it; the kept scope still works', async () => {
@@ -179,7 +201,8 @@ describe('update under a running issuer on the same data dir', () => {
 
     expect(await within(async () => (await reports(old)) === 401)).toBeGreaterThanOrEqual(0);
     // the token asked for right after the update stays valid once the revocation is in force (and after the next reload)
-    await new Promise((r) => setTimeout(r, 2500));
+    expect(await whoami(kept.body.access_token)).toBe(200);
+    await afterNextReload();
     expect(await whoami(kept.body.access_token)).toBe(200);
     expect(await whoami(old)).toBe(401);
   });
@@ -189,7 +212,10 @@ describe('update under a running issuer on the same data dir', () => {
     const old = (await tokenRequest(c).expect(200)).body.access_token as string;
     expect((await cli(['revoke-tokens', c.client_id])).code).toBe(0);
     const fresh = (await tokenRequest(c).expect(200)).body.access_token as string;
-    await new Promise((r) => setTimeout(r, 2500));
+    // the issuer has reloaded once the old token is refused: the fresh one is not, then or after the next reload
+    expect(await within(async () => (await whoami(old)) === 401)).toBeGreaterThanOrEqual(0);
+    expect(await whoami(fresh)).toBe(200);
+    await afterNextReload();
     expect(await whoami(old)).toBe(401);
     expect(await whoami(fresh)).toBe(200);
   });
@@ -204,8 +230,10 @@ describe('update under a running issuer on the same data dir', () => {
     expect(await reports(wider.body.access_token)).toBe(200);
     // the old token (orders:read only) is still valid, with what it was issued with
     expect(await reports(old)).toBe(403);
-    await new Promise((r) => setTimeout(r, 2500)); // past a revocation reload: still nothing revoked
+    await afterNextReload(); // past a revocation reload: still nothing revoked
     expect(await reports(wider.body.access_token)).toBe(200);
+    expect(await reports(old)).toBe(403);
+    expect(await whoami(old)).toBe(200);
   });
 
   it('a resource taken away: tokens for it are revoked and it can be asked for no more', async () => {

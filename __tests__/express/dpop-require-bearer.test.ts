@@ -14,8 +14,9 @@ const API = ISSUER; // the issuer-bound requireBearer() builds htu from the issu
 const ALGS = 'DPoP algs="ES256 ES384 PS256 RS256"';
 const TOKEN_URL = `${ISSUER}/oauth/token`;
 const now = () => Math.floor(Date.now() / 1000);
+/** What the route sees of req.auth: the client, its granted scope, the token it was given and its DPoP binding. */
 const sendAuth = (req: Request, res: Response): void => {
-  res.json({ clientId: req.auth?.clientId, cnf: req.auth?.claims.cnf });
+  res.json({ clientId: req.auth?.clientId, scope: req.auth?.scope, token: req.auth?.token, cnf: req.auth?.claims.cnf });
 };
 
 /**
@@ -128,7 +129,7 @@ describe('issuer.requireBearer() with DPoP', () => {
   it('DR1: DPoP scheme, bound token, valid proof → 200; every request needs a fresh proof (cached token, proof checked)', async () => {
     const res = await get('/api/orders', `DPoP ${dpopToken}`, proofFor('/api/orders'));
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ clientId: client.clientId, cnf: { jkt: key.jkt } });
+    expect(res.body).toEqual({ clientId: client.clientId, scope: ['orders:read'], token: dpopToken, cnf: { jkt: key.jkt } });
     // the token verification is now cached; the next request's proof is still checked
     const again = await get('/api/orders', `DPoP ${dpopToken}`, rawProof(key, { htm: 'GET', htu: `${API}/api/orders`, iat: now() }, { payload: { ath: 'x' } }));
     expectError(again, 401, 'invalid_dpop_proof', 'DPoP');
@@ -179,6 +180,8 @@ describe('issuer.requireBearer() with DPoP', () => {
     expectError(await get('/api/orders', `DPoP ${dpopToken}`, proofFor('/api/other')), 401, 'invalid_dpop_proof', 'DPoP');
     const res = await get('/api/orders?page=2', `DPoP ${dpopToken}`, key.proof({ htm: 'GET', htu: `${API}/api/orders?page=2`, accessToken: dpopToken }));
     expect(res.status).toBe(200);
+    // the route ran with the client's DPoP-bound auth: bound to the key that made the proofs
+    expect(res.body).toEqual({ clientId: client.clientId, scope: ['orders:read'], token: dpopToken, cnf: { jkt: key.jkt } });
   });
 
   it('DR9: an app mounted under /v1 checks htu against the original URL', async () => {
@@ -237,7 +240,7 @@ describe('issuer.requireBearer() with DPoP', () => {
     const proof = proofFor('/two/orders');
     const res = await get('/two/orders', `DPoP ${dpopToken}`, proof);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ clientId: client.clientId, cnf: { jkt: key.jkt } });
+    expect(res.body).toEqual({ clientId: client.clientId, scope: ['orders:read'], token: dpopToken, cnf: { jkt: key.jkt } });
     expectError(await get('/two/orders', `DPoP ${dpopToken}`, proof), 401, 'invalid_dpop_proof', 'DPoP');
     const admin = await get('/two/admin', `DPoP ${dpopToken}`, proofFor('/two/admin'));
     expectError(admin, 403, 'insufficient_scope', 'DPoP');
@@ -277,10 +280,11 @@ describe('issuer.requireBearer() with DPoP', () => {
 describe('standalone requireBearer() with DPoP', () => {
   let t: TestSetup;
   let dpopToken: string;
+  let client: { clientId: string; clientSecret: string };
   const key = newDpopKey();
   beforeAll(async () => {
     t = await setup();
-    const client = await t.issuer.clients.create({ name: 'dpop-sa', scopes: 'orders:read' });
+    client = await t.issuer.clients.create({ name: 'dpop-sa', scopes: 'orders:read' });
     const res = await request(t.app)
       .post('/oauth/token')
       .set('DPoP', key.proof({ htm: 'POST', htu: TOKEN_URL }))
@@ -298,6 +302,7 @@ describe('standalone requireBearer() with DPoP', () => {
       .set('Authorization', `DPoP ${dpopToken}`)
       .set('DPoP', key.proof({ htm: 'GET', htu: 'https://api.example.com/orders', accessToken: dpopToken }));
     expect(ok.status).toBe(200);
+    expect(ok.body).toEqual({ clientId: client.clientId, scope: ['orders:read'], token: dpopToken, cnf: { jkt: key.jkt } });
     const forged = await request(app)
       .get('/orders')
       .set('Host', 'evil.test')

@@ -127,10 +127,18 @@ describe('a valid token', () => {
     expect(res.body).toMatchObject({ clientId: reader.clientId, token: readToken });
   });
 
-  it('accepts a token used many times', async () => {
+  it('accepts a token used many times, giving the route the same req.auth each time (verified once, then from the cache)', async () => {
+    const expected = { clientId: reader.clientId, scope: ['orders:read'], token: readToken, claims: jwt.decode(readToken) };
     for (let i = 0; i < 5; i++) {
       const res = await request(t.app).get('/orders').set('Authorization', `Bearer ${readToken}`);
+      expect({ request: i, status: res.status, body: res.body }).toEqual({ request: i, status: 200, body: expected });
+    }
+    // a cached token of one client never answers for another: the writer's token right after gets the writer's auth
+    const writeToken = await fetchToken(t.app, writer, 'orders:read');
+    for (const [token, clientId] of [[writeToken, writer.clientId], [readToken, reader.clientId]]) {
+      const res = await request(t.app).get('/orders').set('Authorization', `Bearer ${token}`);
       expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ clientId, scope: ['orders:read'], token });
     }
   });
 });
@@ -198,11 +206,38 @@ describe('an invalid token: 401 invalid_token', () => {
     expect(res.headers['www-authenticate']).toMatch(/error_description="[^"]*expired[^"]*"/i);
   });
 
-  it('accepts a token expired by less than the clock tolerance', async () => {
-    const now = nowSeconds();
-    const token = mint(key, { claims: { iat: now - 120, exp: now - 1 } });
-    const res = await request(t.app).get('/orders').set('Authorization', `Bearer ${token}`);
-    expect(res.status).toBe(200);
+  describe('on a frozen clock (only Date is fake: sockets and timers run as they do)', () => {
+    let frozen: TestSetup;
+    let frozenKey: SigningKey;
+    const NOW = 1_900_000_000; // a whole second: the verifier compares whole seconds
+    beforeAll(async () => {
+      jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+      jest.setSystemTime(NOW * 1000);
+      // made after the clock is frozen: the issuer reads the clock it was made with
+      frozen = await setup({}, mountApi);
+      frozenKey = await issuerSigningKey(frozen.dataDir);
+    });
+    afterAll(async () => {
+      jest.useRealTimers();
+      await frozen?.close();
+    });
+
+    it('accepts a token expired by less than the clock tolerance (exp 4 s ago, tolerance 5 s), and gives the route its auth', async () => {
+      expect(nowSeconds()).toBe(NOW);
+      const token = mint(frozenKey, { claims: { iat: NOW - 120, exp: NOW - 4 } });
+      const res = await request(frozen.app).get('/orders').set('Authorization', `Bearer ${token}`);
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ clientId: 'client-test', scope: ['orders:read'], token, claims: jwt.decode(token) });
+      expect(res.body.claims.exp).toBe(NOW - 4);
+    });
+
+    it('refuses a token expired by the whole clock tolerance (exp 5 s ago) as expired', async () => {
+      const token = mint(frozenKey, { claims: { iat: NOW - 120, exp: NOW - 5 } });
+      const res = await request(frozen.app).get('/orders').set('Authorization', `Bearer ${token}`);
+      expectInvalidToken(res);
+      expect(res.body.error_description).toMatch(/expired/i);
+      expect(res.headers['www-authenticate']).toMatch(/error_description="[^"]*expired[^"]*"/i);
+    });
   });
 
   describe.each(['exp', 'iat', 'sub', 'client_id', 'jti', 'iss', 'aud'])('without the %s claim', (claim) => {
@@ -402,9 +437,32 @@ describe('options are checked when the middleware is made', () => {
     expect(() => createIssuer(options() as unknown as IssuerOptions)).toThrow(TypeError);
   });
 
-  it('a valid createIssuer does not throw', async () => {
+  it('a valid createIssuer does not throw: ready() opens its store, its router issues tokens that its requireBearer() accepts, and close() resolves', async () => {
     const issuer = createIssuer(base());
-    await issuer.close();
+    let closed = false;
+    try {
+      expect(issuer.config).toMatchObject({ issuer: ISSUER, audience: AUDIENCE, dataDir, algorithm: 'ES256', accessTokenTtl: 3600 });
+      await expect(issuer.ready()).resolves.toBeUndefined();
+      const [signing] = await issuer.keys.list();
+      expect(signing).toMatchObject({ alg: 'ES256', status: 'current' });
+      expect(await issuer.health()).toEqual({ ok: true, store: 'up', signingKid: signing.kid });
+
+      const app = express();
+      app.use(issuer.router());
+      app.get('/orders', issuer.requireBearer({ scope: 'orders:read' }), sendAuth);
+      const client = await issuer.clients.create({ name: 'fresh', scopes: ['orders:read'] });
+      const token = await fetchToken(app, client);
+      expect(headerOf(token)).toMatchObject({ alg: 'ES256', kid: signing.kid });
+      expect(jwt.decode(token)).toMatchObject({ iss: ISSUER, aud: AUDIENCE, client_id: client.clientId, scope: 'orders:read' });
+      const res = await request(app).get('/orders').set('Authorization', `Bearer ${token}`);
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ clientId: client.clientId, scope: ['orders:read'], token });
+
+      closed = true;
+      await expect(issuer.close()).resolves.toBeUndefined();
+    } finally {
+      if (!closed) await issuer.close();
+    }
   });
 
   it('issuer.requireBearer throws a TypeError for a malformed scope or an unknown option', async () => {

@@ -71,6 +71,11 @@ async function revoke(r: Running, at: string, client: Client = r.client): Promis
 
 /** A resource server verifying `r`'s tokens with the given revocationList option. */
 function resourceServer(r: Running, revocationList: unknown, logger: unknown = false): express.Express {
+  return resourceServerWith(r, revocationList, logger).app;
+}
+
+/** The same, with its requireBearer() (for its health()). */
+function resourceServerWith(r: Running, revocationList: unknown, logger: unknown = false): { app: express.Express; verify: ReturnType<typeof requireBearer> } {
   const app = express();
   const verify = requireBearer({
     issuer: r.url,
@@ -80,7 +85,17 @@ function resourceServer(r: Running, revocationList: unknown, logger: unknown = f
     logger: logger as never,
   });
   app.get('/api/orders', verify, (req, res) => void res.json({ client: req.auth!.clientId }));
-  return app;
+  return { app, verify };
+}
+
+/** Polls `check` every 20 ms until it holds, for at most `limitMs`; answers when it first held (Date.now()), -1 if never. */
+async function whenTrue(check: () => Promise<boolean>, limitMs: number): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < limitMs) {
+    if (await check()) return Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return -1;
 }
 
 const call = (app: express.Express, at: string) => request(app).get('/api/orders').set('Authorization', `Bearer ${at}`);
@@ -303,13 +318,16 @@ describe('when the list cannot be had', () => {
   let mode: 'pass' | 'down' | 'forged' = 'pass';
   /** When each request for /own-list reached the proxy (other tests' pollers go on asking for /list). */
   const hits: number[] = [];
+  /** When each request for /health-list reached the proxy, and whether it was passed on. */
+  const healthHits: { at: number; mode: string }[] = [];
   const forger = freshKey();
   beforeAll(async () => {
     r = await startIssuer();
     proxy = await loopbackServer();
     const app = express();
-    app.get(['/list', '/own-list'], async (req, res) => {
+    app.get(['/list', '/own-list', '/health-list'], async (req, res) => {
       if (req.path === '/own-list') hits.push(Date.now());
+      if (req.path === '/health-list') healthHits.push({ at: Date.now(), mode });
       if (mode === 'down') return void res.status(503).end();
       if (mode === 'forged') {
         // well-formed, signed by a key the issuer never published
@@ -356,18 +374,28 @@ describe('when the list cannot be had', () => {
 
   it('health(): revocationList "fresh", then "stale" past maxStale while the list cannot be fetched (ok: false; with failOpen ok: true), fresh again once it answers', async () => {
     mode = 'pass';
+    // a list path of its own: the proxy's record of it says when these two pollers last got the list
     const verify = (failOpen: boolean) =>
-      requireBearer({ issuer: r.url, audience: `${r.url}/api`, jwksUri: `${r.url}/.well-known/jwks.json`, revocationList: { uri: `${proxy.url}/list`, interval: 0.2, maxStale: 0.5, failOpen }, logger: false });
+      requireBearer({ issuer: r.url, audience: `${r.url}/api`, jwksUri: `${r.url}/.well-known/jwks.json`, revocationList: { uri: `${proxy.url}/health-list`, interval: 0.2, maxStale: 0.5, failOpen }, logger: false });
     const closed = verify(false);
     const open = verify(true);
     expect(await closed.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'fresh' });
     expect(await open.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'fresh' });
     mode = 'down';
-    await new Promise((resolve) => setTimeout(resolve, 900));
+    const downAt = Date.now();
+    // both stale, polled (was a fixed 0.9 s): never before maxStale (0.5 s) after the last list either got, and within 2 s
+    const staleAt = await whenTrue(async () => (await closed.health()).revocationList === 'stale' && (await open.health()).revocationList === 'stale', 2000);
+    expect(staleAt).toBeGreaterThan(0);
+    const lastPassed = Math.max(...healthHits.filter((h) => h.mode === 'pass' && h.at <= downAt).map((h) => h.at));
+    expect(staleAt - lastPassed).toBeGreaterThanOrEqual(500);
     expect(await closed.health()).toEqual({ ok: false, jwks: 'up', revocationList: 'stale' });
     expect(await open.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'stale' });
     mode = 'pass';
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    const passAt = Date.now();
+    // fresh again within the 0.5 s the fixed wait gave it (one 0.2 s poll), polled
+    const freshAt = await whenTrue(async () => (await closed.health()).revocationList === 'fresh', 500);
+    expect(freshAt).toBeGreaterThan(0);
+    expect(freshAt - passAt).toBeLessThanOrEqual(500);
     expect(await closed.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'fresh' });
   });
 
@@ -394,12 +422,16 @@ describe('when the list cannot be had', () => {
 
   it('failOpen: past maxStale tokens pass unchecked', async () => {
     mode = 'pass';
-    const api = resourceServer(r, { uri: `${proxy.url}/list`, interval: 0.2, maxStale: 0.5, failOpen: true });
+    const { app: api, verify } = resourceServerWith(r, { uri: `${proxy.url}/list`, interval: 0.2, maxStale: 0.5, failOpen: true });
     const at = await token(r);
     expect((await call(api, at)).status).toBe(200);
     mode = 'down';
-    await new Promise((resolve) => setTimeout(resolve, 900));
-    expect((await call(api, at)).status).toBe(200);
+    // past maxStale, polled (was a fixed 0.9 s): the list is stale, and the token still passes, to the route, as its client
+    expect(await whenTrue(async () => (await verify.health()).revocationList === 'stale', 3000)).toBeGreaterThan(0);
+    expect(await verify.health()).toEqual({ ok: true, jwks: 'up', revocationList: 'stale' });
+    const res = await call(api, at);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ client: r.client.clientId });
     mode = 'pass';
   });
 

@@ -407,18 +407,32 @@ describe('RFC 7662 introspection', () => {
     }
   });
 
-  it('IN2: an expired token of this issuer → inactive', async () => {
-    const short = await setup({ accessTokenTtl: 1, clockTolerance: 0 });
+  it('IN2: an expired token of this issuer → inactive (on a frozen clock: active up to the last millisecond before exp, inactive at exp)', async () => {
+    // only Date is fake (sockets, timers and the store run as they do); the issuer is made after, so it reads this clock
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+    jest.setSystemTime(1_900_000_000_000);
+    let short: TestSetup | undefined;
     try {
+      short = await setup({ accessTokenTtl: 1, clockTolerance: 0 });
       const shortApp = withApi(short);
       const client = await short.issuer.clients.create({ name: 'c', scopes: 'orders:read' });
       const server = await short.issuer.clients.create({ name: 'rs', permissions: ['introspect'] });
       const at = await token(shortApp, client);
-      expect((await introspect(shortApp, server, at)).body.active).toBe(true);
-      await new Promise((r) => setTimeout(r, 2100));
-      expect((await introspect(shortApp, server, at)).text).toBe('{"active":false}');
+      const { exp } = jwt.decode(at) as { exp: number };
+      expect(exp).toBe(1_900_000_000 + 1);
+      const live = await introspect(shortApp, server, at);
+      expect(live.body).toMatchObject({ active: true, client_id: client.clientId, exp });
+      jest.setSystemTime(exp * 1000 - 1);
+      expect((await introspect(shortApp, server, at)).body).toMatchObject({ active: true, client_id: client.clientId });
+      expect((await callApi(shortApp, at)).status).toBe(200);
+      jest.setSystemTime(exp * 1000);
+      const expired = await introspect(shortApp, server, at);
+      expect(expired.status).toBe(200);
+      expect(expired.text).toBe('{"active":false}');
+      expect((await callApi(shortApp, at)).status).toBe(401);
     } finally {
-      await short.close();
+      jest.useRealTimers();
+      await short?.close();
     }
   });
 

@@ -1,3 +1,4 @@
+import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
@@ -42,6 +43,21 @@ function expectOAuthError(res: request.Response, status: number, error: string):
   if (status === 401) expect(res.headers['www-authenticate']).toBe(`Basic realm="${ISSUER}", error="invalid_client"`);
 }
 
+/**
+ * A successful token response (RFC 6749 §5.1) whose access token is signed by a key of `app`'s JWKS and
+ * issued to `clientId` with `scope`: proves which client authenticated, not only that one did.
+ */
+async function expectIssuedTo(app: express.Express, res: request.Response, clientId: string, scope: string): Promise<void> {
+  expect({ status: res.status, error: res.body.error }).toEqual({ status: 200, error: undefined });
+  expect(res.headers['cache-control']).toBe('no-store');
+  expect(res.body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 3600, scope });
+  const { header } = jwt.decode(res.body.access_token, { complete: true })!;
+  const jwk = ((await request(app).get('/.well-known/jwks.json')).body.keys as { kid: string }[]).find((k) => k.kid === header.kid);
+  expect(jwk).toBeDefined();
+  const claims = jwt.verify(res.body.access_token, createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' }), { issuer: ISSUER, audience: AUDIENCE });
+  expect(claims).toMatchObject({ sub: clientId, client_id: clientId, scope });
+}
+
 describe('POST /oauth/token: success', () => {
   it('issues a Bearer token for credentials in the body', async () => {
     const res = await tokenRequest(bodyCredentials());
@@ -68,7 +84,7 @@ describe('POST /oauth/token: success', () => {
     const header = basic(client.clientId, client.clientSecret).replace('Basic', 'bASIC');
     const res = await request(t.app).post('/oauth/token').set('Authorization', header).type('form')
       .send({ grant_type: 'client_credentials', client_id: client.clientId });
-    expect(res.status).toBe(200);
+    await expectIssuedTo(t.app, res, client.clientId, 'orders:read orders:write');
   });
 
   it('signs an RFC 9068 access token: typ at+jwt, kid, ES256, and every claim', async () => {
@@ -99,14 +115,14 @@ describe('POST /oauth/token: success', () => {
 
   it('ignores an empty client_secret in the body next to Basic credentials', async () => {
     const res = await request(t.app).post('/oauth/token').set('Authorization', basic(client.clientId, client.clientSecret))
-      .type('form').send({ grant_type: 'client_credentials', client_secret: '' });
-    expect(res.status).toBe(200);
+      .type('form').send({ grant_type: 'client_credentials', client_secret: '', scope: 'orders:write' });
+    await expectIssuedTo(t.app, res, client.clientId, 'orders:write');
   });
 
   it('accepts a charset parameter on the content type', async () => {
     const res = await request(t.app).post('/oauth/token').set('Content-Type', 'application/x-www-form-urlencoded; charset=UTF-8')
-      .send(new URLSearchParams(bodyCredentials()).toString());
-    expect(res.status).toBe(200);
+      .send(new URLSearchParams(bodyCredentials({ scope: 'orders:read' })).toString());
+    await expectIssuedTo(t.app, res, client.clientId, 'orders:read');
   });
 });
 
@@ -257,7 +273,7 @@ describe('POST /oauth/token: Basic credentials are form-decoded and split at the
     // "svc%3Aone%2Btwo:p:a+ss%2B%25%2F%C3%A9": the secret part holds a raw colon
     const header = basic(form(id), `p:a+ss${form('+%/é')}`);
     const res = await request(s.app).post('/oauth/token').set('Authorization', header).type('form').send({ grant_type: 'client_credentials' });
-    expect(res.status).toBe(200);
+    await expectIssuedTo(s.app, res, id, 'x');
   });
 
   it('does not match an id sent without encoding', async () => {
@@ -268,7 +284,7 @@ describe('POST /oauth/token: Basic credentials are form-decoded and split at the
 
   it('accepts the same client by body parameters', async () => {
     const res = await request(s.app).post('/oauth/token').type('form').send({ grant_type: 'client_credentials', client_id: id, client_secret: secret });
-    expect(res.status).toBe(200);
+    await expectIssuedTo(s.app, res, id, 'x');
   });
 });
 
@@ -426,7 +442,7 @@ describe('POST /oauth/token inside an app that parses bodies itself', () => {
   it('still issues tokens, and still refuses repeats and JSON', async () => {
     const c = await s.issuer.clients.create({ name: 'pre', scopes: 'a' });
     const ok = await request(s.app).post('/oauth/token').type('form').send({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret });
-    expect(ok.status).toBe(200);
+    await expectIssuedTo(s.app, ok, c.clientId, 'a');
     const repeated = await request(s.app).post('/oauth/token').type('form')
       .send(`grant_type=client_credentials&grant_type=client_credentials&client_id=${c.clientId}&client_secret=${c.clientSecret}`);
     expectOAuthError(repeated, 400, 'invalid_request');

@@ -2,8 +2,10 @@
  * GET /.well-known/jwks.json and GET /.well-known/oauth-authorization-server
  * (RFC 7517, RFC 8414) as served by issuer.router().
  */
+import { createPublicKey, type JsonWebKey } from 'node:crypto';
+import jwt from 'jsonwebtoken';
 import request from 'supertest';
-import { ISSUER, setup, type TestSetup } from '../helpers/app';
+import { AUDIENCE, ISSUER, setup, type TestSetup } from '../helpers/app';
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 
@@ -84,13 +86,34 @@ describe('ES256 issuer (default)', () => {
 
     it('points at the JWKS and token endpoint this router serves', async () => {
       const { body } = await request(t.app).get('/.well-known/oauth-authorization-server');
-      const jwks = await request(t.app).get(new URL(body.jwks_uri).pathname);
-      expect(jwks.status).toBe(200);
-      const token = await request(t.app).post(new URL(body.token_endpoint).pathname).type('form').send({ grant_type: 'client_credentials' });
-      expect(token.status).not.toBe(404);
+      const jwks = expectPublicJwks(await request(t.app).get(new URL(body.jwks_uri).pathname), 'EC', 'ES256');
+      const tokenPath = new URL(body.token_endpoint).pathname;
+
+      // served, and it is the token endpoint: no client authentication → RFC 6749 §5.2 invalid_client with a Basic challenge
+      const anonymous = await request(t.app).post(tokenPath).type('form').send({ grant_type: 'client_credentials' });
+      expect(anonymous.status).toBe(401);
+      expect(anonymous.body).toEqual({ error: 'invalid_client', error_description: expect.any(String) });
+      expect(anonymous.headers['www-authenticate']).toBe(`Basic realm="${ISSUER}", error="invalid_client"`);
+
+      // a client's request there is granted a token signed by a key of the advertised JWKS, naming this issuer
+      const client = await t.issuer.clients.create({ name: 'discovered', scopes: ['orders:read'] });
+      const token = await request(t.app).post(tokenPath).type('form').auth(client.clientId, client.clientSecret).send({ grant_type: 'client_credentials' });
+      expect(token.status).toBe(200);
+      expect(token.body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'orders:read', access_token: expect.any(String) });
+      const { kid } = jwt.decode(token.body.access_token, { complete: true })!.header;
+      const signer = jwks.find((k) => k.kid === kid);
+      expect(signer).toBeDefined();
+      const claims = jwt.verify(token.body.access_token, createPublicKey({ key: signer as JsonWebKey, format: 'jwk' }), {
+        algorithms: ['ES256'],
+        issuer: body.issuer,
+        audience: AUDIENCE,
+      }) as jwt.JwtPayload;
+      expect(claims).toMatchObject({ iss: ISSUER, sub: client.clientId, client_id: client.clientId, scope: 'orders:read' });
+
       for (const endpoint of [body.revocation_endpoint, body.introspection_endpoint]) {
         const res = await request(t.app).post(new URL(endpoint).pathname).type('form').send({ token: 'x' });
         expect(res.status).toBe(401); // served: no client authentication
+        expect(res.body.error).toBe('invalid_client');
       }
     });
 

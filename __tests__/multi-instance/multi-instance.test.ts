@@ -7,6 +7,7 @@
  * one line when either is unreachable, failed when REQUIRE_SERVICES=1.
  */
 import http from 'node:http';
+import net from 'node:net';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
 import { dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
@@ -85,6 +86,37 @@ function httpGet(agent: http.Agent, url: string): Promise<number> {
       })
       .on('error', reject);
   });
+}
+
+/** The process's exit, or `late` if it has not exited within `ms`; the timer is cleared as soon as it exits (nothing left running). */
+async function exitWithin(proc: Proc, ms: number, late: string): Promise<{ code: number | null; signal: NodeJS.Signals | null } | string> {
+  let timer: NodeJS.Timeout | undefined;
+  const given = new Promise<string>((resolve) => {
+    timer = setTimeout(() => resolve(late), ms);
+  });
+  try {
+    return await Promise.race([proc.exited, given]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Resolves once nothing listens on `port` any more (a new connection is refused), polled every 20 ms for at most `ms`; rejects otherwise. */
+async function untilRefused(port: number, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, HOST);
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'));
+    });
+    if (refused) return;
+    if (Date.now() > deadline) throw new Error(`port ${port} still accepts connections ${ms} ms on`);
+    await sleep(20);
+  }
 }
 
 const show = (res: HttpResult): string => `${res.status} ${JSON.stringify(res.body)} www-authenticate=${res.headers.get('www-authenticate')}`;
@@ -453,7 +485,7 @@ describeIfPostgresAndRedis('several instances of examples/server.ts on one Postg
 
         const signalledAt = Date.now();
         c.child.kill('SIGTERM');
-        const exit = await Promise.race([c.exited, sleep(5000).then(() => 'still running 5 s after SIGTERM' as const)]);
+        const exit = await exitWithin(c, 5000, 'still running 5 s after SIGTERM');
         expect(exit).toEqual({ code: 0, signal: null });
         expect(Date.now() - signalledAt).toBeLessThanOrEqual(5000);
         expect(await healthAfterExit(c)).toBe('ECONNREFUSED');
@@ -467,8 +499,12 @@ describeIfPostgresAndRedis('several instances of examples/server.ts on one Postg
       const { c, client } = await startC();
       const agent = new http.Agent({ keepAlive: true }); // as a load balancer or an HTTP client pool keeps connections
       try {
-        // a slow request: headers and the start of the body now, the rest after SIGTERM
+        // a slow request: headers and the start of the body now, the rest once the server has begun to shut down
         const body = 'grant_type=client_credentials';
+        let sendRest: () => void = () => undefined;
+        let inFlight: () => void = () => undefined;
+        // the server's 100 Continue says it has read the headers: the request is in flight (was: a fixed 300 ms)
+        const received = new Promise<void>((resolve) => (inFlight = resolve));
         const response = new Promise<{ status: number; body: string; at: number }>((resolve, reject) => {
           const req = http.request(
             `${c.url}/oauth/token`,
@@ -476,7 +512,7 @@ describeIfPostgresAndRedis('several instances of examples/server.ts on one Postg
               method: 'POST',
               agent,
               auth: `${client.client_id}:${client.client_secret}`,
-              headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) },
+              headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body), expect: '100-continue' },
               timeout: 10_000,
             },
             (res) => {
@@ -488,18 +524,22 @@ describeIfPostgresAndRedis('several instances of examples/server.ts on one Postg
           );
           req.on('error', reject);
           req.on('timeout', () => req.destroy(new Error('slow request timed out')));
+          req.on('continue', () => inFlight());
           req.write(body.slice(0, 5));
-          setTimeout(() => req.end(body.slice(5)), 800);
+          sendRest = () => req.end(body.slice(5));
         });
-        await sleep(300);
+        await Promise.race([received, response.then(() => Promise.reject(new Error('answered before its body was sent')))]);
 
         const signalledAt = Date.now();
         c.child.kill('SIGTERM');
+        // the rest of the body once the server has stopped listening (SIGTERM handled, closing), was: 800 ms after the start
+        await untilRefused(c.port, 5000);
+        sendRest();
         const res = await response;
         expect(res.status).toBe(200); // README: requests in flight finish
         expect(JSON.parse(res.body)).toMatchObject({ token_type: 'Bearer' });
 
-        const exit = await Promise.race([c.exited, sleep(5000).then(() => 'still running 5 s after SIGTERM' as const)]);
+        const exit = await exitWithin(c, 5000, 'still running 5 s after SIGTERM');
         expect(exit).toEqual({ code: 0, signal: null });
         const exitedAt = Date.now();
         expect(exitedAt - signalledAt).toBeLessThanOrEqual(5000);
