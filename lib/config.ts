@@ -45,6 +45,15 @@ export interface IssuerOptions {
    */
   revocationResync?: number;
   /**
+   * Seconds an instance keeps answering from the revocations it holds when it cannot reload them from the
+   * store (an outage): past it, tokens are refused with 503 and Retry-After (a token revoked elsewhere
+   * meanwhile would be accepted), until a reload reaches the store. Default 300, as a standalone
+   * verifier's `maxStale`.
+   */
+  revocationMaxStale?: number;
+  /** `true`: past `revocationMaxStale`, tokens are checked against the revocations last loaded instead of refused. Default false. */
+  revocationFailOpen?: boolean;
+  /**
    * The most live tokens of one client revoked one by one (RFC 7009) before a revocation takes all the
    * client's tokens issued until then instead: each such token is an entry of the signed revocation list
    * until it expires, so this bounds what one client can add to it. Default 1000.
@@ -184,6 +193,12 @@ export function checkNumber(name: string, value: unknown, fallback: number, min:
   return value;
 }
 
+export function checkBoolean(name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new TypeError(`option ${name} must be true or false, got ${JSON.stringify(value)}`);
+  return value;
+}
+
 export function checkInteger(name: string, value: unknown, fallback: number, min: number, max: number): number {
   const n = checkNumber(name, value, fallback, min, max);
   if (!Number.isInteger(n)) throw new TypeError(`option ${name} must be a whole number, got ${n}`);
@@ -233,6 +248,8 @@ export interface IssuerConfig {
   clientCacheTtl: number | undefined;
   keyRefreshInterval: number;
   revocationResync: number;
+  revocationMaxStale: number;
+  revocationFailOpen: boolean;
   maxRevokedTokensPerClient: number;
   /** The Redis doorbell for revocations, as given (checked). */
   revocationPush: { redis: unknown; channel: string } | undefined;
@@ -250,7 +267,7 @@ export interface IssuerConfig {
 
 const ISSUER_OPTIONS = [
   'issuer', 'audience', 'store', 'dataDir', 'algorithm', 'accessTokenTtl', 'scopesSupported', 'resources', 'realm',
-  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'maxRevokedTokensPerClient', 'revocationPush', 'bruteForce', 'logger',
+  'clockTolerance', 'tokenCacheMax', 'keyRotationLeadTime', 'clientCacheTtl', 'keyRefreshInterval', 'revocationResync', 'revocationMaxStale', 'revocationFailOpen', 'maxRevokedTokensPerClient', 'revocationPush', 'bruteForce', 'logger',
   'metrics', 'clientAssertionAudience', 'clientAssertionMaxLifetime', 'dpop', 'publicUrl',
 ] as const;
 
@@ -342,6 +359,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     throw new TypeError(`option algorithm must be one of ${SIGNING_ALGORITHMS.join(', ')}, got ${JSON.stringify(algorithm)}`);
   }
   const realm = options.realm === undefined ? undefined : checkString('realm', options.realm);
+  const revocationResync = checkNumber('revocationResync', options.revocationResync, 2, 0.05, 60);
   return {
     issuer,
     audience: checkString('audience', options.audience),
@@ -359,7 +377,9 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     keyRotationLeadTime: checkNumber('keyRotationLeadTime', options.keyRotationLeadTime, 300, 0, 86400),
     clientCacheTtl: options.clientCacheTtl === undefined ? undefined : checkNumber('clientCacheTtl', options.clientCacheTtl, 0, 0, 60),
     keyRefreshInterval: checkNumber('keyRefreshInterval', options.keyRefreshInterval, 30, 0.1, 3600),
-    revocationResync: checkNumber('revocationResync', options.revocationResync, 2, 0.05, 60),
+    revocationResync,
+    revocationMaxStale: checkNumber('revocationMaxStale', options.revocationMaxStale, 300, revocationResync * 2, 86400),
+    revocationFailOpen: checkBoolean('revocationFailOpen', options.revocationFailOpen, false),
     maxRevokedTokensPerClient: checkInteger('maxRevokedTokensPerClient', options.maxRevokedTokensPerClient, 1000, 1, 1_000_000),
     revocationPush: parseRevocationPush(options.revocationPush),
     revocationEndpoint: `${base}/oauth/revoke`,

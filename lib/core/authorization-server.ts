@@ -147,10 +147,10 @@ export class AuthorizationServer {
       clockTolerance: config.clockTolerance,
       cacheMax: config.tokenCacheMax,
       now,
-      revocation: this.revocations.state,
+      revocation: this.revocations.check,
     });
     this.metadata = authorizationServerMetadata(config);
-    this.audiences = new IssuerAudiences(config, this.keys, this.revocations.state, now, this.verifier);
+    this.audiences = new IssuerAudiences(config, this.keys, this.revocations.check, now, this.verifier);
     // a client revoked, or its tokens (an update that took scopes away), anywhere: its cached record goes too
     this.revocations.state.onChange(() => this.clientCache?.clear());
     this.assertions = new ClientAssertionVerifier({

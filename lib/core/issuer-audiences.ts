@@ -8,7 +8,7 @@ import { InvalidTargetError } from '../errors';
 import type { ClientRecord } from '../stores/types';
 import type { KeyRing } from './keys';
 import { parseResourceIndicator, ResourcePolicy } from './resources';
-import type { RevocationState } from './revocation';
+import type { RevocationCheck } from './revocation';
 import { AccessTokenVerifier } from './verifier';
 
 export class IssuerAudiences {
@@ -23,7 +23,7 @@ export class IssuerAudiences {
   constructor(
     private readonly config: IssuerConfig,
     private readonly keys: KeyRing,
-    private readonly revocation: RevocationState,
+    private readonly revocation: RevocationCheck,
     private readonly now: () => number,
     /** The verifier of the default audience (the issuer's own). */
     private readonly defaultVerifier: AccessTokenVerifier,

@@ -11,7 +11,8 @@ import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import { introspect, revocationFor, type IntrospectionResponse, type VerifyAccessToken } from './introspection';
 import type { LoadedKey } from './keys';
-import { RevocationState } from './revocation';
+import { TemporarilyUnavailableError } from '../errors';
+import { RevocationState, type RevocableClaims, type RevocationCheck, type RevocationReason } from './revocation';
 import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { PublishedRevocationList } from './revocation-list';
 import { ThrottledLog } from './refusal-log';
@@ -30,8 +31,14 @@ export interface IssuerRevocationsOptions {
 }
 
 export class IssuerRevocations {
-  /** What is revoked, in memory: checked by the verifiers on every token. */
+  /** What is revoked, in memory. */
   readonly state: RevocationState;
+  /**
+   * What the verifiers check on every token: the state, or 503 once no
+   * reload has reached the store for `revocationMaxStale` (a revocation made
+   * elsewhere meanwhile would be missed), unless `revocationFailOpen`.
+   */
+  readonly check: RevocationCheck;
   /** The signed list standalone verifiers poll: re-signed when the state or the signing key changes, or half its 5 min lifetime passed. */
   readonly list: PublishedRevocationList;
   private feed: StoreRevocationFeed | undefined;
@@ -46,6 +53,25 @@ export class IssuerRevocations {
     this.refusals = new ThrottledLog(options.logger, 60_000, now);
     this.state = new RevocationState({ maxTokenTtl: config.accessTokenTtl, clockTolerance: config.clockTolerance, now });
     this.list = new PublishedRevocationList({ state: this.state, issuer: config.issuer, signingKey: options.signingKey, now });
+    this.check = config.revocationFailOpen ? this.state : this.failClosed();
+  }
+
+  /** The state's answers while the feed is current; TemporarilyUnavailableError while it is stale. One property read a token. */
+  private failClosed(): RevocationCheck {
+    const { state } = this;
+    const retryAfter = Math.max(1, Math.ceil(this.options.config.revocationResync));
+    return {
+      isRevoked: (claims: RevocableClaims): false | RevocationReason => {
+        if (this.feed?.stale) {
+          throw new TemporarilyUnavailableError('revocation status cannot be checked now', {
+            detail: `revocations not reloaded from the store for over ${this.options.config.revocationMaxStale} s`,
+            retryAfter,
+            dependency: 'store',
+          });
+        }
+        return state.isRevoked(claims);
+      },
+    };
   }
 
   /**
@@ -70,6 +96,19 @@ export class IssuerRevocations {
             }
           : undefined,
       now,
+      maxStaleMs: config.revocationMaxStale * 1000,
+      onStale: (stale, { sinceMs, err }) => {
+        if (stale) {
+          this.options.logger.error(
+            { event: 'revocations.stale', since_ms: sinceMs, reason: err instanceof Error ? err.message : String(err), fail_open: config.revocationFailOpen },
+            config.revocationFailOpen
+              ? 'revocations cannot be reloaded from the store: tokens revoked elsewhere since may be accepted here (revocationFailOpen)'
+              : 'revocations cannot be reloaded from the store: protected routes answer 503 until it answers (a token revoked elsewhere since would be accepted)',
+          );
+        } else {
+          this.options.logger.info({ event: 'revocations.current', stale_ms: sinceMs }, 'revocations reloaded from the store again');
+        }
+      },
       onError: () => undefined, // an outage is reported once by the store's health
       onNotifyError: (err) =>
         this.options.logger.warn(

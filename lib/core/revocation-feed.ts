@@ -216,6 +216,14 @@ export interface StoreRevocationFeedOptions {
    * the same. Default: onError.
    */
   onNotifyError?: (err: unknown) => void;
+  /**
+   * After this long (ms) without a reload that reached the store, the feed
+   * is `stale` (its state may miss revocations made elsewhere since); the
+   * next reload that reaches it ends that. Default: never.
+   */
+  maxStaleMs?: number;
+  /** Told when the feed goes stale (with the last reload's age and why the latest failed) and when it is current again. */
+  onStale?: (stale: boolean, facts: { sinceMs: number; err?: unknown }) => void;
 }
 
 /**
@@ -231,6 +239,10 @@ export class StoreRevocationFeed implements RevocationFeed {
   /** The store's revocationsVersion() at the last reload. */
   private loadedVersion: string | number | undefined;
   private readonly now: () => number;
+  /** When a reload last reached the store (a version read that said nothing moved counts). */
+  private confirmedAt: number | undefined;
+  /** No reload has reached the store for maxStaleMs: what is revoked elsewhere since may be missing here. */
+  stale = false;
 
   constructor(private readonly options: StoreRevocationFeedOptions) {
     this.now = options.now ?? Date.now;
@@ -280,10 +292,37 @@ export class StoreRevocationFeed implements RevocationFeed {
       const snapshot = await store.listRevocations(new Date(now), new Date(now - this.options.maxTokenTtl * 1000));
       this.options.state.load(snapshot);
       this.loadedVersion = version;
-    })().finally(() => {
-      this.running = undefined;
-    });
+    })().then(
+      () => {
+        this.running = undefined;
+        this.confirmed();
+      },
+      (err: unknown) => {
+        this.running = undefined;
+        this.unconfirmed(err);
+        throw err;
+      },
+    );
     return this.running;
+  }
+
+  private confirmed(): void {
+    const now = this.now();
+    const before = this.confirmedAt;
+    this.confirmedAt = now;
+    if (this.stale) {
+      this.stale = false;
+      this.options.onStale?.(false, { sinceMs: before === undefined ? 0 : now - before });
+    }
+  }
+
+  private unconfirmed(err: unknown): void {
+    const { maxStaleMs } = this.options;
+    if (this.stale || maxStaleMs === undefined || this.confirmedAt === undefined) return;
+    const sinceMs = this.now() - this.confirmedAt;
+    if (sinceMs <= maxStaleMs) return;
+    this.stale = true;
+    this.options.onStale?.(true, { sinceMs, err });
   }
 
   async close(): Promise<void> {
