@@ -16,7 +16,8 @@
  * fast path. Events are monotone (see revocation.ts), so echoes, duplicates
  * and reordering are harmless.
  */
-import type { RevocationEvent, RevocationSnapshot, RevocationState, RevocationStore } from './revocation';
+import type { RevocationSnapshot, RevocationStore } from '../stores/types';
+import type { RevocationEvent, RevocationState } from './revocation';
 
 export interface RevocationFeed {
   /** Applies the events to this instance's state at once, then sends them to the others. */

@@ -1,5 +1,3 @@
-import type { RevocationStore } from '../core/revocation';
-
 /**
  * The storage contract. Every store (embedded SQLite, PostgreSQL, or one of
  * your own) implements `ClientStore` and `KeyStore`. Stores hold data only:
@@ -241,6 +239,41 @@ export interface KeyStore {
   pruneKeys(retiredBefore: Date, now?: Date): Promise<number>;
   /** Raises the recorded `tokenTtl` of these keys to `tokenTtl` where it is lower (optional: without it each instance prunes by its own lifetime). */
   raiseKeyTokenTtl?(kids: string[], tokenTtl: number): Promise<void>;
+}
+
+/** Every revocation in force, JSON-safe: what `listRevocations()` answers, and what `RevocationState` (core/revocation.ts) snapshots, loads and the signed list carries. */
+export interface RevocationSnapshot {
+  /** Denylisted tokens. */
+  tokens: { jti: string; client_id: string; exp: number }[];
+  /** Per-client cut-offs: `generation` > 0 after revoke-tokens; `revoked_at` (epoch ms) for a revoked client. */
+  clients: { client_id: string; generation: number; revoked_at: number | null }[];
+}
+
+/**
+ * What a store keeps for revocations (PostgreSQL tables, the embedded file),
+ * so that they survive restarts and every instance shares them. Times are
+ * Dates as elsewhere in the stores.
+ */
+export interface RevocationStore {
+  /** Adds a jti to the denylist until `exp`; adding it twice changes nothing. */
+  revokeToken(entry: { jti: string; clientId: string; exp: Date }): Promise<void>;
+  /** Raises the client's token generation by one, atomically; answers the new generation. */
+  bumpTokenGeneration(clientId: string, at: Date): Promise<number>;
+  /**
+   * The denylist entries not yet expired at `now`, every client generation
+   * above 0, and clients revoked after `revokedSince` (older ones have no
+   * live token left).
+   */
+  listRevocations(now: Date, revokedSince: Date): Promise<RevocationSnapshot>;
+  /** Deletes denylist entries whose token expired before `now`; answers how many. */
+  purgeExpiredRevocations(now: Date): Promise<number>;
+  /**
+   * Optional, cheap: a value that changes whenever the revocations may have
+   * changed (written by this store object or by anyone else on the same
+   * data). While it stays the same, a periodic reload is skipped: with
+   * thousands of entries, listRevocations() is the expensive part.
+   */
+  revocationsVersion?(): Promise<string | number>;
 }
 
 /**
