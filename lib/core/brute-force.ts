@@ -1,5 +1,6 @@
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from 'rate-limiter-flexible';
-import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
+import { withDeadline } from '../shared/deadline';
+import { REDIS_DEADLINE_MS } from '../stores/redis-deadline';
 import { clientIdDigest } from './secrets';
 
 /**

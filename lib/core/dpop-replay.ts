@@ -4,7 +4,8 @@
  * remembered yet (first use) and records it in the same step, so two
  * requests racing with one proof cannot both see true.
  */
-import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
+import { withDeadline } from '../shared/deadline';
+import { REDIS_DEADLINE_MS } from '../stores/redis-deadline';
 
 export interface ReplayStore {
   consume(key: string, expiresAt: number): Promise<boolean> | boolean;

@@ -7,7 +7,8 @@
  * LISTEN/NOTIFY.
  */
 import type { RevocationNotifier } from '../stores/types';
-import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
+import { withDeadline } from '../shared/deadline';
+import { REDIS_DEADLINE_MS } from '../stores/redis-deadline';
 
 /** The commands used on the shared connection (an ioredis client fits). */
 export interface RedisPublishClient {
