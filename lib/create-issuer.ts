@@ -2,7 +2,6 @@ import type { RequestHandler } from 'express';
 import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type IssuerOptions } from './config';
 import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
-import { RedisReplayStore, type RedisSetNxClient } from './core/dpop';
 import { RedisRevocationNotifier, type RedisPublishClient } from './core/redis-revocation-notifier';
 import type { ClientService } from './core/clients';
 import { keyStatus, type LoadedKey, type PublicJwk } from './core/keys';
@@ -18,6 +17,7 @@ import { resolveLogger } from './logger';
 import { BEARER_CHECKS, MANAGEMENT_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 import { openEmbeddedStore } from './stores/embedded';
+import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
 import type { Store } from './stores/types';
 
 export interface KeyInfo {

@@ -290,6 +290,23 @@ export interface RevocationNotifier {
 
 export type Store = ClientStore & KeyStore & RevocationStore & Partial<RevocationNotifier>;
 
+/**
+ * Single-use memory for DPoP proof `jti`s (RFC 9449 §11.1): remembers a key
+ * until `expiresAt` (epoch ms). `consume` answers true when the key was not
+ * remembered yet (first use) and records it in the same step, so two
+ * requests racing with one proof cannot both see true.
+ */
+export interface ReplayStore {
+  consume(key: string, expiresAt: number): Promise<boolean> | boolean;
+  /**
+   * For a bounded store that had to forget keys to make room: epoch ms at or
+   * before which a key may have been forgotten. A proof expiring by then can
+   * no longer be told from a replay; verifyDpopProof refuses it as too old
+   * (and consume() answers false for it).
+   */
+  readonly forgottenUntil?: number | undefined;
+}
+
 /** One used assertion jti as a store writes it (Store.consumeJti's arguments): who used it, its hash, until when it is kept. */
 export interface JtiUse {
   clientId: string;
