@@ -2,7 +2,6 @@ import type { RequestHandler } from 'express';
 import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type IssuerOptions } from './config';
 import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
-import { RedisRevocationNotifier, type RedisPublishClient } from './core/redis-revocation-notifier';
 import type { ClientService } from './core/clients';
 import { keyStatus, type LoadedKey, type PublicJwk } from './core/keys';
 import { KeyDerivedNonces } from './core/key-derived-nonces';
@@ -18,6 +17,7 @@ import { BEARER_CHECKS, MANAGEMENT_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCo
 import { metricsFor } from './metrics/prometheus';
 import { openEmbeddedStore } from './stores/embedded';
 import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
+import { RedisRevocationNotifier, type RedisPublishClient } from './stores/redis-revocation-notifier';
 import type { Store } from './stores/types';
 
 export interface KeyInfo {

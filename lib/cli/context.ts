@@ -5,7 +5,7 @@ import { ClientService, storeClientRevocations, type ClientInfo } from '../core/
 import { deferredKeyStore } from '../core/keys';
 import { withDeadline } from '../shared/deadline';
 import { REDIS_DEADLINE_MS } from '../stores/redis-deadline';
-import { RedisRevocationNotifier } from '../core/redis-revocation-notifier';
+import { RedisRevocationNotifier } from '../stores/redis-revocation-notifier';
 import pino from 'pino';
 import { silentLogger, type Logger } from '../logger';
 import { openStore } from '../stores/open';
