@@ -1,3 +1,5 @@
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+
 /**
  * The storage contract. Every store (embedded SQLite, PostgreSQL, or one of
  * your own) implements `ClientStore` and `KeyStore`. Stores hold data only:
@@ -306,6 +308,18 @@ export interface ReplayStore {
    */
   readonly forgottenUntil?: number | undefined;
 }
+
+/**
+ * One counter of failed client authentications (core/brute-force.ts), with
+ * rate-limiter-flexible's meaning: `get` answers the key's count in the
+ * window (null when none), `consume` counts one more and rejects with the
+ * count (a RateLimiterRes, not an Error) once it is over `points`, `delete`
+ * clears the key.
+ */
+export type FailureCounter = Pick<RateLimiterAbstract, 'get' | 'consume' | 'delete'>;
+
+/** Makes the counter for one limit: `points` failures per `duration` seconds, keys under `keyPrefix`. */
+export type FailureCounterFactory = (limit: { points: number; duration: number; keyPrefix: string }) => FailureCounter;
 
 /** One used assertion jti as a store writes it (Store.consumeJti's arguments): who used it, its hash, until when it is kept. */
 export interface JtiUse {
