@@ -2,8 +2,6 @@ import type { RequestHandler } from 'express';
 import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type IssuerOptions } from './config';
 import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
 import { FailedAuthLimiter } from './core/brute-force';
-import { RedisReplayStore, type RedisSetNxClient } from './core/dpop';
-import { RedisRevocationNotifier, type RedisPublishClient } from './core/redis-revocation-notifier';
 import type { ClientService } from './core/clients';
 import { keyStatus, type LoadedKey, type PublicJwk } from './core/keys';
 import { KeyDerivedNonces } from './core/key-derived-nonces';
@@ -18,6 +16,9 @@ import { resolveLogger } from './logger';
 import { BEARER_CHECKS, MANAGEMENT_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 import { openEmbeddedStore } from './stores/embedded';
+import { redisFailureCounters } from './stores/redis-rate-limiter';
+import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
+import { RedisRevocationNotifier, type RedisPublishClient } from './stores/redis-revocation-notifier';
 import type { Store } from './stores/types';
 
 export interface KeyInfo {
@@ -98,13 +99,19 @@ export function createIssuer(options: IssuerOptions): Issuer {
   const registry = checkMetrics(options.metrics);
   const logger = resolveLogger(options.logger);
   const store = options.store === undefined ? undefined : checkStore(options.store);
+  // brute-force counts in Redis when given one, shared by every instance; else in this instance's memory
+  const bruteForceRedis = options.bruteForce ? options.bruteForce.redis : undefined;
   const limiter = config.bruteForce
     ? new FailedAuthLimiter(
         config.bruteForce,
-        options.bruteForce ? options.bruteForce.redis : undefined,
-        atMostEvery(60_000, (reason: string) =>
-          logger.warn({ event: 'brute_force.redis_unavailable', reason }, "Redis holds no failed-authentication counts now: counting in this instance's memory"),
-        ),
+        bruteForceRedis
+          ? redisFailureCounters(
+              bruteForceRedis,
+              atMostEvery(60_000, (reason: string) =>
+                logger.warn({ event: 'brute_force.redis_unavailable', reason }, "Redis holds no failed-authentication counts now: counting in this instance's memory"),
+              ),
+            )
+          : undefined,
       )
     : undefined;
   const server = new AuthorizationServer(

@@ -12,7 +12,7 @@ import {
   parseDpop,
   type BearerOptions,
 } from './config';
-import { MemoryReplayStore, RedisReplayStore, type RedisSetNxClient, type ReplayStore } from './core/dpop';
+import { MemoryReplayStore, type ReplayStore } from './core/dpop';
 import { ReplayStoreHealth } from './core/replay-store-health';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
 import type { KeyResolver } from './core/keys';
@@ -23,6 +23,7 @@ import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
 import { bearerMiddleware, type BearerDpopOptions } from './express/require-bearer';
 import { resolveLogger, type Logger } from './logger';
+import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
 import { BEARER_CHECKS, zeroCounts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 

@@ -5,7 +5,7 @@
  * gives a fresh, empty store and a way to revoke a client the way the
  * ClientStore does (listRevocations reports revoked clients).
  */
-import type { RevocationSnapshot, RevocationStore } from '../../lib/core/revocation';
+import type { RevocationSnapshot, RevocationStore } from '../../lib/stores/types';
 
 export interface RevocationStoreUnderTest {
   store: RevocationStore;

@@ -5,7 +5,8 @@ import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '.
 import { startFaultProxy } from '../helpers/fault-proxy';
 import { revocationStoreContract } from '../core/revocation-store-contract';
 import { describeStoreContract } from './contract';
-import { RevocationState, type RevocationStore } from '../../lib/core/revocation';
+import { RevocationState } from '../../lib/core/revocation';
+import type { RevocationStore } from '../../lib/stores/types';
 import { StoreRevocationFeed } from '../../lib/core/revocation-feed';
 
 /** The revocation methods of a store, as a plain object a test can override one of. */

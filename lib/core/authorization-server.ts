@@ -7,7 +7,7 @@ import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import { addressKey, type FailedAuthLimiter } from './brute-force';
 import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
 import { JwksUriUnavailableError } from './client-jwks-uri';
-import { withDeadline } from './deadline';
+import { withDeadline } from '../shared/deadline';
 import { refusalReason, ThrottledLog } from './refusal-log';
 import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';

@@ -1,5 +1,5 @@
-import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from 'rate-limiter-flexible';
-import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
+import { RateLimiterMemory, type RateLimiterRes } from 'rate-limiter-flexible';
+import type { FailureCounter, FailureCounterFactory } from '../stores/types';
 import { clientIdDigest } from './secrets';
 
 /**
@@ -110,71 +110,20 @@ function isAlertCount(count: number, threshold: number): boolean {
   return (multiple & (multiple - 1)) === 0;
 }
 
-/** The three calls the limiter makes, on one counter. */
-type Counter = Pick<RateLimiterAbstract, 'get' | 'consume' | 'delete'>;
-
-/** How long counting skips a Redis that let a call time out, before it asks it again. */
-const REDIS_PAUSE_MS = 5000;
-
-/**
- * Redis counters that never hold a request up: a call that fails (Redis
- * down) or takes longer than REDIS_DEADLINE_MS (Redis stalled: connected,
- * not answering) counts in this instance's memory instead, and after a
- * timeout the next REDIS_PAUSE_MS count there at once.
- */
-class RedisOrMemory implements Counter {
-  private pausedUntil = 0;
-
-  constructor(
-    private readonly redis: RateLimiterRedis,
-    private readonly memory: RateLimiterMemory,
-    private readonly onFallback: (reason: string) => void,
-  ) {}
-
-  get(key: string): Promise<RateLimiterRes | null> {
-    return this.run((l) => l.get(key));
-  }
-
-  consume(key: string): Promise<RateLimiterRes> {
-    return this.run((l) => l.consume(key));
-  }
-
-  delete(key: string): Promise<boolean> {
-    return this.run((l) => l.delete(key));
-  }
-
-  private run<T>(call: (limiter: RateLimiterRedis | RateLimiterMemory) => Promise<T>): Promise<T> {
-    if (Date.now() < this.pausedUntil) return call(this.memory);
-    return withDeadline(call(this.redis), REDIS_DEADLINE_MS, () => new RedisDeadlineError()).catch((err: unknown) => {
-      // over the limit is an answer (a RateLimiterRes), not a failure
-      if (!(err instanceof RedisDeadlineError)) throw err;
-      this.pausedUntil = Date.now() + REDIS_PAUSE_MS;
-      this.onFallback(`no answer from Redis within ${REDIS_DEADLINE_MS} ms`);
-      return call(this.memory);
-    });
-  }
-}
-
-class RedisDeadlineError extends Error {}
+/** Counters in this instance's memory: the default (stores/redis-rate-limiter.ts has the shared ones). */
+export const memoryFailureCounters: FailureCounterFactory = (limit) => new RateLimiterMemory(limit);
 
 export class FailedAuthLimiter {
-  private readonly perAddress: Counter;
-  private readonly perPair: Counter;
-  private readonly perClient: Counter;
+  private readonly perAddress: FailureCounter;
+  private readonly perPair: FailureCounter;
+  private readonly perClient: FailureCounter;
 
   constructor(
     readonly settings: BruteForceSettings,
-    redis?: unknown,
-    /** Told when counting falls back to memory because Redis did not answer in time (an error falls back silently, as rate-limiter-flexible's insurance does). */
-    onFallback: (reason: string) => void = () => undefined,
+    /** Where the counts live: in memory by default; `redisFailureCounters()` (stores/redis-rate-limiter.ts) shares them between instances. */
+    counters: FailureCounterFactory = memoryFailureCounters,
   ) {
-    const make = (points: number, name: string): Counter => {
-      const base = { points, duration: settings.window, keyPrefix: `${settings.keyPrefix}:${name}` };
-      if (!redis) return new RateLimiterMemory(base);
-      // Redis down: count in this instance's memory rather than fail every request; Redis stalled: the same, after a deadline
-      const memory = new RateLimiterMemory(base);
-      return new RedisOrMemory(new RateLimiterRedis({ ...base, storeClient: redis, insuranceLimiter: memory }), memory, onFallback);
-    };
+    const make = (points: number, name: string): FailureCounter => counters({ points, duration: settings.window, keyPrefix: `${settings.keyPrefix}:${name}` });
     this.perAddress = make(settings.maxFailuresPerAddress, 'addr');
     this.perPair = make(settings.maxFailuresPerClientAddress, 'pair');
     this.perClient = make(settings.alertFailuresPerClient, 'client');
@@ -202,7 +151,7 @@ export class FailedAuthLimiter {
    * when the client is registered (`knownClient`), against the client.
    */
   async failed(clientId: string, address: string | undefined, knownClient: boolean): Promise<FailureCount> {
-    const consume = (limiter: Counter, key: string): Promise<RateLimiterRes> =>
+    const consume = (limiter: FailureCounter, key: string): Promise<RateLimiterRes> =>
       limiter.consume(key).catch((res: unknown) => {
         // over the limit is a RateLimiterRes, not an error
         if (res instanceof Error) throw res;

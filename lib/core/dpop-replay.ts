@@ -1,21 +1,11 @@
 /**
- * Single-use memory for DPoP proof `jti`s (RFC 9449 §11.1): remembers a key
- * until `expiresAt` (epoch ms). `consume` answers true when the key was not
- * remembered yet (first use) and records it in the same step, so two
- * requests racing with one proof cannot both see true.
+ * The default single-use memory for DPoP proof `jti`s, in this process. The
+ * contract (ReplayStore) is in stores/types.ts; the store shared over Redis
+ * is stores/redis-replay.ts.
  */
-import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
+import type { ReplayStore } from '../stores/types';
 
-export interface ReplayStore {
-  consume(key: string, expiresAt: number): Promise<boolean> | boolean;
-  /**
-   * For a bounded store that had to forget keys to make room: epoch ms at or
-   * before which a key may have been forgotten. A proof expiring by then can
-   * no longer be told from a replay; verifyDpopProof refuses it as too old
-   * (and consume() answers false for it).
-   */
-  readonly forgottenUntil?: number | undefined;
-}
+export type { ReplayStore };
 
 export interface MemoryReplayStoreOptions {
   /**
@@ -114,7 +104,7 @@ class ExpiryHeap {
  * whose clock lags expires before keys that came earlier, so when full the
  * store walked the whole Map for expired keys, 11-40 ms at 250 000 keys.)
  * It protects one instance only; several instances need a shared store
- * (RedisReplayStore) to refuse a proof replayed to another instance.
+ * (RedisReplayStore, stores/redis-replay.ts) to refuse a proof replayed to another instance.
  */
 export class MemoryReplayStore implements ReplayStore {
   readonly max: number;
@@ -180,42 +170,5 @@ export class MemoryReplayStore implements ReplayStore {
       this.entries.delete(this.heap.firstKey());
       this.heap.pop();
     }
-  }
-}
-
-/** The one ioredis call the Redis store makes (an ioredis `Redis` or `Cluster` fits). */
-export interface RedisSetNxClient {
-  set(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX'): Promise<'OK' | null>;
-}
-
-export interface RedisReplayStoreOptions {
-  client: RedisSetNxClient;
-  /** Prepended to every key; default `ecc:dpop:`. */
-  prefix?: string;
-  now?: () => number;
-}
-
-/**
- * A ReplayStore shared by every instance on one Redis: `SET key 1 PX ttl
- * NX`, atomic, so a proof replayed to another instance is refused too.
- * Redis errors propagate (the caller answers 503).
- */
-export class RedisReplayStore implements ReplayStore {
-  private readonly client: RedisSetNxClient;
-  private readonly prefix: string;
-  private readonly now: () => number;
-
-  constructor(options: RedisReplayStoreOptions) {
-    this.client = options.client;
-    this.prefix = options.prefix ?? 'ecc:dpop:';
-    this.now = options.now ?? Date.now;
-  }
-
-  async consume(key: string, expiresAt: number): Promise<boolean> {
-    const ttl = Math.ceil(expiresAt - this.now());
-    if (ttl <= 0) return true;
-    // a stalled Redis: 503 after the deadline, not a request held for as long as it stalls
-    const set = this.client.set(this.prefix + key, '1', 'PX', ttl, 'NX');
-    return (await withDeadline(set, REDIS_DEADLINE_MS, () => new Error(`Redis did not answer within ${REDIS_DEADLINE_MS} ms`))) === 'OK';
   }
 }

@@ -13,7 +13,7 @@ import type { ReplayStore } from './dpop-replay';
 export { normalizeHtu, requestHtu } from './dpop-htu';
 export { DpopKeyCache } from './dpop-key-cache';
 export { DpopNonces, type DpopNoncesOptions } from './dpop-nonces';
-export { MemoryReplayStore, RedisReplayStore, type ReplayStore, type RedisSetNxClient } from './dpop-replay';
+export { MemoryReplayStore, type ReplayStore } from './dpop-replay';
 export { DPOP_ALGORITHMS, type DpopAlgorithm } from '../jwt/algorithms';
 
 /** What the request says the proof must match. */

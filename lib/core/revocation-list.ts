@@ -29,7 +29,8 @@ import jwt from 'jsonwebtoken';
 import { TemporarilyUnavailableError } from '../errors';
 import { readCapped } from '../shared/http-body';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
-import type { RevocableClaims, RevocationReason, RevocationSnapshot, RevocationState } from './revocation';
+import type { RevocationSnapshot } from '../stores/types';
+import type { RevocableClaims, RevocationReason, RevocationState } from './revocation';
 
 export const REVOCATION_LIST_TYP = 'revocation-list+jwt';
 /** Media type to serve the list with. */

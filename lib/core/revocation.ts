@@ -28,6 +28,7 @@
  */
 
 import { InvalidTokenError } from '../errors';
+import type { RevocationSnapshot } from '../stores/types';
 
 /** Why a token is refused. */
 export type RevocationReason = 'token_revoked' | 'client_revoked' | 'tokens_revoked_before';
@@ -41,46 +42,11 @@ export type RevocationEvent =
   | { type: 'client'; clientId: string; at: number }
   | { type: 'tokens'; clientId: string; generation: number; at: number };
 
-/** The whole state, JSON-safe: what `snapshot()` gives, `load()` merges and the signed list carries. */
-export interface RevocationSnapshot {
-  /** Denylisted tokens. */
-  tokens: { jti: string; client_id: string; exp: number }[];
-  /** Per-client cut-offs: `generation` > 0 after revoke-tokens; `revoked_at` (epoch ms) for a revoked client. */
-  clients: { client_id: string; generation: number; revoked_at: number | null }[];
-}
-
 /** The claims the check reads; any verified access token's claims fit. */
 export interface RevocableClaims {
   jti: string;
   client_id: string;
   [GENERATION_CLAIM]?: unknown;
-}
-
-/**
- * What a store keeps for revocations (PostgreSQL tables, the embedded file),
- * so that they survive restarts and every instance shares them. Times are
- * Dates as elsewhere in the stores.
- */
-export interface RevocationStore {
-  /** Adds a jti to the denylist until `exp`; adding it twice changes nothing. */
-  revokeToken(entry: { jti: string; clientId: string; exp: Date }): Promise<void>;
-  /** Raises the client's token generation by one, atomically; answers the new generation. */
-  bumpTokenGeneration(clientId: string, at: Date): Promise<number>;
-  /**
-   * The denylist entries not yet expired at `now`, every client generation
-   * above 0, and clients revoked after `revokedSince` (older ones have no
-   * live token left).
-   */
-  listRevocations(now: Date, revokedSince: Date): Promise<RevocationSnapshot>;
-  /** Deletes denylist entries whose token expired before `now`; answers how many. */
-  purgeExpiredRevocations(now: Date): Promise<number>;
-  /**
-   * Optional, cheap: a value that changes whenever the revocations may have
-   * changed (written by this store object or by anyone else on the same
-   * data). While it stays the same, a periodic reload is skipped: with
-   * thousands of entries, listRevocations() is the expensive part.
-   */
-  revocationsVersion?(): Promise<string | number>;
 }
 
 export interface RevocationStateOptions {

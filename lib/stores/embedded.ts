@@ -4,9 +4,8 @@ import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError } from '../errors';
 import { samePublicKey } from '../jwt/thumbprint';
-import type { RevocationSnapshot } from '../core/revocation';
 import { TurnBatch } from './turn-batch';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, RevocationSnapshot, Store, StoredKey, StoredSecret } from './types';
 
 /**
  * The default store: one SQLite database (`store.sqlite`) under `dataDir`,

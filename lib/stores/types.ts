@@ -1,4 +1,4 @@
-import type { RevocationStore } from '../core/revocation';
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 
 /**
  * The storage contract. Every store (embedded SQLite, PostgreSQL, or one of
@@ -243,6 +243,41 @@ export interface KeyStore {
   raiseKeyTokenTtl?(kids: string[], tokenTtl: number): Promise<void>;
 }
 
+/** Every revocation in force, JSON-safe: what `listRevocations()` answers, and what `RevocationState` (core/revocation.ts) snapshots, loads and the signed list carries. */
+export interface RevocationSnapshot {
+  /** Denylisted tokens. */
+  tokens: { jti: string; client_id: string; exp: number }[];
+  /** Per-client cut-offs: `generation` > 0 after revoke-tokens; `revoked_at` (epoch ms) for a revoked client. */
+  clients: { client_id: string; generation: number; revoked_at: number | null }[];
+}
+
+/**
+ * What a store keeps for revocations (PostgreSQL tables, the embedded file),
+ * so that they survive restarts and every instance shares them. Times are
+ * Dates as elsewhere in the stores.
+ */
+export interface RevocationStore {
+  /** Adds a jti to the denylist until `exp`; adding it twice changes nothing. */
+  revokeToken(entry: { jti: string; clientId: string; exp: Date }): Promise<void>;
+  /** Raises the client's token generation by one, atomically; answers the new generation. */
+  bumpTokenGeneration(clientId: string, at: Date): Promise<number>;
+  /**
+   * The denylist entries not yet expired at `now`, every client generation
+   * above 0, and clients revoked after `revokedSince` (older ones have no
+   * live token left).
+   */
+  listRevocations(now: Date, revokedSince: Date): Promise<RevocationSnapshot>;
+  /** Deletes denylist entries whose token expired before `now`; answers how many. */
+  purgeExpiredRevocations(now: Date): Promise<number>;
+  /**
+   * Optional, cheap: a value that changes whenever the revocations may have
+   * changed (written by this store object or by anyone else on the same
+   * data). While it stays the same, a periodic reload is skipped: with
+   * thousands of entries, listRevocations() is the expensive part.
+   */
+  revocationsVersion?(): Promise<string | number>;
+}
+
 /**
  * Optional push between the instances on one store (PostgreSQL
  * LISTEN/NOTIFY): `notifyRevocations()` after a revocation is persisted;
@@ -256,6 +291,35 @@ export interface RevocationNotifier {
 }
 
 export type Store = ClientStore & KeyStore & RevocationStore & Partial<RevocationNotifier>;
+
+/**
+ * Single-use memory for DPoP proof `jti`s (RFC 9449 §11.1): remembers a key
+ * until `expiresAt` (epoch ms). `consume` answers true when the key was not
+ * remembered yet (first use) and records it in the same step, so two
+ * requests racing with one proof cannot both see true.
+ */
+export interface ReplayStore {
+  consume(key: string, expiresAt: number): Promise<boolean> | boolean;
+  /**
+   * For a bounded store that had to forget keys to make room: epoch ms at or
+   * before which a key may have been forgotten. A proof expiring by then can
+   * no longer be told from a replay; verifyDpopProof refuses it as too old
+   * (and consume() answers false for it).
+   */
+  readonly forgottenUntil?: number | undefined;
+}
+
+/**
+ * One counter of failed client authentications (core/brute-force.ts), with
+ * rate-limiter-flexible's meaning: `get` answers the key's count in the
+ * window (null when none), `consume` counts one more and rejects with the
+ * count (a RateLimiterRes, not an Error) once it is over `points`, `delete`
+ * clears the key.
+ */
+export type FailureCounter = Pick<RateLimiterAbstract, 'get' | 'consume' | 'delete'>;
+
+/** Makes the counter for one limit: `points` failures per `duration` seconds, keys under `keyPrefix`. */
+export type FailureCounterFactory = (limit: { points: number; duration: number; keyPrefix: string }) => FailureCounter;
 
 /** One used assertion jti as a store writes it (Store.consumeJti's arguments): who used it, its hash, until when it is kept. */
 export interface JtiUse {

@@ -6,8 +6,9 @@
  * store gets push delivery where a Redis is shared, as PostgreSQL has with
  * LISTEN/NOTIFY.
  */
-import type { RevocationNotifier } from '../stores/types';
-import { REDIS_DEADLINE_MS, withDeadline } from './deadline';
+import { withDeadline } from '../shared/deadline';
+import { REDIS_DEADLINE_MS } from './redis-deadline';
+import type { RevocationNotifier } from './types';
 
 /** The commands used on the shared connection (an ioredis client fits). */
 export interface RedisPublishClient {

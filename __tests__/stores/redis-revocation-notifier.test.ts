@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { RedisRevocationNotifier, type RedisDoorbellSubscriber, type RedisPublishClient } from '../../lib/core/redis-revocation-notifier';
+import { RedisRevocationNotifier, type RedisDoorbellSubscriber, type RedisPublishClient } from '../../lib/stores/redis-revocation-notifier';
 
 /** A subscriber connection whose events the test drives. */
 class FakeSubscriber extends EventEmitter {

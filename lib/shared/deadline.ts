@@ -1,7 +1,7 @@
 /**
  * A time limit on a call to a service that may stop answering without
- * closing its connection (a stalled Redis): the call's promise is left to
- * settle whenever it does, and the caller goes on without it.
+ * closing its connection (a stalled Redis or database): the call's promise
+ * is left to settle whenever it does, and the caller goes on without it.
  */
 
 /** Rejects with `onTimeout()` after `ms` unless `promise` settles first; the timer never keeps the process alive. */
@@ -15,6 +15,3 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, onTimeout: () =
   promise.catch(() => undefined);
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
-
-/** How long a Redis command may take before the caller goes on without it. */
-export const REDIS_DEADLINE_MS = 1000;
