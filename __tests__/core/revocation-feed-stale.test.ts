@@ -5,7 +5,7 @@
  */
 import { StoreRevocationFeed } from '../../lib/core/revocation-feed';
 import { RevocationState } from '../../lib/core/revocation';
-import type { RevocationStore } from '../../lib/core/revocation';
+import type { RevocationStore } from '../../lib/stores/types';
 import { memoryRevocationStore } from './revocation-store-contract';
 
 test('stale past maxStaleMs without a reload that reached the store, told once each way; a version read that finds nothing new counts as reaching it', async () => {
