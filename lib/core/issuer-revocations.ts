@@ -183,7 +183,10 @@ export class IssuerRevocations {
       this.refusals.report('warn', client.clientId, { event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission', ip }, 'introspection by a client without the introspect permission');
       return { active: false };
     }
-    return introspect(token, verify, this.state, { now: this.options.now });
+    // the store's answer, not this instance's last reload: what another instance revoked a moment ago is inactive
+    // here too (one cheap version read; a reload only when something changed; an unreachable store: the held state)
+    await this.feed?.resync().catch(() => undefined);
+    return introspect(token, verify, this.check, { now: this.options.now });
   }
 
   async close(): Promise<void> {
