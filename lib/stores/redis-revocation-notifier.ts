@@ -26,7 +26,10 @@ export interface RedisDoorbellSubscriber {
   on(event: 'ready', listener: () => void): unknown;
   on(event: 'error', listener: (err: Error) => void): unknown;
   quit(): Promise<unknown>;
-  disconnect(): void;
+  /** ioredis: `disconnect(true)` drops the connection and makes a new one (subscriptions are made again on it). */
+  disconnect(reconnect?: boolean): void;
+  /** Allowed in subscriber mode; absent: the connection is never checked. */
+  ping?(): Promise<unknown>;
 }
 
 export interface RedisRevocationNotifierOptions {
@@ -35,7 +38,15 @@ export interface RedisRevocationNotifierOptions {
   channel?: string;
   /** Told when a publish fails; the revocation itself is already stored, others reload within their resync. */
   onError?: (err: unknown) => void;
+  /**
+   * How often (ms) the subscribed connection is asked whether it still answers (PING, within the same
+   * time or 5 s): one that does not, a connection a network dropped without a word, is made again.
+   * Default 30 000, as PostgreSQL's LISTEN check.
+   */
+  checkEveryMs?: number;
 }
+
+const LIVENESS_CHECK_MS = 30_000;
 
 /** How long listenRevocations() waits for a connection still being made before it subscribes anyway (and reports why not). */
 const CONNECT_WAIT_MS = 3000;
@@ -110,7 +121,26 @@ export class RedisRevocationNotifier implements RevocationNotifier {
     await withDeadline(subscribing ?? (subscribed ? Promise.resolve() : subscribe()), CONNECT_WAIT_MS, () => new Error(`Redis did not answer SUBSCRIBE within ${CONNECT_WAIT_MS} ms`)).catch(
       (err: unknown) => this.options.onError?.(err),
     );
+    // a connection a network dropped without closing it looks open for hours (TCP keepalive): nothing would ring
+    // again until then, so it is asked now and then, and made again when it does not answer
+    const every = this.options.checkEveryMs ?? LIVENESS_CHECK_MS;
+    const timeout = Math.min(5_000, every);
+    let checking = false;
+    const check = setInterval(() => {
+      if (checking || !subscribed || !subscriber.ping) return;
+      checking = true;
+      withDeadline(subscriber.ping(), timeout, () => new Error(`Redis did not answer PING on the revocation subscription within ${timeout} ms; reconnecting`))
+        .catch((err: unknown) => {
+          this.options.onError?.(err);
+          subscriber.disconnect(true);
+        })
+        .finally(() => {
+          checking = false;
+        });
+    }, every);
+    check.unref?.();
     return async () => {
+      clearInterval(check);
       await withDeadline(subscriber.quit(), REDIS_DEADLINE_MS, () => new Error('QUIT')).catch(() => subscriber.disconnect());
     };
   }
