@@ -17,11 +17,18 @@ import pino from 'pino';
 import type { Registry } from 'prom-client';
 import { createIssuer, openStore, type Issuer } from '../lib';
 
-export function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+// Reading one variable: unset or empty is the default; a bad value is a
+// TypeError naming the variable (the entry points print `error: <message>`
+// and exit 1).
+
+/** A whole number from `min` to `max`. */
+export function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new TypeError(`${name} must be a whole number, got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new TypeError(`${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  }
   return n;
 }
 

@@ -49,12 +49,14 @@ export async function startServer(
 }
 
 if (require.main === module) {
-  const workers = intFromEnv(process.env, 'WORKERS', 0);
-  const start =
-    workers > 0 && cluster.isPrimary
-      ? startPrimary(workers)
-      : startServer(process.env, console.log, { demoClient: !cluster.isWorker }).then((running) => closeOnSignals(running.close));
-  start.catch((err: Error) => {
+  // inside the promise, so that a bad WORKERS is one line on stderr too, not a stack trace
+  const main = async (): Promise<void> => {
+    const workers = intFromEnv(process.env, 'WORKERS', 0, 0, 256);
+    if (workers > 0 && cluster.isPrimary) return startPrimary(workers);
+    const running = await startServer(process.env, console.log, { demoClient: !cluster.isWorker });
+    closeOnSignals(running.close);
+  };
+  main().catch((err: Error) => {
     console.error(`error: ${err.message}`);
     process.exit(1);
   });

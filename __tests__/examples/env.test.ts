@@ -1,0 +1,130 @@
+/**
+ * The examples' environment (examples/env.ts), as an operator meets it: the
+ * compiled server and resource server started as real processes. A bad
+ * value is one line `error: …` on stderr and exit 1, never a stack trace.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { tempDir } from '../helpers/app';
+
+const ROOT = path.resolve(__dirname, '../..');
+const OUT = path.join(ROOT, `.test-build-env-${process.pid}`);
+const SERVER_JS = path.join(OUT, 'examples/server.js');
+const RESOURCE_SERVER_JS = path.join(OUT, 'examples/resource-server.js');
+
+interface Exit {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a compiled example until it logs server.listening (then SIGTERM) or exits by itself. */
+function run(script: string, env: NodeJS.ProcessEnv, onListening?: (url: string) => Promise<void>): Promise<Exit> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script], { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let listening = false;
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      const url = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/.exec(stdout)?.[1];
+      if (url && !listening) {
+        listening = true;
+        (onListening ? onListening(url) : Promise.resolve()).then(
+          () => child.kill('SIGTERM'),
+          (err: unknown) => {
+            child.kill('SIGKILL');
+            reject(err);
+          },
+        );
+      }
+    });
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const serverEnv = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({
+  PORT: '0',
+  HOST: '127.0.0.1',
+  ISSUER: 'http://localhost:3000',
+  DATA_DIR: tempDir(),
+  DEMO_CLIENT: '0',
+  ...extra,
+});
+
+const resourceEnv = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({
+  PORT: '0',
+  HOST: '127.0.0.1',
+  ISSUER: 'http://localhost:3000',
+  REVOCATION_LIST: 'off',
+  ...extra,
+});
+
+/** Exit 1 with exactly one line on stderr, and no stack trace anywhere. */
+function expectOneLineError(exit: Exit, message: RegExp): void {
+  expect(exit.stderr).toMatch(new RegExp(`^error: ${message.source}\\n$`));
+  expect(`${exit.stdout}${exit.stderr}`).not.toMatch(/^\s+at /m);
+  expect(exit.code).toBe(1);
+}
+
+describe('the examples refuse a bad environment value with one line (compiled, as real processes)', () => {
+  const aFile = path.join(tempDir(), 'a-file');
+
+  beforeAll(() => {
+    writeFileSync(aFile, '');
+    const build = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', OUT], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+    if (!existsSync(SERVER_JS)) throw new Error(`the build did not produce ${SERVER_JS}: ${build.stdout} ${build.stderr}`);
+  }, 130_000);
+
+  afterAll(() => {
+    rmSync(OUT, { recursive: true, force: true });
+  });
+
+  const serverCases: [string, NodeJS.ProcessEnv, RegExp][] = [
+    ['WORKERS=abc', { WORKERS: 'abc' }, /WORKERS must be a whole number from 0 to 256, got "abc"/],
+    ['WORKERS=-1', { WORKERS: '-1' }, /WORKERS must be a whole number from 0 to 256, got "-1"/],
+    ['WORKERS=1.5', { WORKERS: '1.5' }, /WORKERS must be a whole number from 0 to 256, got "1.5"/],
+    ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
+    ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /option algorithm must be one of ES256, RS256, got "HS256"/],
+    ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /option resources: resource "notaurl": resource must be an absolute URI/],
+    ['DATABASE_URL=notaurl', { DATABASE_URL: 'notaurl' }, /DATABASE_URL must be a postgres:\/\/ URL/],
+    ['DATABASE_SCHEMA="bad schema;"', { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test', DATABASE_SCHEMA: 'bad schema;' }, /Invalid PostgreSQL schema name "bad schema;" .*/],
+    ['HOST=nosuch.invalid', { HOST: 'nosuch.invalid' }, /getaddrinfo \w+ nosuch\.invalid/],
+  ];
+  it.each(serverCases)('server.ts, %s', async (_name, extra, message) => {
+    expectOneLineError(await run(SERVER_JS, serverEnv(extra)), message);
+  }, 20_000);
+
+  it('server.ts, DATA_DIR under a file', async () => {
+    expectOneLineError(await run(SERVER_JS, serverEnv({ DATA_DIR: path.join(aFile, 'data') })), /ENOTDIR: .*/);
+  }, 20_000);
+
+  const resourceCases: [string, NodeJS.ProcessEnv, RegExp][] = [
+    ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
+    ['JWKS_URI=notaurl', { JWKS_URI: 'notaurl' }, /option jwksUri must be an absolute URL, got "notaurl"/],
+    ['PUBLIC_URL=notaurl', { PUBLIC_URL: 'notaurl' }, /option publicUrl must be an absolute URL, got "notaurl"/],
+    ['REVOCATION_LIST=notaurl', { REVOCATION_LIST: 'notaurl' }, /option revocationList.uri must be an absolute URL, got "notaurl"/],
+    ['HOST=nosuch.invalid', { HOST: 'nosuch.invalid' }, /getaddrinfo \w+ nosuch\.invalid/],
+  ];
+  it.each(resourceCases)('resource-server.ts, %s', async (_name, extra, message) => {
+    expectOneLineError(await run(RESOURCE_SERVER_JS, resourceEnv(extra)), message);
+  }, 20_000);
+
+  it('a good environment still starts both', async () => {
+    const served = await run(SERVER_JS, serverEnv({ WORKERS: '0' }), async (url) => {
+      expect((await fetch(`${url}/health`)).status).toBe(200);
+    });
+    expect({ code: served.code, stderr: served.stderr }).toEqual({ code: 0, stderr: '' });
+    const api = await run(RESOURCE_SERVER_JS, resourceEnv({}), async (url) => {
+      expect((await fetch(`${url}/health`)).status).toBe(200);
+    });
+    expect({ code: api.code, stderr: api.stderr }).toEqual({ code: 0, stderr: '' });
+  }, 30_000);
+});
