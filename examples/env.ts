@@ -32,6 +32,18 @@ export function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: numbe
   return n;
 }
 
+export const portFromEnv = (env: NodeJS.ProcessEnv, fallback: number): number => intFromEnv(env, 'PORT', fallback, 0, 65535);
+
+/** One of pino's level names, in any case. */
+export function logLevelFromEnv(env: NodeJS.ProcessEnv): pino.LevelWithSilent {
+  const raw = env.LOG_LEVEL;
+  if (raw === undefined || raw === '') return 'info';
+  const names = [...Object.keys(pino.levels.values), 'silent'];
+  const level = raw.trim().toLowerCase();
+  if (!names.includes(level)) throw new TypeError(`LOG_LEVEL must be one of ${names.join(', ')} (any case), got ${JSON.stringify(raw)}`);
+  return level as pino.LevelWithSilent;
+}
+
 /** A list of words separated by spaces or commas; `undefined` when there is none. */
 function listFromEnv(raw: string | undefined): string[] | undefined {
   const items = (raw ?? '').split(/[\s,]+/).filter((item) => item !== '');
@@ -39,7 +51,7 @@ function listFromEnv(raw: string | undefined): string[] | undefined {
 }
 
 export function loggerFromEnv(env: NodeJS.ProcessEnv): pino.Logger {
-  return pino({ name: 'orders-api', level: env.LOG_LEVEL || 'info' });
+  return pino({ name: 'orders-api', level: logLevelFromEnv(env) });
 }
 
 export interface IssuerFromEnv {
@@ -53,7 +65,7 @@ export interface IssuerFromEnv {
 
 /** Opens the store (and Redis), creates the issuer and waits until it is ready. */
 export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger): Promise<IssuerFromEnv> {
-  const port = intFromEnv(env, 'PORT', 3000);
+  const port = portFromEnv(env, 3000);
   if (env.DATABASE_URL && !env.ISSUER) {
     logger.warn(
       { event: 'config.warning', setting: 'ISSUER' },

@@ -15,6 +15,7 @@ import type { Server } from 'node:http';
 import express from 'express';
 import pino from 'pino';
 import { requireBearer } from '../lib';
+import { logLevelFromEnv, portFromEnv } from './env';
 import { listen } from './http-server';
 
 export interface RunningResourceServer {
@@ -24,10 +25,9 @@ export interface RunningResourceServer {
 }
 
 export async function startResourceServer(env: NodeJS.ProcessEnv = process.env): Promise<RunningResourceServer> {
-  const port = Number(env.PORT ?? 4000);
-  if (!Number.isInteger(port) || port < 0) throw new TypeError(`PORT must be a whole number, got ${JSON.stringify(env.PORT)}`);
+  const port = portFromEnv(env, 4000);
   const issuer = (env.ISSUER || 'http://localhost:3000').replace(/\/+$/, '');
-  const logger = pino({ name: 'reports-api', level: env.LOG_LEVEL || 'info' });
+  const logger = pino({ name: 'reports-api', level: logLevelFromEnv(env) });
   const list = env.REVOCATION_LIST || `${issuer}/oauth/revocation-list`;
   const verify = {
     issuer,

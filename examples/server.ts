@@ -13,7 +13,7 @@ import type { Server } from 'node:http';
 import type { Issuer } from '../lib';
 import { startPrimary } from './cluster';
 import { createDemoClient } from './demo-client';
-import { intFromEnv, issuerFromEnv, loggerFromEnv } from './env';
+import { intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
 import { createApp } from './orders-app';
 import { closeOnSignals, gracefulClose } from './shutdown';
 import { listen } from './http-server';
@@ -32,7 +32,7 @@ export async function startServer(
   print: (line: string) => void = console.log,
   options: { demoClient?: boolean } = {},
 ): Promise<RunningServer> {
-  const port = intFromEnv(env, 'PORT', 3000);
+  const port = portFromEnv(env, 3000);
   const logger = loggerFromEnv(env);
   const { issuer, publicUrl, redis, metrics } = await issuerFromEnv(env, logger);
   // DEMO_CLIENT=0: no demo client, so no secret is printed into a stdout that a log collector keeps

@@ -91,6 +91,9 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['WORKERS=abc', { WORKERS: 'abc' }, /WORKERS must be a whole number from 0 to 256, got "abc"/],
     ['WORKERS=-1', { WORKERS: '-1' }, /WORKERS must be a whole number from 0 to 256, got "-1"/],
     ['WORKERS=1.5', { WORKERS: '1.5' }, /WORKERS must be a whole number from 0 to 256, got "1.5"/],
+    ['PORT=99999', { PORT: '99999' }, /PORT must be a whole number from 0 to 65535, got "99999"/],
+    ['PORT=abc', { PORT: 'abc' }, /PORT must be a whole number from 0 to 65535, got "abc"/],
+    ['LOG_LEVEL=loud', { LOG_LEVEL: 'loud' }, /LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent \(any case\), got "loud"/],
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
     ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /option algorithm must be one of ES256, RS256, got "HS256"/],
     ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /option resources: resource "notaurl": resource must be an absolute URI/],
@@ -107,6 +110,9 @@ describe('the examples refuse a bad environment value with one line (compiled, a
   }, 20_000);
 
   const resourceCases: [string, NodeJS.ProcessEnv, RegExp][] = [
+    ['PORT=99999', { PORT: '99999' }, /PORT must be a whole number from 0 to 65535, got "99999"/],
+    ['PORT=-1', { PORT: '-1' }, /PORT must be a whole number from 0 to 65535, got "-1"/],
+    ['LOG_LEVEL=loud', { LOG_LEVEL: 'loud' }, /LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent \(any case\), got "loud"/],
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
     ['JWKS_URI=notaurl', { JWKS_URI: 'notaurl' }, /option jwksUri must be an absolute URL, got "notaurl"/],
     ['PUBLIC_URL=notaurl', { PUBLIC_URL: 'notaurl' }, /option publicUrl must be an absolute URL, got "notaurl"/],
@@ -117,12 +123,12 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     expectOneLineError(await run(RESOURCE_SERVER_JS, resourceEnv(extra)), message);
   }, 20_000);
 
-  it('a good environment still starts both', async () => {
-    const served = await run(SERVER_JS, serverEnv({ WORKERS: '0' }), async (url) => {
+  it('a good environment still starts both (LOG_LEVEL in any case)', async () => {
+    const served = await run(SERVER_JS, serverEnv({ WORKERS: '0', LOG_LEVEL: 'INFO' }), async (url) => {
       expect((await fetch(`${url}/health`)).status).toBe(200);
     });
     expect({ code: served.code, stderr: served.stderr }).toEqual({ code: 0, stderr: '' });
-    const api = await run(RESOURCE_SERVER_JS, resourceEnv({}), async (url) => {
+    const api = await run(RESOURCE_SERVER_JS, resourceEnv({ LOG_LEVEL: 'Info' }), async (url) => {
       expect((await fetch(`${url}/health`)).status).toBe(200);
     });
     expect({ code: api.code, stderr: api.stderr }).toEqual({ code: 0, stderr: '' });
