@@ -7,7 +7,9 @@
  * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (shared
  * brute-force counters, DPoP proofs and revocation push), REDIS_KEY_PREFIX
  * (before the names of its keys, ecc:) and REVOCATION_CHANNEL (its
- * channel), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256), KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0:
+ * channel), ACCESS_TOKEN_TTL (3600 s, 1-86400), SIGNING_ALG (ES256),
+ * KEY_ROTATION_LEAD_TIME (300 s, 0-86400), KEY_REFRESH_INTERVAL (30 s,
+ * 0.1-3600), CLOCK_TOLERANCE (5 s, 0-300), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
  * Prometheus metrics at GET /metrics, per process), DEMO_CLIENT (0: no demo
  * client on the first start; server.ts reads it).
@@ -19,18 +21,32 @@ import { createIssuer, openStore, type Issuer } from '../lib';
 
 // Reading one variable: unset or empty is the default; a bad value is a
 // TypeError naming the variable (the entry points print `error: <message>`
-// and exit 1).
+// and exit 1). Numbers are digits only (no 1e3, no sign), as the CLI reads
+// them, and within the bounds the CLI and the library take.
 
-/** A whole number from `min` to `max`. */
-export function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+/** A whole number from `min` to `max`; `unit` goes into the message (" of seconds"). */
+export function intFromEnv<T extends number | undefined>(env: NodeJS.ProcessEnv, name: string, fallback: T, min = 0, max = Number.MAX_SAFE_INTEGER, unit = ''): number | T {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new TypeError(`${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  if (!/^\d+$/.test(raw.trim()) || Number(raw) < min || Number(raw) > max) {
+    throw new TypeError(`${name} must be a whole number${unit} from ${min} to ${max}, got ${JSON.stringify(raw)}`);
   }
-  return n;
+  return Number(raw);
 }
+
+/** Seconds, a fraction allowed (0.5), from `min` to `max`. */
+export function secondsFromEnv(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d+(\.\d+)?$/.test(raw.trim()) || Number(raw) < min || Number(raw) > max) {
+    throw new TypeError(`${name} must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
+const SECONDS = ' of seconds';
+/** CLOCK_TOLERANCE, read by the issuer and the resource server alike (the library's default when unset). */
+export const clockToleranceFromEnv = (env: NodeJS.ProcessEnv): number | undefined => intFromEnv(env, 'CLOCK_TOLERANCE', undefined, 0, 300, SECONDS);
 
 export const portFromEnv = (env: NodeJS.ProcessEnv, fallback: number): number => intFromEnv(env, 'PORT', fallback, 0, 65535);
 
@@ -73,7 +89,13 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
     );
   }
   const publicUrl = (env.ISSUER || `http://localhost:${port}`).replace(/\/+$/, '');
-  const ttl = intFromEnv(env, 'ACCESS_TOKEN_TTL', 3600);
+  // the CLI's rules (lib/cli/keys.ts) for the variables it reads too
+  const timing = {
+    accessTokenTtl: intFromEnv(env, 'ACCESS_TOKEN_TTL', undefined, 1, 86400, SECONDS),
+    clockTolerance: clockToleranceFromEnv(env),
+    keyRotationLeadTime: intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', undefined, 0, 86400, SECONDS),
+    keyRefreshInterval: secondsFromEnv(env, 'KEY_REFRESH_INTERVAL', 0.1, 3600),
+  };
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
   // ioredis is loaded only when REDIS_URL is set (loading it is a sixth of the start-up time)
   const redis = env.REDIS_URL
@@ -100,9 +122,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       audience: env.AUDIENCE || `${publicUrl}/api`,
       store,
       algorithm: (env.SIGNING_ALG as 'ES256' | 'RS256' | undefined) || undefined,
-      accessTokenTtl: ttl,
-      keyRotationLeadTime: env.KEY_ROTATION_LEAD_TIME ? intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', 300) : undefined,
-      keyRefreshInterval: env.KEY_REFRESH_INTERVAL ? Number(env.KEY_REFRESH_INTERVAL) : undefined,
+      ...timing,
       scopesSupported: ['orders:read', 'orders:write'],
       // RESOURCES: other APIs this issuer serves tokens for (RFC 8707), beside AUDIENCE, the default
       resources: listFromEnv(env.RESOURCES),

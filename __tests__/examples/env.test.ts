@@ -94,6 +94,14 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['PORT=99999', { PORT: '99999' }, /PORT must be a whole number from 0 to 65535, got "99999"/],
     ['PORT=abc', { PORT: 'abc' }, /PORT must be a whole number from 0 to 65535, got "abc"/],
     ['LOG_LEVEL=loud', { LOG_LEVEL: 'loud' }, /LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent \(any case\), got "loud"/],
+    ['ACCESS_TOKEN_TTL=1e3', { ACCESS_TOKEN_TTL: '1e3' }, /ACCESS_TOKEN_TTL must be a whole number of seconds from 1 to 86400, got "1e3"/],
+    ['ACCESS_TOKEN_TTL=0', { ACCESS_TOKEN_TTL: '0' }, /ACCESS_TOKEN_TTL must be a whole number of seconds from 1 to 86400, got "0"/],
+    ['KEY_ROTATION_LEAD_TIME=1e3', { KEY_ROTATION_LEAD_TIME: '1e3' }, /KEY_ROTATION_LEAD_TIME must be a whole number of seconds from 0 to 86400, got "1e3"/],
+    ['KEY_ROTATION_LEAD_TIME=86401', { KEY_ROTATION_LEAD_TIME: '86401' }, /KEY_ROTATION_LEAD_TIME must be a whole number of seconds from 0 to 86400, got "86401"/],
+    ['CLOCK_TOLERANCE=301', { CLOCK_TOLERANCE: '301' }, /CLOCK_TOLERANCE must be a whole number of seconds from 0 to 300, got "301"/],
+    ['CLOCK_TOLERANCE=0x10', { CLOCK_TOLERANCE: '0x10' }, /CLOCK_TOLERANCE must be a whole number of seconds from 0 to 300, got "0x10"/],
+    ['KEY_REFRESH_INTERVAL=abc', { KEY_REFRESH_INTERVAL: 'abc' }, /KEY_REFRESH_INTERVAL must be a number of seconds from 0.1 to 3600, got "abc"/],
+    ['KEY_REFRESH_INTERVAL=1e1', { KEY_REFRESH_INTERVAL: '1e1' }, /KEY_REFRESH_INTERVAL must be a number of seconds from 0.1 to 3600, got "1e1"/],
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
     ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /option algorithm must be one of ES256, RS256, got "HS256"/],
     ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /option resources: resource "notaurl": resource must be an absolute URI/],
@@ -113,6 +121,9 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['PORT=99999', { PORT: '99999' }, /PORT must be a whole number from 0 to 65535, got "99999"/],
     ['PORT=-1', { PORT: '-1' }, /PORT must be a whole number from 0 to 65535, got "-1"/],
     ['LOG_LEVEL=loud', { LOG_LEVEL: 'loud' }, /LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent \(any case\), got "loud"/],
+    ['CLOCK_TOLERANCE=1e2', { CLOCK_TOLERANCE: '1e2' }, /CLOCK_TOLERANCE must be a whole number of seconds from 0 to 300, got "1e2"/],
+    ['REVOCATION_LIST_INTERVAL=abc', { REVOCATION_LIST_INTERVAL: 'abc' }, /REVOCATION_LIST_INTERVAL must be a number of seconds from 0.05 to 300, got "abc"/],
+    ['REVOCATION_LIST_INTERVAL=600', { REVOCATION_LIST_INTERVAL: '600' }, /REVOCATION_LIST_INTERVAL must be a number of seconds from 0.05 to 300, got "600"/],
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
     ['JWKS_URI=notaurl', { JWKS_URI: 'notaurl' }, /option jwksUri must be an absolute URL, got "notaurl"/],
     ['PUBLIC_URL=notaurl', { PUBLIC_URL: 'notaurl' }, /option publicUrl must be an absolute URL, got "notaurl"/],
@@ -124,11 +135,11 @@ describe('the examples refuse a bad environment value with one line (compiled, a
   }, 20_000);
 
   it('a good environment still starts both (LOG_LEVEL in any case)', async () => {
-    const served = await run(SERVER_JS, serverEnv({ WORKERS: '0', LOG_LEVEL: 'INFO' }), async (url) => {
+    const served = await run(SERVER_JS, serverEnv({ WORKERS: '0', LOG_LEVEL: 'INFO', ACCESS_TOKEN_TTL: '60', CLOCK_TOLERANCE: '0', KEY_REFRESH_INTERVAL: '0.5' }), async (url) => {
       expect((await fetch(`${url}/health`)).status).toBe(200);
     });
     expect({ code: served.code, stderr: served.stderr }).toEqual({ code: 0, stderr: '' });
-    const api = await run(RESOURCE_SERVER_JS, resourceEnv({ LOG_LEVEL: 'Info' }), async (url) => {
+    const api = await run(RESOURCE_SERVER_JS, resourceEnv({ LOG_LEVEL: 'Info', CLOCK_TOLERANCE: '10', REVOCATION_LIST_INTERVAL: '0.5' }), async (url) => {
       expect((await fetch(`${url}/health`)).status).toBe(200);
     });
     expect({ code: api.code, stderr: api.stderr }).toEqual({ code: 0, stderr: '' });
