@@ -4,13 +4,14 @@
  */
 import cluster from 'node:cluster';
 import { createDemoClient } from './demo-client';
-import { issuerFromEnv, loggerFromEnv } from './env';
+import { boolFromEnv, issuerFromEnv, loggerFromEnv } from './env';
 
 export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  // DEMO_CLIENT=0 (or false, no, off): none, as for one process (no secret printed into a stdout a log collector keeps)
+  const demoClient = boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
   const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger);
-  // DEMO_CLIENT=0: none, as for one process (no secret printed into a stdout a log collector keeps)
-  if (env.DEMO_CLIENT !== '0') await createDemoClient(issuer, publicUrl, console.log);
+  if (demoClient) await createDemoClient(issuer, publicUrl, console.log);
   await issuer.close();
   redis?.disconnect();
   let stopping = false;

@@ -12,7 +12,8 @@
  * 0.1-3600), CLOCK_TOLERANCE (5 s, 0-300), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
  * Prometheus metrics at GET /metrics, per process), DEMO_CLIENT (0: no demo
- * client on the first start; server.ts reads it).
+ * client on the first start; server.ts and cluster.ts read it). Switches take
+ * 1/true/yes/on and 0/false/no/off.
  */
 import type Redis from 'ioredis';
 import pino from 'pino';
@@ -42,6 +43,16 @@ export function secondsFromEnv(env: NodeJS.ProcessEnv, name: string, min: number
     throw new TypeError(`${name} must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(raw)}`);
   }
   return Number(raw);
+}
+
+/** A switch: 1, true, yes, on or 0, false, no, off, in any case. */
+export function boolFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const word = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(word)) return true;
+  if (['0', 'false', 'no', 'off'].includes(word)) return false;
+  throw new TypeError(`${name} must be 0 or 1 (or false/true, no/yes, off/on), got ${JSON.stringify(raw)}`);
 }
 
 const SECONDS = ' of seconds';
@@ -96,6 +107,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
     keyRotationLeadTime: intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', undefined, 0, 86400, SECONDS),
     keyRefreshInterval: secondsFromEnv(env, 'KEY_REFRESH_INTERVAL', 0.1, 3600),
   };
+  const wantMetrics = boolFromEnv(env, 'METRICS', false);
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
   // ioredis is loaded only when REDIS_URL is set (loading it is a sixth of the start-up time)
   const redis = env.REDIS_URL
@@ -115,7 +127,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
   });
   const redisPrefix = env.REDIS_KEY_PREFIX || 'ecc:';
   // prom-client is loaded only when metrics are asked for
-  const metrics = env.METRICS === '1' ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
+  const metrics = wantMetrics ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
   try {
     const issuer = createIssuer({
       issuer: publicUrl,

@@ -13,7 +13,7 @@ import type { Server } from 'node:http';
 import type { Issuer } from '../lib';
 import { startPrimary } from './cluster';
 import { createDemoClient } from './demo-client';
-import { intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
+import { boolFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
 import { createApp } from './orders-app';
 import { closeOnSignals, gracefulClose } from './shutdown';
 import { listen } from './http-server';
@@ -33,10 +33,11 @@ export async function startServer(
   options: { demoClient?: boolean } = {},
 ): Promise<RunningServer> {
   const port = portFromEnv(env, 3000);
+  // DEMO_CLIENT=0 (or false, no, off): no demo client, so no secret is printed into a stdout that a log collector keeps
+  const demoClient = options.demoClient !== false && boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
   const { issuer, publicUrl, redis, metrics } = await issuerFromEnv(env, logger);
-  // DEMO_CLIENT=0: no demo client, so no secret is printed into a stdout that a log collector keeps
-  if (options.demoClient !== false && env.DEMO_CLIENT !== '0') await createDemoClient(issuer, publicUrl, print);
+  if (demoClient) await createDemoClient(issuer, publicUrl, print);
 
   const { server, url } = await listen(createApp(issuer, { metrics }), port, env.HOST);
   logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);

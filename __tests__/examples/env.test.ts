@@ -6,6 +6,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import request from 'supertest';
+import { startServer } from '../../examples/server';
 import { tempDir } from '../helpers/app';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -19,7 +21,11 @@ interface Exit {
   stderr: string;
 }
 
-/** Runs a compiled example until it logs server.listening (then SIGTERM) or exits by itself. */
+/**
+ * Runs a compiled example until it logs server.listening, then (after
+ * `onListening`, by default one GET /health: once that is answered, the
+ * signal handlers are in place) SIGTERM; or until it exits by itself.
+ */
 function run(script: string, env: NodeJS.ProcessEnv, onListening?: (url: string) => Promise<void>): Promise<Exit> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script], { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -32,7 +38,7 @@ function run(script: string, env: NodeJS.ProcessEnv, onListening?: (url: string)
       const url = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/.exec(stdout)?.[1];
       if (url && !listening) {
         listening = true;
-        (onListening ? onListening(url) : Promise.resolve()).then(
+        (onListening ? onListening(url) : fetch(`${url}/health`).then(() => undefined)).then(
           () => child.kill('SIGTERM'),
           (err: unknown) => {
             child.kill('SIGKILL');
@@ -102,6 +108,9 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['CLOCK_TOLERANCE=0x10', { CLOCK_TOLERANCE: '0x10' }, /CLOCK_TOLERANCE must be a whole number of seconds from 0 to 300, got "0x10"/],
     ['KEY_REFRESH_INTERVAL=abc', { KEY_REFRESH_INTERVAL: 'abc' }, /KEY_REFRESH_INTERVAL must be a number of seconds from 0.1 to 3600, got "abc"/],
     ['KEY_REFRESH_INTERVAL=1e1', { KEY_REFRESH_INTERVAL: '1e1' }, /KEY_REFRESH_INTERVAL must be a number of seconds from 0.1 to 3600, got "1e1"/],
+    ['DEMO_CLIENT=maybe', { DEMO_CLIENT: 'maybe' }, /DEMO_CLIENT must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "maybe"/],
+    ['DEMO_CLIENT=maybe WORKERS=1', { DEMO_CLIENT: 'maybe', WORKERS: '1' }, /DEMO_CLIENT must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "maybe"/],
+    ['METRICS=2', { METRICS: '2' }, /METRICS must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "2"/],
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
     ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /option algorithm must be one of ES256, RS256, got "HS256"/],
     ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /option resources: resource "notaurl": resource must be an absolute URI/],
@@ -134,6 +143,14 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     expectOneLineError(await run(RESOURCE_SERVER_JS, resourceEnv(extra)), message);
   }, 20_000);
 
+  it.each(['no', 'false', 'OFF'])('DEMO_CLIENT=%s: no demo client and no secret on stdout, with WORKERS=1 too', async (value) => {
+    for (const workers of ['0', '1']) {
+      const exit = await run(SERVER_JS, serverEnv({ DEMO_CLIENT: value, WORKERS: workers }));
+      expect(exit.stdout).not.toMatch(/demo client|client_secret/i);
+      expect({ code: exit.code, stderr: exit.stderr }).toEqual({ code: 0, stderr: '' });
+    }
+  }, 30_000);
+
   it('a good environment still starts both (LOG_LEVEL in any case)', async () => {
     const served = await run(SERVER_JS, serverEnv({ WORKERS: '0', LOG_LEVEL: 'INFO', ACCESS_TOKEN_TTL: '60', CLOCK_TOLERANCE: '0', KEY_REFRESH_INTERVAL: '0.5' }), async (url) => {
       expect((await fetch(`${url}/health`)).status).toBe(200);
@@ -144,4 +161,23 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     });
     expect({ code: api.code, stderr: api.stderr }).toEqual({ code: 0, stderr: '' });
   }, 30_000);
+});
+
+describe('switches (DEMO_CLIENT, METRICS) take 1/true/yes/on and 0/false/no/off in any case', () => {
+  const start = (extra: NodeJS.ProcessEnv, lines: string[] = []) =>
+    startServer({ PORT: '0', HOST: '127.0.0.1', ISSUER: 'http://localhost:3000', DATA_DIR: tempDir(), LOG_LEVEL: 'silent', ...extra }, (l) => lines.push(l));
+
+  it.each([
+    ['yes', true], ['TRUE', true], ['on', true], ['1', true],
+    ['no', false], ['False', false], ['off', false], ['0', false],
+  ])('DEMO_CLIENT and METRICS = %s: on is %s', async (value, on) => {
+    const lines: string[] = [];
+    const running = await start({ DEMO_CLIENT: value as string, METRICS: value as string }, lines);
+    try {
+      expect(lines.some((l) => l.includes('client_secret'))).toBe(on);
+      expect((await request(running.url).get('/metrics')).status).toBe(on ? 200 : 404);
+    } finally {
+      await running.close();
+    }
+  });
 });
