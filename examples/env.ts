@@ -4,8 +4,9 @@
  *
  * PORT (3000), HOST (all interfaces), ISSUER (http://localhost:PORT),
  * AUDIENCE (ISSUER + /api), DATA_DIR (./data), DATABASE_URL (PostgreSQL
- * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (shared
- * brute-force counters, DPoP proofs and revocation push), REDIS_KEY_PREFIX
+ * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (redis://,
+ * rediss:// or a socket's path: shared brute-force counters, DPoP proofs
+ * and revocation push), REDIS_KEY_PREFIX
  * (before the names of its keys, ecc:) and REVOCATION_CHANNEL (its
  * channel), ACCESS_TOKEN_TTL (3600 s, 1-86400), SIGNING_ALG (ES256),
  * KEY_ROTATION_LEAD_TIME (300 s, 0-86400), KEY_REFRESH_INTERVAL (30 s,
@@ -53,6 +54,15 @@ export function boolFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: bool
   if (['1', 'true', 'yes', 'on'].includes(word)) return true;
   if (['0', 'false', 'no', 'off'].includes(word)) return false;
   throw new TypeError(`${name} must be 0 or 1 (or false/true, no/yes, off/on), got ${JSON.stringify(raw)}`);
+}
+
+/** redis:// or rediss://, or a unix socket's absolute path (ioredis takes both); a malformed URL is refused, not taken for an outage. */
+function redisUrlFromEnv(env: NodeJS.ProcessEnv): string | undefined {
+  const url = env.REDIS_URL;
+  if (!url) return undefined;
+  if ((url.startsWith('/') && !url.startsWith('//')) || (/^rediss?:\/\/[^/]/i.test(url) && URL.canParse(url))) return url;
+  // without its password, if it has one
+  throw new TypeError(`REDIS_URL must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace(/\/\/[^/]*@/, '//…@'))}`);
 }
 
 const SECONDS = ' of seconds';
@@ -108,10 +118,11 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
     keyRefreshInterval: secondsFromEnv(env, 'KEY_REFRESH_INTERVAL', 0.1, 3600),
   };
   const wantMetrics = boolFromEnv(env, 'METRICS', false);
+  const redisUrl = redisUrlFromEnv(env);
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
   // ioredis is loaded only when REDIS_URL is set (loading it is a sixth of the start-up time)
-  const redis = env.REDIS_URL
-    ? new (require('ioredis') as typeof import('ioredis').default)(env.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
+  const redis = redisUrl
+    ? new (require('ioredis') as typeof import('ioredis').default)(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     : undefined;
   // one line when Redis goes (ioredis reports each reconnect attempt) and one when it is back
   let redisDown = false;

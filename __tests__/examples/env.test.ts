@@ -111,6 +111,11 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['DEMO_CLIENT=maybe', { DEMO_CLIENT: 'maybe' }, /DEMO_CLIENT must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "maybe"/],
     ['DEMO_CLIENT=maybe WORKERS=1', { DEMO_CLIENT: 'maybe', WORKERS: '1' }, /DEMO_CLIENT must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "maybe"/],
     ['METRICS=2', { METRICS: '2' }, /METRICS must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "2"/],
+    ['REDIS_URL=notaurl', { REDIS_URL: 'notaurl' }, /REDIS_URL must be redis:\/\/… or rediss:\/\/… \(or a unix socket's absolute path\), got "notaurl"/],
+    ['REDIS_URL=http://…', { REDIS_URL: 'http://127.0.0.1:6379' }, /REDIS_URL must be redis:\/\/… or rediss:\/\/… \(or a unix socket's absolute path\), got "http:\/\/127.0.0.1:6379"/],
+    ['REDIS_URL=redis://[::1', { REDIS_URL: 'redis://[::1' }, /REDIS_URL must be .*, got "redis:\/\/\[::1"/],
+    // the password is not repeated
+    ['REDIS_URL=http://u:secret@…', { REDIS_URL: 'http://u:secret@127.0.0.1:6379' }, /REDIS_URL must be .*, got "http:\/\/…@127.0.0.1:6379"/],
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
     ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /option algorithm must be one of ES256, RS256, got "HS256"/],
     ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /option resources: resource "notaurl": resource must be an absolute URI/],
@@ -149,6 +154,15 @@ describe('the examples refuse a bad environment value with one line (compiled, a
       expect(exit.stdout).not.toMatch(/demo client|client_secret/i);
       expect({ code: exit.code, stderr: exit.stderr }).toEqual({ code: 0, stderr: '' });
     }
+  }, 30_000);
+
+  it.each(['redis://127.0.0.1:1', '/nonexistent/redis.sock'])('REDIS_URL=%s, well-formed but unreachable: starts and runs degraded, with a redis.unavailable warning', async (url) => {
+    const exit = await run(SERVER_JS, serverEnv({ REDIS_URL: url }), async (base) => {
+      expect((await fetch(`${base}/health`)).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 500));
+    });
+    expect(exit.stdout).toContain('"event":"redis.unavailable"');
+    expect({ code: exit.code, stderr: exit.stderr }).toEqual({ code: 0, stderr: '' });
   }, 30_000);
 
   it('a good environment still starts both (LOG_LEVEL in any case)', async () => {
