@@ -12,7 +12,8 @@
  * KEY_ROTATION_LEAD_TIME (300 s, 0-86400), KEY_REFRESH_INTERVAL (30 s,
  * 0.1-3600), CLOCK_TOLERANCE (5 s, 0-300), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
- * Prometheus metrics at GET /metrics, per process), DEMO_CLIENT (0: no demo
+ * Prometheus metrics at GET /metrics, per process), TRUST_PROXY (Express's
+ * `trust proxy`: hops, true, or proxy addresses), DEMO_CLIENT (0: no demo
  * client on the first start; server.ts and cluster.ts read it). Switches take
  * 1/true/yes/on and 0/false/no/off.
  */
@@ -65,6 +66,24 @@ function redisUrlFromEnv(env: NodeJS.ProcessEnv): string | undefined {
   throw new TypeError(`REDIS_URL must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace(/\/\/[^/]*@/, '//…@'))}`);
 }
 
+export type TrustProxy = boolean | number | string[];
+
+/** For Express's `trust proxy`: a number of hops, true/false, or addresses, CIDRs, loopback, linklocal, uniquelocal separated by commas. */
+export function trustProxyFromEnv(env: NodeJS.ProcessEnv): TrustProxy {
+  const raw = (env.TRUST_PROXY ?? '').trim();
+  if (raw === '' || /^false$/i.test(raw)) return false;
+  if (/^true$/i.test(raw)) return true;
+  if (/^\d+$/.test(raw)) return Number(raw);
+  const list = raw.split(',').map((item) => item.trim());
+  try {
+    // proxy-addr (Express's own) compiles the list as Express will: a bad address fails here, at start
+    (require('proxy-addr') as { compile(trust: string[]): unknown }).compile(list);
+  } catch (err) {
+    throw new TypeError(`TRUST_PROXY must be a number of hops, true, false, or addresses, CIDRs, loopback, linklocal, uniquelocal separated by commas, got ${JSON.stringify(raw)} (${(err as Error).message})`);
+  }
+  return list;
+}
+
 const SECONDS = ' of seconds';
 /** CLOCK_TOLERANCE, read by the issuer and the resource server alike (the library's default when unset). */
 export const clockToleranceFromEnv = (env: NodeJS.ProcessEnv): number | undefined => intFromEnv(env, 'CLOCK_TOLERANCE', undefined, 0, 300, SECONDS);
@@ -98,6 +117,8 @@ export interface IssuerFromEnv {
   redis?: Redis;
   /** With METRICS=1: the registry to serve at GET /metrics. */
   metrics?: Registry;
+  /** TRUST_PROXY, for the app's `trust proxy` setting. */
+  trustProxy: TrustProxy;
 }
 
 /** Opens the store (and Redis), creates the issuer and waits until it is ready. */
@@ -119,6 +140,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
   };
   const wantMetrics = boolFromEnv(env, 'METRICS', false);
   const redisUrl = redisUrlFromEnv(env);
+  const trustProxy = trustProxyFromEnv(env);
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
   // ioredis is loaded only when REDIS_URL is set (loading it is a sixth of the start-up time)
   const redis = redisUrl
@@ -160,7 +182,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       metrics: metrics ? { registry: metrics } : undefined,
     });
     await issuer.ready();
-    return { issuer, publicUrl, redis, metrics };
+    return { issuer, publicUrl, redis, metrics, trustProxy };
   } catch (err) {
     await store.close();
     redis?.disconnect();

@@ -36,10 +36,10 @@ export async function startServer(
   // DEMO_CLIENT=0 (or false, no, off): no demo client, so no secret is printed into a stdout that a log collector keeps
   const demoClient = options.demoClient !== false && boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
-  const { issuer, publicUrl, redis, metrics } = await issuerFromEnv(env, logger);
+  const { issuer, publicUrl, redis, metrics, trustProxy } = await issuerFromEnv(env, logger);
   if (demoClient) await createDemoClient(issuer, publicUrl, print);
 
-  const { server, url } = await listen(createApp(issuer, { metrics }), port, env.HOST);
+  const { server, url } = await listen(createApp(issuer, { metrics, trustProxy }), port, env.HOST);
   logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
 
   const close = gracefulClose(server, async () => {

@@ -116,6 +116,10 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['REDIS_URL=redis://[::1', { REDIS_URL: 'redis://[::1' }, /REDIS_URL must be .*, got "redis:\/\/\[::1"/],
     // the password is not repeated
     ['REDIS_URL=http://u:secret@…', { REDIS_URL: 'http://u:secret@127.0.0.1:6379' }, /REDIS_URL must be .*, got "http:\/\/…@127.0.0.1:6379"/],
+    ['TRUST_PROXY=10.0.0.300', { TRUST_PROXY: '10.0.0.300' }, /TRUST_PROXY must be a number of hops, true, false, or addresses, CIDRs, loopback, linklocal, uniquelocal separated by commas, got "10.0.0.300" \(invalid IP address: 10.0.0.300\)/],
+    ['TRUST_PROXY=maybe WORKERS=1', { TRUST_PROXY: 'maybe', WORKERS: '1' }, /TRUST_PROXY must be .*, got "maybe" \(invalid IP address: maybe\)/],
+    ['TRUST_PROXY=-1', { TRUST_PROXY: '-1' }, /TRUST_PROXY must be .*, got "-1" \(invalid IP address: -1\)/],
+    ['TRUST_PROXY=loopback,,10.0.0.1', { TRUST_PROXY: 'loopback,,10.0.0.1' }, /TRUST_PROXY must be .*, got "loopback,,10.0.0.1" \(invalid IP address: \)/],
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
     ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /option algorithm must be one of ES256, RS256, got "HS256"/],
     ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /option resources: resource "notaurl": resource must be an absolute URI/],
