@@ -24,7 +24,7 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
   // a worker that dies right after its start (the database down, say) is replaced after a pause
   // that doubles with each such death, up to 30 s, instead of in a loop as fast as node can fork
   let quickDeaths = 0;
-  cluster.on('exit', (worker, code) => {
+  cluster.on('exit', (worker, code, signal) => {
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
       return;
@@ -33,7 +33,8 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
     forkedAt.delete(worker.id);
     quickDeaths = lived < 10_000 ? quickDeaths + 1 : 0;
     const delayMs = quickDeaths === 0 ? 0 : Math.min(30_000, 1000 * 2 ** (quickDeaths - 1));
-    logger.warn({ event: 'worker.exit', pid: worker.process.pid, code, lived_ms: lived, restart_in_ms: delayMs }, 'worker exited; starting another');
+    // killed: code is null and signal says by what (SIGKILL: the OOM killer, or kill -9)
+    logger.warn({ event: 'worker.exit', pid: worker.process.pid, code, signal, lived_ms: lived, restart_in_ms: delayMs }, 'worker exited; starting another');
     setTimeout(() => {
       if (!stopping) fork();
     }, delayMs);

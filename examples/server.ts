@@ -58,7 +58,9 @@ if (require.main === module) {
     closeOnSignals(running.close);
   };
   main().catch((err: Error) => {
-    console.error(`error: ${err.message}`);
+    // a worker writes into the primary's JSON log, so a JSON line (the primary then logs worker.exit)
+    if (cluster.isWorker) loggerFromEnv(process.env).error({ event: 'worker.start_failed', err: err.message }, `worker failed to start: ${err.message}`);
+    else console.error(`error: ${err.message}`);
     process.exit(1);
   });
 }
