@@ -4,13 +4,14 @@
  */
 import cluster from 'node:cluster';
 import { createDemoClient } from './demo-client';
-import { issuerFromEnv, loggerFromEnv } from './env';
+import { boolFromEnv, issuerFromEnv, loggerFromEnv } from './env';
 
 export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  // DEMO_CLIENT=0 (or false, no, off): none, as for one process (no secret printed into a stdout a log collector keeps)
+  const demoClient = boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
   const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger);
-  // DEMO_CLIENT=0: none, as for one process (no secret printed into a stdout a log collector keeps)
-  if (env.DEMO_CLIENT !== '0') await createDemoClient(issuer, publicUrl, console.log);
+  if (demoClient) await createDemoClient(issuer, publicUrl, console.log);
   await issuer.close();
   redis?.disconnect();
   let stopping = false;
@@ -23,7 +24,7 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
   // a worker that dies right after its start (the database down, say) is replaced after a pause
   // that doubles with each such death, up to 30 s, instead of in a loop as fast as node can fork
   let quickDeaths = 0;
-  cluster.on('exit', (worker, code) => {
+  cluster.on('exit', (worker, code, signal) => {
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
       return;
@@ -32,7 +33,8 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
     forkedAt.delete(worker.id);
     quickDeaths = lived < 10_000 ? quickDeaths + 1 : 0;
     const delayMs = quickDeaths === 0 ? 0 : Math.min(30_000, 1000 * 2 ** (quickDeaths - 1));
-    logger.warn({ event: 'worker.exit', pid: worker.process.pid, code, lived_ms: lived, restart_in_ms: delayMs }, 'worker exited; starting another');
+    // killed: code is null and signal says by what (SIGKILL: the OOM killer, or kill -9)
+    logger.warn({ event: 'worker.exit', pid: worker.process.pid, code, signal, lived_ms: lived, restart_in_ms: delayMs }, 'worker exited; starting another');
     setTimeout(() => {
       if (!stopping) fork();
     }, delayMs);

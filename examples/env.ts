@@ -4,25 +4,100 @@
  *
  * PORT (3000), HOST (all interfaces), ISSUER (http://localhost:PORT),
  * AUDIENCE (ISSUER + /api), DATA_DIR (./data), DATABASE_URL (PostgreSQL
- * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (shared
- * brute-force counters, DPoP proofs and revocation push), REDIS_KEY_PREFIX
+ * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (redis://,
+ * rediss:// or a socket's path: shared brute-force counters, DPoP proofs
+ * and revocation push), REDIS_KEY_PREFIX
  * (before the names of its keys, ecc:) and REVOCATION_CHANNEL (its
- * channel), ACCESS_TOKEN_TTL (3600 s), SIGNING_ALG (ES256), KEY_ROTATION_LEAD_TIME (300 s), KEY_REFRESH_INTERVAL (30 s), WORKERS (0:
+ * channel), ACCESS_TOKEN_TTL (3600 s, 1-86400), SIGNING_ALG (ES256),
+ * KEY_ROTATION_LEAD_TIME (300 s, 0-86400), KEY_REFRESH_INTERVAL (30 s,
+ * 0.1-3600), CLOCK_TOLERANCE (5 s, 0-300), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
- * Prometheus metrics at GET /metrics, per process), DEMO_CLIENT (0: no demo
- * client on the first start; server.ts reads it).
+ * Prometheus metrics at GET /metrics, per process), TRUST_PROXY (Express's
+ * `trust proxy`: hops, true, or proxy addresses), DEMO_CLIENT (0: no demo
+ * client on the first start; server.ts and cluster.ts read it). Switches take
+ * 1/true/yes/on and 0/false/no/off.
  */
 import type Redis from 'ioredis';
 import pino from 'pino';
 import type { Registry } from 'prom-client';
 import { createIssuer, openStore, type Issuer } from '../lib';
 
-export function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+// Reading one variable: unset or empty is the default; a bad value is a
+// TypeError naming the variable (the entry points print `error: <message>`
+// and exit 1). Numbers are digits only (no 1e3, no sign), as the CLI reads
+// them, and within the bounds the CLI and the library take.
+
+/** A whole number from `min` to `max`; `unit` goes into the message (" of seconds"). */
+export function intFromEnv<T extends number | undefined>(env: NodeJS.ProcessEnv, name: string, fallback: T, min = 0, max = Number.MAX_SAFE_INTEGER, unit = ''): number | T {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new TypeError(`${name} must be a whole number, got ${JSON.stringify(raw)}`);
-  return n;
+  if (!/^\d+$/.test(raw.trim()) || Number(raw) < min || Number(raw) > max) {
+    throw new TypeError(`${name} must be a whole number${unit} from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
+/** Seconds, a fraction allowed (0.5), from `min` to `max`. */
+export function secondsFromEnv(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d+(\.\d+)?$/.test(raw.trim()) || Number(raw) < min || Number(raw) > max) {
+    throw new TypeError(`${name} must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
+/** A switch: 1, true, yes, on or 0, false, no, off, in any case. */
+export function boolFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const word = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(word)) return true;
+  if (['0', 'false', 'no', 'off'].includes(word)) return false;
+  throw new TypeError(`${name} must be 0 or 1 (or false/true, no/yes, off/on), got ${JSON.stringify(raw)}`);
+}
+
+/** redis:// or rediss://, or a unix socket's absolute path (ioredis takes both); a malformed URL is refused, not taken for an outage. */
+function redisUrlFromEnv(env: NodeJS.ProcessEnv): string | undefined {
+  const url = env.REDIS_URL;
+  if (!url) return undefined;
+  if ((url.startsWith('/') && !url.startsWith('//')) || (/^rediss?:\/\/[^/]/i.test(url) && URL.canParse(url))) return url;
+  // without its password, if it has one
+  throw new TypeError(`REDIS_URL must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace(/\/\/[^/]*@/, '//…@'))}`);
+}
+
+export type TrustProxy = boolean | number | string[];
+
+/** For Express's `trust proxy`: a number of hops, true/false, or addresses, CIDRs, loopback, linklocal, uniquelocal separated by commas. */
+export function trustProxyFromEnv(env: NodeJS.ProcessEnv): TrustProxy {
+  const raw = (env.TRUST_PROXY ?? '').trim();
+  if (raw === '' || /^false$/i.test(raw)) return false;
+  if (/^true$/i.test(raw)) return true;
+  if (/^\d+$/.test(raw)) return Number(raw);
+  const list = raw.split(',').map((item) => item.trim());
+  try {
+    // proxy-addr (Express's own) compiles the list as Express will: a bad address fails here, at start
+    (require('proxy-addr') as { compile(trust: string[]): unknown }).compile(list);
+  } catch (err) {
+    throw new TypeError(`TRUST_PROXY must be a number of hops, true, false, or addresses, CIDRs, loopback, linklocal, uniquelocal separated by commas, got ${JSON.stringify(raw)} (${(err as Error).message})`);
+  }
+  return list;
+}
+
+const SECONDS = ' of seconds';
+/** CLOCK_TOLERANCE, read by the issuer and the resource server alike (the library's default when unset). */
+export const clockToleranceFromEnv = (env: NodeJS.ProcessEnv): number | undefined => intFromEnv(env, 'CLOCK_TOLERANCE', undefined, 0, 300, SECONDS);
+
+export const portFromEnv = (env: NodeJS.ProcessEnv, fallback: number): number => intFromEnv(env, 'PORT', fallback, 0, 65535);
+
+/** One of pino's level names, in any case. */
+export function logLevelFromEnv(env: NodeJS.ProcessEnv): pino.LevelWithSilent {
+  const raw = env.LOG_LEVEL;
+  if (raw === undefined || raw === '') return 'info';
+  const names = [...Object.keys(pino.levels.values), 'silent'];
+  const level = raw.trim().toLowerCase();
+  if (!names.includes(level)) throw new TypeError(`LOG_LEVEL must be one of ${names.join(', ')} (any case), got ${JSON.stringify(raw)}`);
+  return level as pino.LevelWithSilent;
 }
 
 /** A list of words separated by spaces or commas; `undefined` when there is none. */
@@ -32,7 +107,7 @@ function listFromEnv(raw: string | undefined): string[] | undefined {
 }
 
 export function loggerFromEnv(env: NodeJS.ProcessEnv): pino.Logger {
-  return pino({ name: 'orders-api', level: env.LOG_LEVEL || 'info' });
+  return pino({ name: 'orders-api', level: logLevelFromEnv(env) });
 }
 
 export interface IssuerFromEnv {
@@ -42,11 +117,13 @@ export interface IssuerFromEnv {
   redis?: Redis;
   /** With METRICS=1: the registry to serve at GET /metrics. */
   metrics?: Registry;
+  /** TRUST_PROXY, for the app's `trust proxy` setting. */
+  trustProxy: TrustProxy;
 }
 
 /** Opens the store (and Redis), creates the issuer and waits until it is ready. */
 export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger): Promise<IssuerFromEnv> {
-  const port = intFromEnv(env, 'PORT', 3000);
+  const port = portFromEnv(env, 3000);
   if (env.DATABASE_URL && !env.ISSUER) {
     logger.warn(
       { event: 'config.warning', setting: 'ISSUER' },
@@ -54,11 +131,20 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
     );
   }
   const publicUrl = (env.ISSUER || `http://localhost:${port}`).replace(/\/+$/, '');
-  const ttl = intFromEnv(env, 'ACCESS_TOKEN_TTL', 3600);
+  // the CLI's rules (lib/cli/keys.ts) for the variables it reads too
+  const timing = {
+    accessTokenTtl: intFromEnv(env, 'ACCESS_TOKEN_TTL', undefined, 1, 86400, SECONDS),
+    clockTolerance: clockToleranceFromEnv(env),
+    keyRotationLeadTime: intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', undefined, 0, 86400, SECONDS),
+    keyRefreshInterval: secondsFromEnv(env, 'KEY_REFRESH_INTERVAL', 0.1, 3600),
+  };
+  const wantMetrics = boolFromEnv(env, 'METRICS', false);
+  const redisUrl = redisUrlFromEnv(env);
+  const trustProxy = trustProxyFromEnv(env);
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
   // ioredis is loaded only when REDIS_URL is set (loading it is a sixth of the start-up time)
-  const redis = env.REDIS_URL
-    ? new (require('ioredis') as typeof import('ioredis').default)(env.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
+  const redis = redisUrl
+    ? new (require('ioredis') as typeof import('ioredis').default)(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     : undefined;
   // one line when Redis goes (ioredis reports each reconnect attempt) and one when it is back
   let redisDown = false;
@@ -74,16 +160,14 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
   });
   const redisPrefix = env.REDIS_KEY_PREFIX || 'ecc:';
   // prom-client is loaded only when metrics are asked for
-  const metrics = env.METRICS === '1' ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
+  const metrics = wantMetrics ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
   try {
     const issuer = createIssuer({
       issuer: publicUrl,
       audience: env.AUDIENCE || `${publicUrl}/api`,
       store,
       algorithm: (env.SIGNING_ALG as 'ES256' | 'RS256' | undefined) || undefined,
-      accessTokenTtl: ttl,
-      keyRotationLeadTime: env.KEY_ROTATION_LEAD_TIME ? intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', 300) : undefined,
-      keyRefreshInterval: env.KEY_REFRESH_INTERVAL ? Number(env.KEY_REFRESH_INTERVAL) : undefined,
+      ...timing,
       scopesSupported: ['orders:read', 'orders:write'],
       // RESOURCES: other APIs this issuer serves tokens for (RFC 8707), beside AUDIENCE, the default
       resources: listFromEnv(env.RESOURCES),
@@ -98,7 +182,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       metrics: metrics ? { registry: metrics } : undefined,
     });
     await issuer.ready();
-    return { issuer, publicUrl, redis, metrics };
+    return { issuer, publicUrl, redis, metrics, trustProxy };
   } catch (err) {
     await store.close();
     redis?.disconnect();

@@ -21,10 +21,15 @@ function onlyMethods(allow: string): express.RequestHandler {
   };
 }
 
-/** `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1). */
-export function createApp(issuer: Issuer, options: { metrics?: Registry } = {}): express.Express {
+/**
+ * `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1);
+ * `trustProxy`: Express's `trust proxy` (TRUST_PROXY), so that behind a proxy `req.ip`, the address the
+ * brute-force limits count, is the caller's and not the proxy's.
+ */
+export function createApp(issuer: Issuer, options: { metrics?: Registry; trustProxy?: boolean | number | string[] } = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  if (options.trustProxy !== undefined) app.set('trust proxy', options.trustProxy);
   const orders: Order[] = [];
 
   // liveness: the process answers

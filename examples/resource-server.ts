@@ -9,12 +9,14 @@
  * http://localhost:PORT: DPoP proofs name it), ISSUER (http://localhost:3000),
  * AUDIENCE (ISSUER + /api), JWKS_URI (ISSUER + /.well-known/jwks.json), LOG_LEVEL (info),
  * REVOCATION_LIST (ISSUER + /oauth/revocation-list; `off` to accept tokens until they
- * expire), REVOCATION_LIST_INTERVAL (seconds between polls, 10).
+ * expire), REVOCATION_LIST_INTERVAL (seconds between polls, 10, at most 300), CLOCK_TOLERANCE
+ * (seconds of clock skew allowed, 5).
  */
 import type { Server } from 'node:http';
 import express from 'express';
 import pino from 'pino';
 import { requireBearer } from '../lib';
+import { clockToleranceFromEnv, logLevelFromEnv, portFromEnv, secondsFromEnv } from './env';
 import { listen } from './http-server';
 
 export interface RunningResourceServer {
@@ -24,17 +26,19 @@ export interface RunningResourceServer {
 }
 
 export async function startResourceServer(env: NodeJS.ProcessEnv = process.env): Promise<RunningResourceServer> {
-  const port = Number(env.PORT ?? 4000);
-  if (!Number.isInteger(port) || port < 0) throw new TypeError(`PORT must be a whole number, got ${JSON.stringify(env.PORT)}`);
+  const port = portFromEnv(env, 4000);
   const issuer = (env.ISSUER || 'http://localhost:3000').replace(/\/+$/, '');
-  const logger = pino({ name: 'reports-api', level: env.LOG_LEVEL || 'info' });
+  const logger = pino({ name: 'reports-api', level: logLevelFromEnv(env) });
   const list = env.REVOCATION_LIST || `${issuer}/oauth/revocation-list`;
+  // at most the list's default maxStale (300 s), past which a list is stale
+  const interval = secondsFromEnv(env, 'REVOCATION_LIST_INTERVAL', 0.05, 300);
   const verify = {
     issuer,
     audience: env.AUDIENCE || `${issuer}/api`,
     jwksUri: env.JWKS_URI || `${issuer}/.well-known/jwks.json`,
+    clockTolerance: clockToleranceFromEnv(env),
     // revoked tokens are refused within one poll of the issuer's signed list
-    revocationList: list === 'off' ? undefined : { uri: list, interval: Number(env.REVOCATION_LIST_INTERVAL || 10) },
+    revocationList: list === 'off' ? undefined : { uri: list, interval },
     // a DPoP proof's htu is this API's URL (without it, the audience's origin: here the issuer's)
     publicUrl: env.PUBLIC_URL || `http://localhost:${port}`,
     logger,

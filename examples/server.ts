@@ -13,7 +13,7 @@ import type { Server } from 'node:http';
 import type { Issuer } from '../lib';
 import { startPrimary } from './cluster';
 import { createDemoClient } from './demo-client';
-import { intFromEnv, issuerFromEnv, loggerFromEnv } from './env';
+import { boolFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
 import { createApp } from './orders-app';
 import { closeOnSignals, gracefulClose } from './shutdown';
 import { listen } from './http-server';
@@ -32,13 +32,14 @@ export async function startServer(
   print: (line: string) => void = console.log,
   options: { demoClient?: boolean } = {},
 ): Promise<RunningServer> {
-  const port = intFromEnv(env, 'PORT', 3000);
+  const port = portFromEnv(env, 3000);
+  // DEMO_CLIENT=0 (or false, no, off): no demo client, so no secret is printed into a stdout that a log collector keeps
+  const demoClient = options.demoClient !== false && boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
-  const { issuer, publicUrl, redis, metrics } = await issuerFromEnv(env, logger);
-  // DEMO_CLIENT=0: no demo client, so no secret is printed into a stdout that a log collector keeps
-  if (options.demoClient !== false && env.DEMO_CLIENT !== '0') await createDemoClient(issuer, publicUrl, print);
+  const { issuer, publicUrl, redis, metrics, trustProxy } = await issuerFromEnv(env, logger);
+  if (demoClient) await createDemoClient(issuer, publicUrl, print);
 
-  const { server, url } = await listen(createApp(issuer, { metrics }), port, env.HOST);
+  const { server, url } = await listen(createApp(issuer, { metrics, trustProxy }), port, env.HOST);
   logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
 
   const close = gracefulClose(server, async () => {
@@ -49,13 +50,17 @@ export async function startServer(
 }
 
 if (require.main === module) {
-  const workers = intFromEnv(process.env, 'WORKERS', 0);
-  const start =
-    workers > 0 && cluster.isPrimary
-      ? startPrimary(workers)
-      : startServer(process.env, console.log, { demoClient: !cluster.isWorker }).then((running) => closeOnSignals(running.close));
-  start.catch((err: Error) => {
-    console.error(`error: ${err.message}`);
+  // inside the promise, so that a bad WORKERS is one line on stderr too, not a stack trace
+  const main = async (): Promise<void> => {
+    const workers = intFromEnv(process.env, 'WORKERS', 0, 0, 256);
+    if (workers > 0 && cluster.isPrimary) return startPrimary(workers);
+    const running = await startServer(process.env, console.log, { demoClient: !cluster.isWorker });
+    closeOnSignals(running.close);
+  };
+  main().catch((err: Error) => {
+    // a worker writes into the primary's JSON log, so a JSON line (the primary then logs worker.exit)
+    if (cluster.isWorker) loggerFromEnv(process.env).error({ event: 'worker.start_failed', err: err.message }, `worker failed to start: ${err.message}`);
+    else console.error(`error: ${err.message}`);
     process.exit(1);
   });
 }
