@@ -17,6 +17,7 @@
  * client on the first start; server.ts and cluster.ts read it). Switches take
  * 1/true/yes/on and 0/false/no/off.
  */
+import express from 'express';
 import type Redis from 'ioredis';
 import pino from 'pino';
 import type { Registry } from 'prom-client';
@@ -76,8 +77,8 @@ export function trustProxyFromEnv(env: NodeJS.ProcessEnv): TrustProxy {
   if (/^\d+$/.test(raw)) return Number(raw);
   const list = raw.split(',').map((item) => item.trim());
   try {
-    // proxy-addr (Express's own) compiles the list as Express will: a bad address fails here, at start
-    (require('proxy-addr') as { compile(trust: string[]): unknown }).compile(list);
+    // Express compiles the setting when it is set: a bad address fails here, at start, not at the first request
+    express().set('trust proxy', list);
   } catch (err) {
     throw new TypeError(`TRUST_PROXY must be a number of hops, true, false, or addresses, CIDRs, loopback, linklocal, uniquelocal separated by commas, got ${JSON.stringify(raw)} (${(err as Error).message})`);
   }
