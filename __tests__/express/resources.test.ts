@@ -106,8 +106,8 @@ describe('resource indicators at the token endpoint', () => {
     }
   });
 
-  it('introspection and revocation work for tokens of every resource', async () => {
-    const rs = await t.issuer.clients.create({ name: 'rs', permissions: ['introspect'] });
+  it("introspection (by a resource server registered for that resource) and revocation work for tokens of every resource", async () => {
+    const rs = await t.issuer.clients.create({ name: 'rs', permissions: ['introspect'], resources: [API_B] });
     const b = (await tokenRequest(t, both, `&resource=${encodeURIComponent(API_B)}`)).body.access_token;
     const seen = await request(t.app).post('/oauth/introspect').type('form').auth(rs.clientId, rs.clientSecret).send({ token: b });
     expect(seen.body).toMatchObject({ active: true, aud: API_B });

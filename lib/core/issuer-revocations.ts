@@ -186,7 +186,14 @@ export class IssuerRevocations {
     // the store's answer, not this instance's last reload: what another instance revoked a moment ago is inactive
     // here too (one cheap version read; a reload only when something changed; an unreachable store: the held state)
     await this.feed?.resync().catch(() => undefined);
-    return introspect(token, verify, this.check, { now: this.options.now });
+    // RFC 7662 §4: a resource server learns of the tokens meant for it, those of its RFC 8707 resources (the
+    // default audience for a client without a list, as at the token endpoint); another API's token is inactive
+    const audiences = client.resources.length > 0 ? client.resources : [this.options.config.audience];
+    const mayIntrospect = (claims: { aud: unknown }): boolean => {
+      const aud = claims.aud;
+      return Array.isArray(aud) ? aud.some((a) => audiences.includes(a as string)) : audiences.includes(aud as string);
+    };
+    return introspect(token, verify, this.check, { now: this.options.now, mayIntrospect });
   }
 
   async close(): Promise<void> {
