@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -972,6 +972,47 @@ describe('bin/client-credentials.js', () => {
       expect(r.stderr).toMatch(/^error: PostgreSQL is unavailable: [^\n]+\n$/);
     },
     30_000,
+  );
+
+  /** Runs the bin with its stdout on `stdout`: a file descriptor, or 'closed' for a pipe whose reader is gone. */
+  const withStdout = (args: string[], stdout: number | 'closed'): Promise<{ status: number | null; stderr: string }> =>
+    new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [bin, ...args], { cwd: tmp, env: { ...process.env, DATA_DIR: dataDir }, stdio: ['ignore', stdout === 'closed' ? 'pipe' : stdout, 'pipe'] });
+      if (stdout === 'closed') child.stdout!.destroy(); // as `| (exec 0<&-; sleep 1)`: the reader closes before the CLI writes
+      let stderr = '';
+      child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+      child.on('error', reject);
+      child.on('close', (status) => resolve({ status, stderr }));
+    });
+  const devFull = process.platform === 'linux' && fs.existsSync('/dev/full');
+
+  (built && devFull ? test : test.skip)(
+    built ? 'rotate-secret and create into /dev/full (ENOSPC) or a closed pipe (EPIPE): exit 1, one line, nothing stored, no stack trace' : `SKIPPED: npm run build did not produce dist/lib/cli/main.js (${why})`,
+    async () => {
+      const c = JSON.parse(node([bin, 'create', '--name', 'victim', '--json'], { DATA_DIR: dataDir }).stdout);
+      const full = fs.openSync('/dev/full', 'w');
+      try {
+        for (const [stdout, code] of [[full, 'ENOSPC'], ['closed', 'EPIPE']] as const) {
+          for (const flags of [[], ['--json']]) {
+            const r = await withStdout(['rotate-secret', c.client_id, ...flags], stdout);
+            expect(r.status).toBe(1);
+            expect(r.stderr).toBe(`error: could not write the new secret to stdout (${code}): nothing was changed, the old secret still works\n`);
+            const made = await withStdout(['create', '--name', 'lost', ...flags], stdout);
+            expect(made.status).toBe(1);
+            expect(made.stderr).toBe(`error: could not write the new client's secret to stdout (${code}): nothing was changed, no client was created\n`);
+          }
+        }
+        const listed = await withStdout(['list'], full);
+        expect(listed.status).toBe(1);
+        expect(listed.stderr).toBe('error: could not write to stdout (ENOSPC); the output is incomplete\n');
+      } finally {
+        fs.closeSync(full);
+      }
+      expect(await authenticates(c.client_id, c.client_secret)).toBe(true);
+      const clients = JSON.parse(node([bin, 'list', '--json'], { DATA_DIR: dataDir }).stdout);
+      expect(clients.map((x: { client_id: string; active_secrets: number }) => [x.client_id, x.active_secrets])).toEqual([[c.client_id, 1]]);
+    },
+    60_000,
   );
 
   test('the shim is executable and without dist prints a hint and exits 1', () => {

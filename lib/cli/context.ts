@@ -16,6 +16,13 @@ export interface CliIo {
   stdout: (s: string) => void;
   stderr: (s: string) => void;
   env: NodeJS.ProcessEnv;
+  /**
+   * Resolves once everything written to stdout so far was accepted (by the
+   * terminal, the pipe or the file); rejects with the write's error (EPIPE:
+   * the reader is gone, ENOSPC: the disk is full). Without it, a write is
+   * done when stdout() returns, and fails when it throws.
+   */
+  flush?: () => Promise<void>;
 }
 
 export interface Context {
@@ -23,6 +30,21 @@ export interface Context {
   out: (line?: string) => void;
   err: (line?: string) => void;
   stores: LazyStore;
+  /** Waits until stdout took everything printed so far; throws an OutputError when it could not. */
+  delivered: () => Promise<void>;
+}
+
+/** stdout did not take the output: a closed pipe (EPIPE), a full disk (ENOSPC). */
+export class OutputError extends Error {
+  /** The write's error code, e.g. `EPIPE`, `ENOSPC`. */
+  readonly code: string;
+
+  constructor(cause: unknown) {
+    const code = typeof (cause as { code?: unknown })?.code === 'string' ? (cause as { code: string }).code : 'error';
+    super(`could not write to stdout (${code})`, { cause });
+    this.name = 'OutputError';
+    this.code = code;
+  }
 }
 
 export type Handler = (args: string[], ctx: Context) => Promise<number>;
@@ -201,6 +223,33 @@ export async function activeClient(service: ClientService, clientId: string, whe
   if (!client) throw new CommandError(`no client with id ${quoted(clientId)}`);
   if (client.revokedAt) throw new CommandError(whenRevoked(iso(client.revokedAt)));
   return client;
+}
+
+/**
+ * Shows new credentials and stores them only once stdout took them, through
+ * a core call that takes a `deliver` callback (create, rotateSecret). When
+ * stdout fails, nothing is stored and the error says so (`unsent`); when
+ * the store fails after the output went out, the error says that what was
+ * printed was not stored (`unstored`). Both are CommandErrors (exit 1).
+ */
+export async function deliverFirst<T, R>(
+  ctx: Context,
+  show: (created: T) => void,
+  commit: (deliver: (created: T) => Promise<void>) => Promise<R>,
+  said: { what: string; unsent: string; unstored: string },
+): Promise<R> {
+  let sent = false;
+  try {
+    return await commit(async (created) => {
+      show(created);
+      await ctx.delivered();
+      sent = true;
+    });
+  } catch (err) {
+    if (err instanceof OutputError) throw new CommandError(`could not write ${said.what} to stdout (${err.code}): ${said.unsent}`);
+    if (!sent) throw err;
+    throw new CommandError(`${oneLine(err instanceof Error ? err.message : String(err))}; ${said.unstored}`);
+  }
 }
 
 /** `--help` / `-h` anywhere (before `--`) shows the command's help, whatever else is there. */
