@@ -284,6 +284,7 @@ describe('create', () => {
 
 describe('list', () => {
   test('with no clients', async () => {
+    await withStore(async () => undefined); // an empty store, as the server's first start leaves it
     const r = await cli(['list']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('No clients');
@@ -325,6 +326,28 @@ describe('list', () => {
   test('bad flags', async () => {
     expectUsageError(await cli(['list', '--all']), "unknown option '--all'", 'list');
     expectUsageError(await cli(['list', 'extra']), "unexpected argument 'extra'", 'list');
+  });
+});
+
+describe('read-only commands on a DATA_DIR without a store (a typo)', () => {
+  test.each([[['list']], [['list', '--json']], [['keys', 'list']], [['keys', 'list', '--json']], [['client-key', 'list', 'AAAAAAAAAAAAAAAAAAAAAA']]])(
+    '%j: exit 1, one line naming the path, nothing created',
+    async (args) => {
+      const r = await cli(args);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(
+        `error: no store in ${path.resolve(dataDir)}: there is no store.sqlite there (the server creates it at its first start, and 'client-credentials create' does too). Is DATA_DIR the server's?\n`,
+      );
+      expect(fs.existsSync(dataDir)).toBe(false);
+    },
+  );
+
+  test('once a store exists they read it; write commands still create one', async () => {
+    const made = await cli(['create', '--name', 'x']);
+    expect(made.code).toBe(0);
+    expect((await cli(['list'])).code).toBe(0);
+    expect((await cli(['keys', 'list'])).code).toBe(0);
   });
 });
 
@@ -542,6 +565,7 @@ interface ListedKey {
  * then, an hour later, which key is current. Only the clock is fake.
  */
 async function rotateWhilePending(env: NodeJS.ProcessEnv): Promise<void> {
+  if (!env.DATABASE_URL) await withStore(async () => undefined); // a store without keys, as the server's first start leaves it
   const list = async (): Promise<ListedKey[]> => {
     const r = await cli(['keys', 'list', '--json'], env);
     expect(r.code).toBe(0);
@@ -619,12 +643,15 @@ describe('keys', () => {
     retired_at: string | null;
   }
   const keysJson = async (env: NodeJS.ProcessEnv = {}): Promise<KeyRow[]> => {
+    // `keys list` reads an existing store only: start one as the server's first start does
+    if (!env.DATABASE_URL && !fs.existsSync(dataDir)) await withStore(async () => undefined);
     const r = await cli(['keys', 'list', '--json'], env);
     expect(r.code).toBe(0);
     return JSON.parse(r.stdout);
   };
 
   test('keys list creates the first key and shows it; --json shape', async () => {
+    await withStore(async () => undefined); // a store without keys, as the server's first start leaves it before its issuer signs
     const r = await cli(['keys', 'list']);
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
@@ -679,7 +706,8 @@ describe('keys', () => {
   });
 
   test('keys made inconsistent by an earlier version (a key retired before it activates, two unretired active keys): one current, and a rotation repairs them', async () => {
-    expect((await cli(['keys', 'list'])).code).toBe(0); // creates the store
+    await withStore(async () => undefined);
+    expect((await cli(['keys', 'list'])).code).toBe(0); // creates the first key
     const now = Date.now();
     const at = (ms: number) => new Date(now + ms);
     // what two rotations in a row used to leave: a still signing, b retired before it activates, c signing
@@ -835,14 +863,14 @@ describe('errors', () => {
   });
 
   test('a DATA_DIR that cannot be made (under /proc): one line, exit 1, at once', async () => {
-    const r = await cli(['list'], { DATA_DIR: '/proc/ecc-cannot-be-made/data' });
+    const r = await cli(['create', '--name', 'x'], { DATA_DIR: '/proc/ecc-cannot-be-made/data' });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: .*ENOENT.*\n$/);
   });
 
   test('anything unexpected: one line "error: <message>", exit 1, no stack trace', async () => {
     fs.writeFileSync(dataDir, 'not a folder');
-    const r = await cli(['list']);
+    const r = await cli(['create', '--name', 'x']);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^error: \S.*\n$/);

@@ -81,7 +81,7 @@ describe('create --auth private_key_jwt --generate-key', () => {
     const out = writeJson('exists.json', { keep: true });
     expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--generate-key', '--out', out]), 'exists already');
     expect(JSON.parse(fs.readFileSync(out, 'utf8'))).toEqual({ keep: true });
-    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toEqual([]);
+    expect(fs.existsSync(dirs.dataDir)).toBe(false); // no client, not even a store
   });
 });
 
@@ -123,7 +123,7 @@ describe('create --auth private_key_jwt --jwks', () => {
     ['more than 8 keys', () => ({ keys: Array.from({ length: 9 }, (_, i) => ecPair(`k${i}`).pub) }), 'at most 8 keys'],
   ])('refuses %s with one line and exit 2', async (_name, make, problem) => {
     expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', make())]), problem);
-    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toEqual([]);
+    expect(fs.existsSync(dirs.dataDir)).toBe(false); // no client, not even a store
   });
 
   it('refuses both --jwks and --jwks-uri, and key flags without --auth private_key_jwt', async () => {

@@ -221,6 +221,7 @@ const keyRemove: Handler = async (args, ctx) => {
 const keyList: Handler = async (args, ctx) => {
   const { values, positionals } = parseCommand('client-key list', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE });
   const [clientId] = positionals;
+  ctx.stores.readOnly = true;
   const keys = await services(ctx).listKeys(clientId);
   if (!keys) throw new CommandError(`no client with id ${quoted(clientId)}`);
   const rows = keys.map((k) => ({ kid: k.kid, kty: k.kty, alg: String(k.alg ?? ''), crv: typeof k.crv === 'string' ? k.crv : null }));

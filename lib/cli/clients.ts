@@ -86,6 +86,7 @@ export const create: Handler = async (args, ctx) => {
 
 export const list: Handler = async (args, ctx) => {
   const { values } = parseCommand('list', args, { json: { type: 'boolean' } });
+  ctx.stores.readOnly = true;
   const clients = await services(ctx).list();
   if (values.json) {
     ctx.out(

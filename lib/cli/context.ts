@@ -10,7 +10,7 @@ import { silentLogger, type Logger } from '../logger';
 import { openStore } from '../stores/open';
 import type { KeyStore, Store } from '../stores/types';
 import { CommandError, wantsHelp } from './args';
-import { HELP } from './help';
+import { BIN, HELP } from './help';
 
 export interface CliIo {
   stdout: (s: string) => void;
@@ -79,11 +79,23 @@ export class LazyStore {
   /** Whether a command that finds no embedded store says so (every command but `create`, which starts one on purpose). */
   expectsStore = true;
 
+  /**
+   * A command that only reads (`list`, `keys list`, `client-key list`): on
+   * an embedded store that does not exist (a mistyped DATA_DIR) it fails,
+   * creating nothing, instead of showing an empty store it made.
+   */
+  readOnly = false;
+
   get = (): Promise<Store> => {
     if (this.opening) return this.opening;
     const databaseUrl = this.env.DATABASE_URL || undefined;
     const dataDir = this.env.DATA_DIR || './data';
     const fresh = databaseUrl === undefined && !existsSync(join(dataDir, 'store.sqlite'));
+    if (fresh && this.readOnly) {
+      return Promise.reject(
+        new CommandError(`no store in ${resolve(dataDir)}: there is no store.sqlite there (the server creates it at its first start, and '${BIN} create' does too). Is DATA_DIR the server's?`),
+      );
+    }
     this.opening = openStore({ databaseUrl, schema: this.env.DATABASE_SCHEMA || undefined, dataDir });
     if (fresh && this.expectsStore) {
       // a mistyped DATA_DIR, or the CLI run in another folder than the server: every client would look unknown
