@@ -196,7 +196,8 @@ const keyAdd: Handler = async (args, ctx) => {
   try {
     added = await service.addKey(clientId, key);
   } catch (err) {
-    if (err instanceof TypeError) throw new UsageError(err.message, 'client-key add');
+    // the key itself was checked above: what is left depends on the client's keys (a kid or key it has, a full set), not on the command line
+    if (err instanceof TypeError) throw new CommandError(err.message);
     throw err;
   }
   if (!added) throw new CommandError(`client ${quoted(clientId)} is unknown, revoked or not key-based`);
