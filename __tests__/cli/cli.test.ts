@@ -101,8 +101,8 @@ describe('top level', () => {
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 
-  test.each([['--help'], ['-h'], ['help']])('%s prints the usage on stdout and exits 0', async (flag) => {
-    const r = await cli([flag]);
+  test.each([[['--help']], [['-h']], [['help']], [['help', '--help']], [['help', '-h']]])('%j prints the usage on stdout and exits 0', async (args) => {
+    const r = await cli(args);
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
     expect(r.stdout).toContain('Usage: client-credentials <command>');
@@ -124,6 +124,12 @@ describe('top level', () => {
     const r = await cli(['--json']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/^error: expected a command before '--json'\n/);
+  });
+
+  test('help COMMAND --help is the help of COMMAND', async () => {
+    const r = await cli(['help', 'create', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('create --name NAME');
   });
 
   test('help for an unknown topic exits 2', async () => {

@@ -13,7 +13,8 @@ import { keys } from './keys';
 export type { CliIo } from './context';
 
 const help: Handler = async (args, ctx) => {
-  const topic = args.join(' ');
+  // `help --help`, `help create -h`: the help they name
+  const topic = args.filter((a) => a !== '--help' && a !== '-h').join(' ');
   if (!Object.hasOwn(HELP, topic)) {
     ctx.err(`error: no help for ${quoted(topic)}`);
     ctx.err();
