@@ -196,6 +196,26 @@ describe('create', () => {
     expect(await authenticates(clientId!, secret!)).toBe(true);
   });
 
+  test('a name other active clients have: created all the same, with a one-line note naming them', async () => {
+    const first = await createJson('dup');
+    const warning = 'warning: the client secret is shown only now and cannot be recovered; store it safely.\n';
+    const second = await cli(['create', '--name', 'dup', '--json']);
+    expect(second.code).toBe(0);
+    const b = JSON.parse(second.stdout);
+    expect(b.name).toBe('dup');
+    expect(second.stderr).toBe(`${warning}note: another active client is named 'dup' too: ${first.client_id} (names are labels; the client_id tells clients apart)\n`);
+    const third = await cli(['create', '--name', 'dup']);
+    expect(third.code).toBe(0);
+    expect(third.stderr).toBe(`${warning}note: 2 other active clients are named 'dup' too: ${first.client_id}, ${b.client_id} (names are labels; the client_id tells clients apart)\n`);
+    // a revoked one is not named; a key-based create notes too
+    expect((await cli(['revoke', first.client_id])).code).toBe(0);
+    const keyed = await cli(['create', '--name', 'dup', '--auth', 'private_key_jwt', '--jwks-uri', 'https://keys.example.com/jwks.json']);
+    expect(keyed.code).toBe(0);
+    expect(keyed.stderr).toMatch(new RegExp(`^note: 2 other active clients are named 'dup' too: ${b.client_id}, \\S+ \\(`));
+    expect(keyed.stderr).not.toContain(first.client_id);
+    expect((await cli(['create', '--name', 'other'])).stderr).toBe(warning);
+  });
+
   test('--json prints exactly one JSON object and nothing else on stdout', async () => {
     const r = await cli(['create', '--name', 'svc', '--scope', 'a b', '--json']);
     expect(r.code).toBe(0);

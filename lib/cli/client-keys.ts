@@ -14,6 +14,7 @@ import {
   activeClient,
   clientPolicy,
   deliverFirst,
+  noteSameName,
   policyJson,
   policyLines,
   printable,
@@ -142,6 +143,7 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
     if (outFile) rmSync(outFile, { force: true }); // no client: the key file would be an orphan
     throw err;
   }
+  await noteSameName(ctx, service, created);
   return 0;
 }
 
@@ -178,6 +180,7 @@ async function createRemoteKeyClient(ctx: Context, name: string, scope: string |
     if (err instanceof TypeError) throw new UsageError(err.message, 'create');
     throw err;
   }
+  await noteSameName(ctx, service, created);
   return 0;
 }
 

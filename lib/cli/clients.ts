@@ -10,6 +10,7 @@ import {
   clientPolicy,
   deliverFirst,
   iso,
+  noteSameName,
   policyJson,
   policyLines,
   printable,
@@ -81,6 +82,7 @@ export const create: Handler = async (args, ctx) => {
     },
   );
   ctx.err(SECRET_WARNING);
+  await noteSameName(ctx, service, created);
   return 0;
 };
 

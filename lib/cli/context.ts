@@ -264,6 +264,18 @@ export async function deliverFirst<T, R>(
   }
 }
 
+/** After a create: a note on stderr naming the other active clients of the same name (names are labels, not ids). */
+export async function noteSameName(ctx: Context, service: ClientService, created: { clientId: string; name: string }): Promise<void> {
+  let same: string[];
+  try {
+    same = (await service.list()).filter((c) => c.clientId !== created.clientId && !c.revokedAt && c.name === created.name).map((c) => c.clientId);
+  } catch {
+    return; // the client is created; the note is a courtesy
+  }
+  if (same.length === 0) return;
+  ctx.err(`note: ${same.length === 1 ? 'another active client is' : `${same.length} other active clients are`} named ${quoted(created.name)} too: ${same.join(', ')} (names are labels; the client_id tells clients apart)`);
+}
+
 /** `--help` / `-h` anywhere (before `--`) shows the command's help, whatever else is there. */
 export function withHelp(command: string, handler: Handler): Handler {
   return (args, ctx) => {
