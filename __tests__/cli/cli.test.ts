@@ -888,6 +888,12 @@ describe('errors', () => {
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 
+  test.each([['DEBUG'], ['Info'], ['SILENT']])('LOG_LEVEL=%s is taken in any case, as the server takes it', async (level) => {
+    const r = await cli(['create', '--name', 'x', '--json'], { LOG_LEVEL: level });
+    expect(r.code).toBe(0);
+    expect(r.stderr).not.toContain('error:');
+  });
+
   test('a DATA_DIR that cannot be made (under /proc): one line, exit 1, at once', async () => {
     const r = await cli(['create', '--name', 'x'], { DATA_DIR: '/proc/ecc-cannot-be-made/data' });
     expect(r.code).toBe(1);

@@ -57,10 +57,11 @@ export const CLIENT_ID_SHAPE = /^[A-Za-z0-9_-]{22}$/;
  * pino JSON lines to stderr when LOG_LEVEL is set; stdout stays the CLI's own.
  */
 export function auditLogger(env: NodeJS.ProcessEnv): Logger {
-  const level = env.LOG_LEVEL;
-  if (!level) return silentLogger;
-  if (level !== 'silent' && !(level in pino.levels.values)) {
-    throw new TypeError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')}, got ${JSON.stringify(level)}`);
+  if (!env.LOG_LEVEL) return silentLogger;
+  // in any case, as operators write it (DEBUG, Info): pino's names are lower case
+  const level = env.LOG_LEVEL.toLowerCase();
+  if (level !== 'silent' && !Object.hasOwn(pino.levels.values, level)) {
+    throw new TypeError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')}, got ${JSON.stringify(env.LOG_LEVEL)}`);
   }
   return pino({ name: 'client-credentials', level }, pino.destination(2));
 }
