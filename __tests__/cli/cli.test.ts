@@ -1075,6 +1075,28 @@ describe('bin/client-credentials.js', () => {
     60_000,
   );
 
+  (built && devFull ? test : test.skip)(
+    built ? 'with LOG_LEVEL set and stderr on /dev/full, create still ends (exit 0) and stores the client' : `SKIPPED: npm run build did not produce dist/lib/cli/main.js (${why})`,
+    () => {
+      const full = fs.openSync('/dev/full', 'w');
+      try {
+        const r = spawnSync(process.execPath, [bin, 'create', '--name', 'logged', '--json'], {
+          cwd: tmp,
+          encoding: 'utf8',
+          timeout: 15_000,
+          env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'info' },
+          stdio: ['ignore', 'pipe', full],
+        });
+        expect(r.signal).toBeNull();
+        expect(r.status).toBe(0);
+        expect(JSON.parse(r.stdout).name).toBe('logged');
+      } finally {
+        fs.closeSync(full);
+      }
+    },
+    30_000,
+  );
+
   test('the shim is executable and without dist prints a hint and exits 1', () => {
     expect(fs.readFileSync(bin, 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
     if (process.platform !== 'win32') expect(fs.statSync(bin).mode & 0o111).not.toBe(0);

@@ -63,7 +63,11 @@ export function auditLogger(env: NodeJS.ProcessEnv): Logger {
   if (level !== 'silent' && !Object.hasOwn(pino.levels.values, level)) {
     throw new TypeError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')}, got ${JSON.stringify(env.LOG_LEVEL)}`);
   }
-  return pino({ name: 'client-credentials', level }, pino.destination(2));
+  // synchronous, so every line is out before the process ends; a stderr that fails (a full disk) loses the lines
+  // but neither throws nor hangs the process (an asynchronous destination with a failing fd never lets it exit)
+  const destination = pino.destination({ dest: 2, sync: true });
+  destination.on('error', () => undefined);
+  return pino({ name: 'client-credentials', level }, destination);
 }
 
 /** Opens the store on first use only, so a usage error never creates a data folder or a connection. */
