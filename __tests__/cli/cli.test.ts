@@ -878,7 +878,7 @@ describe('errors', () => {
   });
 
   test.each([
-    [{ LOG_LEVEL: 'bogus' }, 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "bogus"'],
+    [{ LOG_LEVEL: 'bogus' }, 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent (any case), got "bogus"'],
     [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test', DATABASE_SCHEMA: 'bad-schema' }, 'Invalid PostgreSQL schema name "bad-schema" (DATABASE_SCHEMA'],
   ])('a bad environment %j: one line naming the variable, exit 2, nothing created', async (env, problem) => {
     const r = await cli(['list'], env);
@@ -888,7 +888,7 @@ describe('errors', () => {
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 
-  test.each([['DEBUG'], ['Info'], ['SILENT']])('LOG_LEVEL=%s is taken in any case, as the server takes it', async (level) => {
+  test.each([['DEBUG'], ['Info'], ['SILENT'], [' warn ']])('LOG_LEVEL=%s is taken in any case, as the server takes it', async (level) => {
     const r = await cli(['create', '--name', 'x', '--json'], { LOG_LEVEL: level });
     expect(r.code).toBe(0);
     expect(r.stderr).not.toContain('error:');

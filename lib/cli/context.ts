@@ -59,9 +59,9 @@ export const CLIENT_ID_SHAPE = /^[A-Za-z0-9_-]{22}$/;
 export function auditLogger(env: NodeJS.ProcessEnv): Logger {
   if (!env.LOG_LEVEL) return silentLogger;
   // in any case, as operators write it (DEBUG, Info): pino's names are lower case
-  const level = env.LOG_LEVEL.toLowerCase();
+  const level = env.LOG_LEVEL.trim().toLowerCase();
   if (level !== 'silent' && !Object.hasOwn(pino.levels.values, level)) {
-    throw new TypeError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')}, got ${JSON.stringify(env.LOG_LEVEL)}`);
+    throw new TypeError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')} (any case), got ${JSON.stringify(env.LOG_LEVEL)}`);
   }
   // synchronous, so every line is out before the process ends; a stderr that fails (a full disk) loses the lines
   // but neither throws nor hangs the process (an asynchronous destination with a failing fd never lets it exit)
