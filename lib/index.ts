@@ -7,7 +7,7 @@ export type { DpopMode } from './express/require-bearer';
 export type { AccessTokenAuth } from './core/verifier';
 export type { IssuerHealth } from './core/authorization-server';
 export type { AccessTokenClaims } from './core/issuer';
-export type { ClientInfo, IssuedCredentials, CreateClientInput, ClientService } from './core/clients';
+export type { ClientInfo, IssuedCredentials, CreateClientInput, ClientService, DeliverOptions } from './core/clients';
 export type { SigningAlgorithm, PublicJwk } from './core/keys';
 export type { RegisteredKeyClient, CreateKeyClientInput, ClientChanges, ClientUpdate } from './core/clients';
 export { signClientAssertion, CLIENT_ASSERTION_TYPE } from './jwt/client-assertion';

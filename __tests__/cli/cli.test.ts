@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -101,8 +101,8 @@ describe('top level', () => {
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 
-  test.each([['--help'], ['-h'], ['help']])('%s prints the usage on stdout and exits 0', async (flag) => {
-    const r = await cli([flag]);
+  test.each([[['--help']], [['-h']], [['help']], [['help', '--help']], [['help', '-h']]])('%j prints the usage on stdout and exits 0', async (args) => {
+    const r = await cli(args);
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
     expect(r.stdout).toContain('Usage: client-credentials <command>');
@@ -124,6 +124,12 @@ describe('top level', () => {
     const r = await cli(['--json']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/^error: expected a command before '--json'\n/);
+  });
+
+  test('help COMMAND --help is the help of COMMAND', async () => {
+    const r = await cli(['help', 'create', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('create --name NAME');
   });
 
   test('help for an unknown topic exits 2', async () => {
@@ -188,6 +194,26 @@ describe('create', () => {
     expect(hash.startsWith('hmac-sha256$')).toBe(true);
     expect(verifySecret(secret!, hash)).toBe(true);
     expect(await authenticates(clientId!, secret!)).toBe(true);
+  });
+
+  test('a name other active clients have: created all the same, with a one-line note naming them', async () => {
+    const first = await createJson('dup');
+    const warning = 'warning: the client secret is shown only now and cannot be recovered; store it safely.\n';
+    const second = await cli(['create', '--name', 'dup', '--json']);
+    expect(second.code).toBe(0);
+    const b = JSON.parse(second.stdout);
+    expect(b.name).toBe('dup');
+    expect(second.stderr).toBe(`${warning}note: another active client is named 'dup' too: ${first.client_id} (names are labels; the client_id tells clients apart)\n`);
+    const third = await cli(['create', '--name', 'dup']);
+    expect(third.code).toBe(0);
+    expect(third.stderr).toBe(`${warning}note: 2 other active clients are named 'dup' too: ${first.client_id}, ${b.client_id} (names are labels; the client_id tells clients apart)\n`);
+    // a revoked one is not named; a key-based create notes too
+    expect((await cli(['revoke', first.client_id])).code).toBe(0);
+    const keyed = await cli(['create', '--name', 'dup', '--auth', 'private_key_jwt', '--jwks-uri', 'https://keys.example.com/jwks.json']);
+    expect(keyed.code).toBe(0);
+    expect(keyed.stderr).toMatch(new RegExp(`^note: 2 other active clients are named 'dup' too: ${b.client_id}, \\S+ \\(`));
+    expect(keyed.stderr).not.toContain(first.client_id);
+    expect((await cli(['create', '--name', 'other'])).stderr).toBe(warning);
   });
 
   test('--json prints exactly one JSON object and nothing else on stdout', async () => {
@@ -284,6 +310,7 @@ describe('create', () => {
 
 describe('list', () => {
   test('with no clients', async () => {
+    await withStore(async () => undefined); // an empty store, as the server's first start leaves it
     const r = await cli(['list']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('No clients');
@@ -325,6 +352,28 @@ describe('list', () => {
   test('bad flags', async () => {
     expectUsageError(await cli(['list', '--all']), "unknown option '--all'", 'list');
     expectUsageError(await cli(['list', 'extra']), "unexpected argument 'extra'", 'list');
+  });
+});
+
+describe('read-only commands on a DATA_DIR without a store (a typo)', () => {
+  test.each([[['list']], [['list', '--json']], [['keys', 'list']], [['keys', 'list', '--json']], [['client-key', 'list', 'AAAAAAAAAAAAAAAAAAAAAA']]])(
+    '%j: exit 1, one line naming the path, nothing created',
+    async (args) => {
+      const r = await cli(args);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(
+        `error: no store in ${path.resolve(dataDir)}: there is no store.sqlite there (the server creates it at its first start, and 'client-credentials create' does too). Is DATA_DIR the server's?\n`,
+      );
+      expect(fs.existsSync(dataDir)).toBe(false);
+    },
+  );
+
+  test('once a store exists they read it; write commands still create one', async () => {
+    const made = await cli(['create', '--name', 'x']);
+    expect(made.code).toBe(0);
+    expect((await cli(['list'])).code).toBe(0);
+    expect((await cli(['keys', 'list'])).code).toBe(0);
   });
 });
 
@@ -542,6 +591,7 @@ interface ListedKey {
  * then, an hour later, which key is current. Only the clock is fake.
  */
 async function rotateWhilePending(env: NodeJS.ProcessEnv): Promise<void> {
+  if (!env.DATABASE_URL) await withStore(async () => undefined); // a store without keys, as the server's first start leaves it
   const list = async (): Promise<ListedKey[]> => {
     const r = await cli(['keys', 'list', '--json'], env);
     expect(r.code).toBe(0);
@@ -619,12 +669,15 @@ describe('keys', () => {
     retired_at: string | null;
   }
   const keysJson = async (env: NodeJS.ProcessEnv = {}): Promise<KeyRow[]> => {
+    // `keys list` reads an existing store only: start one as the server's first start does
+    if (!env.DATABASE_URL && !fs.existsSync(dataDir)) await withStore(async () => undefined);
     const r = await cli(['keys', 'list', '--json'], env);
     expect(r.code).toBe(0);
     return JSON.parse(r.stdout);
   };
 
   test('keys list creates the first key and shows it; --json shape', async () => {
+    await withStore(async () => undefined); // a store without keys, as the server's first start leaves it before its issuer signs
     const r = await cli(['keys', 'list']);
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
@@ -679,7 +732,8 @@ describe('keys', () => {
   });
 
   test('keys made inconsistent by an earlier version (a key retired before it activates, two unretired active keys): one current, and a rotation repairs them', async () => {
-    expect((await cli(['keys', 'list'])).code).toBe(0); // creates the store
+    await withStore(async () => undefined);
+    expect((await cli(['keys', 'list'])).code).toBe(0); // creates the first key
     const now = Date.now();
     const at = (ms: number) => new Date(now + ms);
     // what two rotations in a row used to leave: a still signing, b retired before it activates, c signing
@@ -824,7 +878,7 @@ describe('errors', () => {
   });
 
   test.each([
-    [{ LOG_LEVEL: 'bogus' }, 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, got "bogus"'],
+    [{ LOG_LEVEL: 'bogus' }, 'LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent (any case), got "bogus"'],
     [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test', DATABASE_SCHEMA: 'bad-schema' }, 'Invalid PostgreSQL schema name "bad-schema" (DATABASE_SCHEMA'],
   ])('a bad environment %j: one line naming the variable, exit 2, nothing created', async (env, problem) => {
     const r = await cli(['list'], env);
@@ -834,15 +888,21 @@ describe('errors', () => {
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 
+  test.each([['DEBUG'], ['Info'], ['SILENT'], [' warn ']])('LOG_LEVEL=%s is taken in any case, as the server takes it', async (level) => {
+    const r = await cli(['create', '--name', 'x', '--json'], { LOG_LEVEL: level });
+    expect(r.code).toBe(0);
+    expect(r.stderr).not.toContain('error:');
+  });
+
   test('a DATA_DIR that cannot be made (under /proc): one line, exit 1, at once', async () => {
-    const r = await cli(['list'], { DATA_DIR: '/proc/ecc-cannot-be-made/data' });
+    const r = await cli(['create', '--name', 'x'], { DATA_DIR: '/proc/ecc-cannot-be-made/data' });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: .*ENOENT.*\n$/);
   });
 
   test('anything unexpected: one line "error: <message>", exit 1, no stack trace', async () => {
     fs.writeFileSync(dataDir, 'not a folder');
-    const r = await cli(['list']);
+    const r = await cli(['create', '--name', 'x']);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^error: \S.*\n$/);
@@ -970,6 +1030,69 @@ describe('bin/client-credentials.js', () => {
       expect(r.status).toBe(1);
       expect(r.stdout).toBe('');
       expect(r.stderr).toMatch(/^error: PostgreSQL is unavailable: [^\n]+\n$/);
+    },
+    30_000,
+  );
+
+  /** Runs the bin with its stdout on `stdout`: a file descriptor, or 'closed' for a pipe whose reader is gone. */
+  const withStdout = (args: string[], stdout: number | 'closed'): Promise<{ status: number | null; stderr: string }> =>
+    new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [bin, ...args], { cwd: tmp, env: { ...process.env, DATA_DIR: dataDir }, stdio: ['ignore', stdout === 'closed' ? 'pipe' : stdout, 'pipe'] });
+      if (stdout === 'closed') child.stdout!.destroy(); // as `| (exec 0<&-; sleep 1)`: the reader closes before the CLI writes
+      let stderr = '';
+      child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+      child.on('error', reject);
+      child.on('close', (status) => resolve({ status, stderr }));
+    });
+  const devFull = process.platform === 'linux' && fs.existsSync('/dev/full');
+
+  (built && devFull ? test : test.skip)(
+    built ? 'rotate-secret and create into /dev/full (ENOSPC) or a closed pipe (EPIPE): exit 1, one line, nothing stored, no stack trace' : `SKIPPED: npm run build did not produce dist/lib/cli/main.js (${why})`,
+    async () => {
+      const c = JSON.parse(node([bin, 'create', '--name', 'victim', '--json'], { DATA_DIR: dataDir }).stdout);
+      const full = fs.openSync('/dev/full', 'w');
+      try {
+        for (const [stdout, code] of [[full, 'ENOSPC'], ['closed', 'EPIPE']] as const) {
+          for (const flags of [[], ['--json']]) {
+            const r = await withStdout(['rotate-secret', c.client_id, ...flags], stdout);
+            expect(r.status).toBe(1);
+            expect(r.stderr).toBe(`error: could not write the new secret to stdout (${code}): nothing was changed, the old secret still works\n`);
+            const made = await withStdout(['create', '--name', 'lost', ...flags], stdout);
+            expect(made.status).toBe(1);
+            expect(made.stderr).toBe(`error: could not write the new client's secret to stdout (${code}): nothing was changed, no client was created\n`);
+          }
+        }
+        const listed = await withStdout(['list'], full);
+        expect(listed.status).toBe(1);
+        expect(listed.stderr).toBe('error: could not write to stdout (ENOSPC); the output is incomplete\n');
+      } finally {
+        fs.closeSync(full);
+      }
+      expect(await authenticates(c.client_id, c.client_secret)).toBe(true);
+      const clients = JSON.parse(node([bin, 'list', '--json'], { DATA_DIR: dataDir }).stdout);
+      expect(clients.map((x: { client_id: string; active_secrets: number }) => [x.client_id, x.active_secrets])).toEqual([[c.client_id, 1]]);
+    },
+    60_000,
+  );
+
+  (built && devFull ? test : test.skip)(
+    built ? 'with LOG_LEVEL set and stderr on /dev/full, create still ends (exit 0) and stores the client' : `SKIPPED: npm run build did not produce dist/lib/cli/main.js (${why})`,
+    () => {
+      const full = fs.openSync('/dev/full', 'w');
+      try {
+        const r = spawnSync(process.execPath, [bin, 'create', '--name', 'logged', '--json'], {
+          cwd: tmp,
+          encoding: 'utf8',
+          timeout: 15_000,
+          env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'info' },
+          stdio: ['ignore', 'pipe', full],
+        });
+        expect(r.signal).toBeNull();
+        expect(r.status).toBe(0);
+        expect(JSON.parse(r.stdout).name).toBe('logged');
+      } finally {
+        fs.closeSync(full);
+      }
     },
     30_000,
   );

@@ -25,6 +25,13 @@ function expectRefused(r: Run, problem: string | RegExp): void {
   else expect(lines[0]).toMatch(problem);
 }
 
+/** A refusal that depends on stored state: exit 1, one line, no pointer to the help. */
+function expectStateError(r: Run, line: string): void {
+  expect(r.code).toBe(1);
+  expect(r.stdout).toBe('');
+  expect(r.stderr).toBe(`${line}\n`);
+}
+
 function writeJson(name: string, value: unknown): string {
   const file = path.join(dirs.tmp, name);
   fs.writeFileSync(file, JSON.stringify(value));
@@ -81,7 +88,7 @@ describe('create --auth private_key_jwt --generate-key', () => {
     const out = writeJson('exists.json', { keep: true });
     expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--generate-key', '--out', out]), 'exists already');
     expect(JSON.parse(fs.readFileSync(out, 'utf8'))).toEqual({ keep: true });
-    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toEqual([]);
+    expect(fs.existsSync(dirs.dataDir)).toBe(false); // no client, not even a store
   });
 });
 
@@ -123,7 +130,7 @@ describe('create --auth private_key_jwt --jwks', () => {
     ['more than 8 keys', () => ({ keys: Array.from({ length: 9 }, (_, i) => ecPair(`k${i}`).pub) }), 'at most 8 keys'],
   ])('refuses %s with one line and exit 2', async (_name, make, problem) => {
     expectRefused(await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', make())]), problem);
-    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toEqual([]);
+    expect(fs.existsSync(dirs.dataDir)).toBe(false); // no client, not even a store
   });
 
   it('refuses both --jwks and --jwks-uri, and key flags without --auth private_key_jwt', async () => {
@@ -188,11 +195,19 @@ describe('client-key add | remove | list', () => {
   it('refuses a duplicate kid, a key it has already, a private key and a secret-based client', async () => {
     const k = ecPair('k');
     const clientId = JSON.parse((await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', k.pub), '--json'])).stdout).client_id;
-    expectRefused(await cli(['client-key', 'add', clientId, writeJson('dup.json', ecPair('k').pub)]), 'kid "k" already');
+    // these depend on the client's keys, not on the command line: exit 1, as other state errors
+    expectStateError(await cli(['client-key', 'add', clientId, writeJson('dup.json', ecPair('k').pub)]), `error: client ${clientId} has a key with kid "k" already`);
     // the same key again under a new kid: a "rotation" that rotates nothing
-    expectRefused(await cli(['client-key', 'add', clientId, writeJson('same.json', { ...k.pub, kid: 'k2' })]), 'has this public key already (kid "k"): a new key needs a new key pair');
+    expectStateError(
+      await cli(['client-key', 'add', clientId, writeJson('same.json', { ...k.pub, kid: 'k2' })]),
+      `error: client ${clientId} has this public key already (kid "k"): a new key needs a new key pair`,
+    );
     expect(JSON.parse((await cli(['client-key', 'list', clientId, '--json'])).stdout).map((row: { kid: string }) => row.kid)).toEqual(['k']);
     expectRefused(await cli(['client-key', 'add', clientId, writeJson('priv.json', ecPair('p').priv)]), 'private member');
+    const full = JSON.parse(
+      (await cli(['create', '--name', 'full', '--auth', 'private_key_jwt', '--jwks', writeJson('full.json', { keys: Array.from({ length: 8 }, (_, i) => ecPair(`f${i}`).pub) }), '--json'])).stdout,
+    ).client_id;
+    expectStateError(await cli(['client-key', 'add', full, writeJson('ninth.json', ecPair('f8').pub)]), `error: client ${full} has 8 keys already; remove one first`);
     const secretClient = JSON.parse((await cli(['create', '--name', 'plain', '--json'])).stdout).client_id;
     const r = await cli(['client-key', 'add', secretClient, writeJson('x.json', ecPair('x').pub)]);
     expect(r.code).toBe(1);

@@ -5,11 +5,26 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import type { JsonWebKey } from '../jwt/jwk';
-import { closeSync, constants, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
-import { checkClientKeys } from '../core/clients';
+import { closeSync, constants, fsyncSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { checkClientKeys, type RegisteredKeyClient } from '../core/clients';
 import { jwkThumbprint } from '../jwt/thumbprint';
 import { CommandError, UsageError, parseCommand } from './args';
-import { CLIENT_ID_SHAPE, activeClient, clientPolicy, policyJson, policyLines, printable, quoted, services, table, withHelp, type Context, type Handler } from './context';
+import {
+  CLIENT_ID_SHAPE,
+  activeClient,
+  clientPolicy,
+  deliverFirst,
+  noteSameName,
+  policyJson,
+  policyLines,
+  printable,
+  quoted,
+  services,
+  table,
+  withHelp,
+  type Context,
+  type Handler,
+} from './context';
 import { HELP } from './help';
 
 /** Reads a JWK Set or one JWK from `path`; a missing file or bad JSON is a usage error of `command`. */
@@ -40,7 +55,11 @@ function checked(input: unknown, command: string, ctx?: Context): ReturnType<typ
   }
 }
 
-/** Writes `text` to a new file with mode 0600; refuses an existing file. */
+/**
+ * Writes `text` to a new file with mode 0600 and syncs it to disk; refuses
+ * an existing file. A write that fails (a full disk) removes the file: no
+ * client is created then, and a retry finds no half-written file in its way.
+ */
 function writePrivateFile(path: string, text: string): void {
   let fd: number;
   try {
@@ -51,10 +70,15 @@ function writePrivateFile(path: string, text: string): void {
     throw new UsageError(`cannot create ${quoted(path)}: ${code ?? 'error'}`, 'create');
   }
   try {
-    writeSync(fd, text);
-  } finally {
+    const bytes = Buffer.from(text);
+    for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
+    fsyncSync(fd);
+  } catch (err) {
     closeSync(fd);
+    rmSync(path, { force: true });
+    throw new CommandError(`cannot write the private key to ${quoted(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'}): nothing was changed, no client was created`);
   }
+  closeSync(fd);
 }
 
 interface KeyClientFlags {
@@ -94,22 +118,32 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
     keys = checked(readJwkFile(values.jwks!, 'create'), 'create', ctx);
   }
 
-  let created;
+  const service = services(ctx);
+  // the client is stored only once stdout took its client_id; with a generated key, the key file is written (and synced) before
+  const removed = outFile ? `, and the key file ${quoted(outFile)} was removed` : '';
+  let created: RegisteredKeyClient;
   try {
-    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwks: { keys }, ...clientPolicy(values) });
+    created = await deliverFirst(
+      ctx,
+      (c: RegisteredKeyClient) => {
+        const kids = c.keys.map((k) => k.kid);
+        const scopeText = c.scopes.join(' ');
+        if (values.json) {
+          const base = { client_id: c.clientId, name: c.name, scope: scopeText, auth: 'private_key_jwt', ...policyJson(clientPolicy(values)) };
+          ctx.out(JSON.stringify(outFile ? { ...base, kid: kids[0] } : { ...base, kids }));
+          return;
+        }
+        printKeyClient(ctx, c, scopeText, `  kids:       ${kids.map(printable).join(', ')}`, values);
+        if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
+      },
+      (deliver) => service.create({ name, scopes: scope, authMethod: 'private_key_jwt', jwks: { keys }, ...clientPolicy(values) }, { deliver }),
+      { what: 'the new client', unsent: `nothing was changed, no client was created${removed}`, unstored: `the client printed above was NOT created${removed}` },
+    );
   } catch (err) {
     if (outFile) rmSync(outFile, { force: true }); // no client: the key file would be an orphan
     throw err;
   }
-  const kids = created.keys.map((k) => k.kid);
-  const scopeText = created.scopes.join(' ');
-  if (values.json) {
-    const base = { client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt', ...policyJson(clientPolicy(values)) };
-    ctx.out(JSON.stringify(outFile ? { ...base, kid: kids[0] } : { ...base, kids }));
-    return 0;
-  }
-  printKeyClient(ctx, created, scopeText, `  kids:       ${kids.map(printable).join(', ')}`, values);
-  if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
+  await noteSameName(ctx, service, created);
   return 0;
 }
 
@@ -125,20 +159,28 @@ function printKeyClient(ctx: Context, created: { clientId: string; name: string 
 }
 
 async function createRemoteKeyClient(ctx: Context, name: string, scope: string | undefined, jwksUri: string, values: KeyClientFlags): Promise<number> {
-  const json = values.json === true;
-  let created;
+  const service = services(ctx);
+  let created: RegisteredKeyClient;
   try {
-    created = await services(ctx).create({ name, scopes: scope, authMethod: 'private_key_jwt', jwksUri, ...clientPolicy(values) });
+    // the client is stored only once stdout took its client_id
+    created = await deliverFirst(
+      ctx,
+      (c: RegisteredKeyClient) => {
+        const scopeText = c.scopes.join(' ');
+        if (values.json) {
+          ctx.out(JSON.stringify({ client_id: c.clientId, name: c.name, scope: scopeText, auth: 'private_key_jwt', jwks_uri: c.jwksUri, ...policyJson(clientPolicy(values)) }));
+          return;
+        }
+        printKeyClient(ctx, c, scopeText, `  jwks_uri:   ${printable(c.jwksUri ?? '')}`, values);
+      },
+      (deliver) => service.create({ name, scopes: scope, authMethod: 'private_key_jwt', jwksUri, ...clientPolicy(values) }, { deliver }),
+      { what: 'the new client', unsent: 'nothing was changed, no client was created', unstored: 'the client printed above was NOT created' },
+    );
   } catch (err) {
     if (err instanceof TypeError) throw new UsageError(err.message, 'create');
     throw err;
   }
-  const scopeText = created.scopes.join(' ');
-  if (json) {
-    ctx.out(JSON.stringify({ client_id: created.clientId, name: created.name, scope: scopeText, auth: 'private_key_jwt', jwks_uri: created.jwksUri, ...policyJson(clientPolicy(values)) }));
-    return 0;
-  }
-  printKeyClient(ctx, created, scopeText, `  jwks_uri:   ${printable(created.jwksUri ?? '')}`, values);
+  await noteSameName(ctx, service, created);
   return 0;
 }
 
@@ -157,7 +199,8 @@ const keyAdd: Handler = async (args, ctx) => {
   try {
     added = await service.addKey(clientId, key);
   } catch (err) {
-    if (err instanceof TypeError) throw new UsageError(err.message, 'client-key add');
+    // the key itself was checked above: what is left depends on the client's keys (a kid or key it has, a full set), not on the command line
+    if (err instanceof TypeError) throw new CommandError(err.message);
     throw err;
   }
   if (!added) throw new CommandError(`client ${quoted(clientId)} is unknown, revoked or not key-based`);
@@ -182,6 +225,7 @@ const keyRemove: Handler = async (args, ctx) => {
 const keyList: Handler = async (args, ctx) => {
   const { values, positionals } = parseCommand('client-key list', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE });
   const [clientId] = positionals;
+  ctx.stores.readOnly = true;
   const keys = await services(ctx).listKeys(clientId);
   if (!keys) throw new CommandError(`no client with id ${quoted(clientId)}`);
   const rows = keys.map((k) => ({ kid: k.kid, kty: k.kty, alg: String(k.alg ?? ''), crv: typeof k.crv === 'string' ? k.crv : null }));

@@ -1,10 +1,24 @@
 /** `create`, `list`, `update`, `revoke`, `revoke-tokens`, `rotate-secret`: the client commands. */
-import type { ClientChanges, ClientUpdate } from '../core/clients';
+import type { ClientChanges, ClientUpdate, IssuedCredentials } from '../core/clients';
 import { isScopeToken } from '../core/scope';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { createKeyClient } from './client-keys';
 import { BIN } from './help';
-import { CLIENT_ID_SHAPE, activeClient, clientPolicy, iso, policyJson, policyLines, printable, quoted, services, table, type Handler } from './context';
+import {
+  CLIENT_ID_SHAPE,
+  activeClient,
+  clientPolicy,
+  deliverFirst,
+  iso,
+  noteSameName,
+  policyJson,
+  policyLines,
+  printable,
+  quoted,
+  services,
+  table,
+  type Handler,
+} from './context';
 
 const SECRET_WARNING = 'warning: the client secret is shown only now and cannot be recovered; store it safely.';
 
@@ -42,24 +56,39 @@ export const create: Handler = async (args, ctx) => {
     if (values[flag] !== undefined) throw new UsageError(`--${flag} goes with --auth private_key_jwt`, 'create');
   }
   const policy = clientPolicy(values);
-  const created = await services(ctx).create({ name: values.name, scopes: scope, ...policy });
-  const scopeText = created.scopes.join(' ');
-  if (values.json) {
-    ctx.out(JSON.stringify({ client_id: created.clientId, client_secret: created.clientSecret, name: created.name, scope: scopeText, ...policyJson(policy) }));
-  } else {
-    ctx.out('Client created.');
-    ctx.out(`  client_id:     ${created.clientId}`);
-    ctx.out(`  client_secret: ${created.clientSecret}`);
-    ctx.out(`  name:          ${printable(created.name)}`);
-    ctx.out(`  scope:         ${scopeText || '(none)'}`);
-    for (const line of policyLines(policy, 15)) ctx.out(line);
-  }
+  const service = services(ctx);
+  const input = { name: values.name, scopes: scope, ...policy };
+  // the client is stored only once stdout took its secret
+  const created = await deliverFirst(
+    ctx,
+    (c: IssuedCredentials) => {
+      const scopeText = c.scopes.join(' ');
+      if (values.json) {
+        ctx.out(JSON.stringify({ client_id: c.clientId, client_secret: c.clientSecret, name: c.name, scope: scopeText, ...policyJson(policy) }));
+        return;
+      }
+      ctx.out('Client created.');
+      ctx.out(`  client_id:     ${c.clientId}`);
+      ctx.out(`  client_secret: ${c.clientSecret}`);
+      ctx.out(`  name:          ${printable(c.name)}`);
+      ctx.out(`  scope:         ${scopeText || '(none)'}`);
+      for (const line of policyLines(policy, 15)) ctx.out(line);
+    },
+    (deliver) => service.create(input, { deliver }),
+    {
+      what: "the new client's secret",
+      unsent: 'nothing was changed, no client was created',
+      unstored: 'the client printed above was NOT created: its secret does not work',
+    },
+  );
   ctx.err(SECRET_WARNING);
+  await noteSameName(ctx, service, created);
   return 0;
 };
 
 export const list: Handler = async (args, ctx) => {
   const { values } = parseCommand('list', args, { json: { type: 'boolean' } });
+  ctx.stores.readOnly = true;
   const clients = await services(ctx).list();
   if (values.json) {
     ctx.out(
@@ -135,19 +164,33 @@ export const rotateSecret: Handler = async (args, ctx) => {
   const keepOld = values['keep-old'] === undefined ? 0 : parseDuration(values['keep-old'], '--keep-old', 'rotate-secret', MAX_KEEP_OLD);
   const service = services(ctx);
   await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot get a new secret`);
-  const rotated = await service.rotateSecret(clientId, { keepOldFor: keepOld });
-  if (!rotated) throw new CommandError(`client ${quoted(clientId)} is unknown or revoked`);
-  if (values.json) {
-    ctx.out(JSON.stringify({ client_id: rotated.clientId, client_secret: rotated.clientSecret }));
-  } else {
-    ctx.out(`New secret for client ${rotated.clientId}:`);
-    ctx.out(`  client_secret: ${rotated.clientSecret}`);
-    ctx.out(
-      keepOld > 0
-        ? `The previous secret keeps working for ${formatDuration(keepOld)}, until ${iso(Date.now() + keepOld * 1000)}.`
-        : 'The previous secret no longer works.',
-    );
-  }
+  // the new secret is stored, and the old one ended, only once stdout took the new one
+  await deliverFirst(
+    ctx,
+    (rotated: { clientId: string; clientSecret: string }) => {
+      if (values.json) {
+        ctx.out(JSON.stringify({ client_id: rotated.clientId, client_secret: rotated.clientSecret }));
+        return;
+      }
+      ctx.out(`New secret for client ${rotated.clientId}:`);
+      ctx.out(`  client_secret: ${rotated.clientSecret}`);
+      ctx.out(
+        keepOld > 0
+          ? `The previous secret keeps working for ${formatDuration(keepOld)}, until ${iso(Date.now() + keepOld * 1000)}.`
+          : 'The previous secret no longer works.',
+      );
+    },
+    async (deliver) => {
+      const rotated = await service.rotateSecret(clientId, { keepOldFor: keepOld, deliver });
+      if (!rotated) throw new CommandError(`client ${quoted(clientId)} is unknown or revoked`);
+      return rotated;
+    },
+    {
+      what: 'the new secret',
+      unsent: 'nothing was changed, the old secret still works',
+      unstored: 'the secret printed above was NOT stored: nothing was changed, the old secret still works',
+    },
+  );
   ctx.err(SECRET_WARNING);
   return 0;
 };

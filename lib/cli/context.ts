@@ -11,12 +11,19 @@ import { silentLogger, type Logger } from '../logger';
 import { openStore } from '../stores/open';
 import type { KeyStore, Store } from '../stores/types';
 import { CommandError, wantsHelp } from './args';
-import { HELP } from './help';
+import { BIN, HELP } from './help';
 
 export interface CliIo {
   stdout: (s: string) => void;
   stderr: (s: string) => void;
   env: NodeJS.ProcessEnv;
+  /**
+   * Resolves once everything written to stdout so far was accepted (by the
+   * terminal, the pipe or the file); rejects with the write's error (EPIPE:
+   * the reader is gone, ENOSPC: the disk is full). Without it, a write is
+   * done when stdout() returns, and fails when it throws.
+   */
+  flush?: () => Promise<void>;
 }
 
 export interface Context {
@@ -24,6 +31,21 @@ export interface Context {
   out: (line?: string) => void;
   err: (line?: string) => void;
   stores: LazyStore;
+  /** Waits until stdout took everything printed so far; throws an OutputError when it could not. */
+  delivered: () => Promise<void>;
+}
+
+/** stdout did not take the output: a closed pipe (EPIPE), a full disk (ENOSPC). */
+export class OutputError extends Error {
+  /** The write's error code, e.g. `EPIPE`, `ENOSPC`. */
+  readonly code: string;
+
+  constructor(cause: unknown) {
+    const code = typeof (cause as { code?: unknown })?.code === 'string' ? (cause as { code: string }).code : 'error';
+    super(`could not write to stdout (${code})`, { cause });
+    this.name = 'OutputError';
+    this.code = code;
+  }
 }
 
 export type Handler = (args: string[], ctx: Context) => Promise<number>;
@@ -36,12 +58,17 @@ export const CLIENT_ID_SHAPE = /^[A-Za-z0-9_-]{22}$/;
  * pino JSON lines to stderr when LOG_LEVEL is set; stdout stays the CLI's own.
  */
 export function auditLogger(env: NodeJS.ProcessEnv): Logger {
-  const level = env.LOG_LEVEL;
-  if (!level) return silentLogger;
-  if (level !== 'silent' && !(level in pino.levels.values)) {
-    throw new TypeError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')}, got ${JSON.stringify(level)}`);
+  if (!env.LOG_LEVEL) return silentLogger;
+  // in any case, as operators write it (DEBUG, Info): pino's names are lower case
+  const level = env.LOG_LEVEL.trim().toLowerCase();
+  if (level !== 'silent' && !Object.hasOwn(pino.levels.values, level)) {
+    throw new TypeError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), 'silent'].join(', ')} (any case), got ${JSON.stringify(env.LOG_LEVEL)}`);
   }
-  return pino({ name: 'client-credentials', level }, pino.destination(2));
+  // synchronous, so every line is out before the process ends; a stderr that fails (a full disk) loses the lines
+  // but neither throws nor hangs the process (an asynchronous destination with a failing fd never lets it exit)
+  const destination = pino.destination({ dest: 2, sync: true });
+  destination.on('error', () => undefined);
+  return pino({ name: 'client-credentials', level }, destination);
 }
 
 /** Opens the store on first use only, so a usage error never creates a data folder or a connection. */
@@ -58,11 +85,23 @@ export class LazyStore {
   /** Whether a command that finds no embedded store says so (every command but `create`, which starts one on purpose). */
   expectsStore = true;
 
+  /**
+   * A command that only reads (`list`, `keys list`, `client-key list`): on
+   * an embedded store that does not exist (a mistyped DATA_DIR) it fails,
+   * creating nothing, instead of showing an empty store it made.
+   */
+  readOnly = false;
+
   get = (): Promise<Store> => {
     if (this.opening) return this.opening;
     const databaseUrl = this.env.DATABASE_URL || undefined;
     const dataDir = this.env.DATA_DIR || './data';
     const fresh = databaseUrl === undefined && !existsSync(join(dataDir, 'store.sqlite'));
+    if (fresh && this.readOnly) {
+      return Promise.reject(
+        new CommandError(`no store in ${resolve(dataDir)}: there is no store.sqlite there (the server creates it at its first start, and '${BIN} create' does too). Is DATA_DIR the server's?`),
+      );
+    }
     this.opening = openStore({ databaseUrl, schema: this.env.DATABASE_SCHEMA || undefined, dataDir });
     if (fresh && this.expectsStore) {
       // a mistyped DATA_DIR, or the CLI run in another folder than the server: every client would look unknown
@@ -202,6 +241,45 @@ export async function activeClient(service: ClientService, clientId: string, whe
   if (!client) throw new CommandError(`no client with id ${quoted(clientId)}`);
   if (client.revokedAt) throw new CommandError(whenRevoked(iso(client.revokedAt)));
   return client;
+}
+
+/**
+ * Shows new credentials and stores them only once stdout took them, through
+ * a core call that takes a `deliver` callback (create, rotateSecret). When
+ * stdout fails, nothing is stored and the error says so (`unsent`); when
+ * the store fails after the output went out, the error says that what was
+ * printed was not stored (`unstored`). Both are CommandErrors (exit 1).
+ */
+export async function deliverFirst<T, R>(
+  ctx: Context,
+  show: (created: T) => void,
+  commit: (deliver: (created: T) => Promise<void>) => Promise<R>,
+  said: { what: string; unsent: string; unstored: string },
+): Promise<R> {
+  let sent = false;
+  try {
+    return await commit(async (created) => {
+      show(created);
+      await ctx.delivered();
+      sent = true;
+    });
+  } catch (err) {
+    if (err instanceof OutputError) throw new CommandError(`could not write ${said.what} to stdout (${err.code}): ${said.unsent}`);
+    if (!sent) throw err;
+    throw new CommandError(`${oneLine(err instanceof Error ? err.message : String(err))}; ${said.unstored}`);
+  }
+}
+
+/** After a create: a note on stderr naming the other active clients of the same name (names are labels, not ids). */
+export async function noteSameName(ctx: Context, service: ClientService, created: { clientId: string; name: string }): Promise<void> {
+  let same: string[];
+  try {
+    same = (await service.list()).filter((c) => c.clientId !== created.clientId && !c.revokedAt && c.name === created.name).map((c) => c.clientId);
+  } catch {
+    return; // the client is created; the note is a courtesy
+  }
+  if (same.length === 0) return;
+  ctx.err(`note: ${same.length === 1 ? 'another active client is' : `${same.length} other active clients are`} named ${quoted(created.name)} too: ${same.join(', ')} (names are labels; the client_id tells clients apart)`);
 }
 
 /** `--help` / `-h` anywhere (before `--`) shows the command's help, whatever else is there. */

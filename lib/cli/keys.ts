@@ -66,6 +66,7 @@ async function loadKeyRing(ctx: Context, settings: KeySettings, load = true): Pr
 const keysList: Handler = async (args, ctx) => {
   const { values } = parseCommand('keys list', args, { json: { type: 'boolean' } });
   const settings = keySettings(ctx.io.env, 'keys list');
+  ctx.stores.readOnly = true;
   const ring = await loadKeyRing(ctx, settings);
   const now = Date.now();
   const keys = ring.list().map((k, _, all) => ({

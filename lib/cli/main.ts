@@ -6,14 +6,15 @@
 import { UsageError } from './args';
 import { clientKey } from './client-keys';
 import { create, list, revoke, revokeTokens, rotateSecret, update } from './clients';
-import { LazyStore, oneLine, quoted, withHelp, type CliIo, type Context, type Handler } from './context';
+import { LazyStore, OutputError, oneLine, quoted, withHelp, type CliIo, type Context, type Handler } from './context';
 import { HELP, helpPointer } from './help';
 import { keys } from './keys';
 
 export type { CliIo } from './context';
 
 const help: Handler = async (args, ctx) => {
-  const topic = args.join(' ');
+  // `help --help`, `help create -h`: the help they name
+  const topic = args.filter((a) => a !== '--help' && a !== '-h').join(' ');
   if (!Object.hasOwn(HELP, topic)) {
     ctx.err(`error: no help for ${quoted(topic)}`);
     ctx.err();
@@ -61,11 +62,25 @@ async function dispatch(argv: string[], ctx: Context): Promise<number> {
  * store error), 2 usage error (bad flags, bad values, bad environment).
  */
 export async function main(argv: string[], io: CliIo): Promise<number> {
+  // the first failure of stdout; later writes are dropped
+  let outputFailure: { error: unknown } | undefined;
+  const stdout = (s: string): void => {
+    if (outputFailure) return;
+    try {
+      io.stdout(s);
+    } catch (error) {
+      outputFailure = { error };
+    }
+  };
   const ctx: Context = {
-    io,
-    out: (line = '') => io.stdout(`${line}\n`),
+    io: { ...io, stdout },
+    out: (line = '') => stdout(`${line}\n`),
     err: (line = '') => io.stderr(`${line}\n`),
     stores: new LazyStore(io.env, (line) => io.stderr(`${line}\n`)),
+    delivered: async () => {
+      if (!outputFailure) await io.flush?.().catch((error: unknown) => void (outputFailure = { error }));
+      if (outputFailure) throw new OutputError(outputFailure.error);
+    },
   };
   let code: number;
   try {
@@ -78,6 +93,14 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     await ctx.stores.close();
   } catch (error) {
     return report(error, ctx);
+  }
+  try {
+    await ctx.delivered();
+  } catch (error) {
+    // a reader that stopped reading (`list | head`) is not an error, as for any Unix tool; a full disk is
+    if ((error as OutputError).code === 'EPIPE') return code;
+    ctx.err(`error: ${(error as OutputError).message}; the output is incomplete`);
+    return code || 1;
   }
   return code;
 }
@@ -93,18 +116,47 @@ function report(error: unknown, ctx: Context): number {
   return error instanceof TypeError ? 2 : 1;
 }
 
+/**
+ * Writes to `stream`, keeping its first error (EPIPE, ENOSPC) instead of
+ * throwing it; `flush` waits until every write so far was accepted and
+ * rejects with that error.
+ */
+function streamWriter(stream: NodeJS.WriteStream): { write: (s: string) => void; flush: () => Promise<void> } {
+  let failure: { error: unknown } | undefined;
+  let last = Promise.resolve();
+  stream.on('error', (error) => void (failure ??= { error }));
+  return {
+    write(s) {
+      if (failure) return;
+      last = new Promise((resolve) => {
+        try {
+          stream.write(s, (error) => {
+            if (error) failure ??= { error };
+            resolve();
+          });
+        } catch (error) {
+          failure ??= { error };
+          resolve();
+        }
+      });
+    },
+    async flush() {
+      await last;
+      if (failure) throw failure.error;
+    },
+  };
+}
+
 /** Entry point of `bin/client-credentials.js`. */
 export async function run(): Promise<void> {
-  // `client-credentials list | head` closes the pipe early: not an error
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EPIPE') throw err;
-    });
-  }
+  // an output error is never thrown (no stack trace): main() reports stdout's, stderr's cannot be reported
+  const stdout = streamWriter(process.stdout);
+  const stderr = streamWriter(process.stderr);
   try {
     process.exitCode = await main(process.argv.slice(2), {
-      stdout: (s) => process.stdout.write(s),
-      stderr: (s) => process.stderr.write(s),
+      stdout: stdout.write,
+      stderr: stderr.write,
+      flush: stdout.flush,
       env: process.env,
     });
   } catch (err) {

@@ -163,6 +163,16 @@ export function checkClientKeys(input: unknown, skipped?: (index: number, reason
   return keys;
 }
 
+/**
+ * `deliver(created)`: hands new credentials (a secret, a client id) to
+ * whoever needs them before they are stored. They are stored only once it
+ * resolves, so a secret whose delivery failed (a closed pipe, a full disk)
+ * never works and never replaces the one in use.
+ */
+export interface DeliverOptions<T> {
+  deliver?: (created: T) => Promise<void>;
+}
+
 /** Fresh credentials; the only moment the secret exists in clear. */
 export interface IssuedCredentials {
   clientId: string;
@@ -319,9 +329,19 @@ export class ClientService {
       );
   }
 
-  create(input: CreateKeyClientInput): Promise<RegisteredKeyClient>;
-  create(input: CreateClientInput): Promise<IssuedCredentials>;
-  async create(input: CreateClientInput | CreateKeyClientInput): Promise<IssuedCredentials | RegisteredKeyClient> {
+  /**
+   * Registers a client. With `options.deliver`, the new client (its secret
+   * included) is handed to it before anything is stored, and stored only once
+   * it resolves: a secret nobody received is never stored. A rejection
+   * stores nothing and is rethrown.
+   */
+  create(input: CreateKeyClientInput, options?: DeliverOptions<RegisteredKeyClient>): Promise<RegisteredKeyClient>;
+  create(input: CreateClientInput, options?: DeliverOptions<IssuedCredentials>): Promise<IssuedCredentials>;
+  async create(
+    input: CreateClientInput | CreateKeyClientInput,
+    options: DeliverOptions<IssuedCredentials> | DeliverOptions<RegisteredKeyClient> = {},
+  ): Promise<IssuedCredentials | RegisteredKeyClient> {
+    const deliver = (options.deliver ?? (async () => undefined)) as (client: IssuedCredentials | RegisteredKeyClient) => Promise<void>;
     const authMethod = (input as { authMethod?: unknown } | undefined)?.authMethod ?? 'client_secret';
     if (authMethod !== 'client_secret' && authMethod !== 'private_key_jwt') {
       throw new TypeError(`authMethod must be client_secret or private_key_jwt, got ${JSON.stringify(authMethod)}`);
@@ -346,25 +366,31 @@ export class ClientService {
     const clientId = generateClientId();
     const common = { clientId, name, scopes, grantTypes, createdAt, permissions, requireDpop, resources };
     if (jwksUri !== undefined) {
+      const created: RegisteredKeyClient = { clientId, name, scopes, authMethod: 'private_key_jwt', keys: [], jwksUri };
+      await deliver(created);
       await store.createClient({ ...common, secret: null, authMethod: 'private_key_jwt', jwks: null, jwksUri });
       this.logger.info({ event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', jwks_uri: jwksUri }, 'client created');
-      return { clientId, name, scopes, authMethod: 'private_key_jwt', keys: [], jwksUri };
+      return created;
     }
     if (keys) {
+      const created: RegisteredKeyClient = { clientId, name, scopes, authMethod: 'private_key_jwt', keys, jwksUri: null };
+      await deliver(created);
       await store.createClient({ ...common, secret: null, authMethod: 'private_key_jwt', jwks: { keys } });
       this.logger.info(
         { event: 'client.created', client_id: clientId, scope: scopes.join(' '), auth_method: 'private_key_jwt', kids: keys.map((k) => k.kid) },
         'client created',
       );
-      return { clientId, name, scopes, authMethod: 'private_key_jwt', keys, jwksUri: null };
+      return created;
     }
     const clientSecret = generateSecret();
+    const created: IssuedCredentials = { clientId, clientSecret, name, scopes };
+    await deliver(created);
     await store.createClient({
       ...common,
       secret: { hash: hashSecret(clientSecret), createdAt, expiresAt: null },
     });
     this.logger.info({ event: 'client.created', client_id: clientId, scope: scopes.join(' ') }, 'client created');
-    return { clientId, clientSecret, name, scopes };
+    return created;
   }
 
   async list(): Promise<ClientInfo[]> {
@@ -409,9 +435,14 @@ export class ClientService {
   /**
    * Gives the client a new secret. The old ones keep working for
    * `keepOldFor` seconds (default 0: they end now). `null` when the client is
-   * unknown or revoked.
+   * unknown or revoked. With `deliver`, as in create(): the new secret is
+   * stored (and the old ones ended) only once `deliver` resolved; a rejection
+   * changes nothing and is rethrown.
    */
-  async rotateSecret(clientId: string, options: { keepOldFor?: number } = {}): Promise<{ clientId: string; clientSecret: string } | null> {
+  async rotateSecret(
+    clientId: string,
+    options: { keepOldFor?: number } & DeliverOptions<{ clientId: string; clientSecret: string }> = {},
+  ): Promise<{ clientId: string; clientSecret: string } | null> {
     const keepOldFor = options.keepOldFor ?? 0;
     if (typeof keepOldFor !== 'number' || !Number.isFinite(keepOldFor) || keepOldFor < 0) {
       throw new TypeError('keepOldFor must be a number of seconds, 0 or more');
@@ -422,6 +453,7 @@ export class ClientService {
     }
     const now = this.now();
     const clientSecret = generateSecret();
+    await options.deliver?.({ clientId, clientSecret });
     const ok = await store.rotateSecret(
       clientId,
       { hash: hashSecret(clientSecret), createdAt: new Date(now), expiresAt: null },
