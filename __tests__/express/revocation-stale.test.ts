@@ -17,10 +17,14 @@ import { fetchToken } from '../helpers/tokens';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The embedded store, with its revocation reads failing while `down` (as a store that cannot be reached). */
-async function cuttableStore(dataDir: string): Promise<{ store: Store; cut(down: boolean): void }> {
+async function cuttableStore(dataDir: string, failAfterMs = 0): Promise<{ store: Store; cut(down: boolean): void }> {
   const inner = await openEmbeddedStore({ dataDir });
   let down = false;
-  const fail = () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
+  // after failAfterMs: as a store that does not answer until its query timeout
+  const fail = () =>
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })), failAfterMs),
+    );
   const store = new Proxy(inner, {
     get(target, name, receiver) {
       const value = Reflect.get(target, name, receiver) as unknown;
@@ -34,9 +38,9 @@ async function cuttableStore(dataDir: string): Promise<{ store: Store; cut(down:
   return { store, cut: (d) => (down = d) };
 }
 
-async function instance(options: { revocationFailOpen?: boolean }) {
+async function instance(options: { revocationFailOpen?: boolean; revocationMaxStale?: number }, failAfterMs = 0) {
   const dataDir = tempDir();
-  const { store, cut } = await cuttableStore(dataDir);
+  const { store, cut } = await cuttableStore(dataDir, failAfterMs);
   const lines: Record<string, unknown>[] = [];
   const log = (level: string) => (o: Record<string, unknown>) => void lines.push({ level, ...o });
   const issuer: Issuer = createIssuer({
@@ -129,4 +133,24 @@ test('revocationMaxStale shorter than two reloads is refused at start', () => {
   expect(() => createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir: tempDir(), revocationResync: 2, revocationMaxStale: 3 })).toThrow(
     'option revocationMaxStale must be a number from 4 to 86400, got 3',
   );
+});
+
+test('introspection during an outage: once a reload has failed, it answers from the revocations held at once, without waiting out the store again', async () => {
+  const t = await instance({ revocationMaxStale: 60 }, 400);
+  try {
+    const rs = await t.issuer.clients.create({ name: 'rs', permissions: ['introspect'] });
+    const introspect = () => request(t.app).post('/oauth/introspect').auth(rs.clientId, rs.clientSecret).type('form').send({ token: t.token });
+    expect((await introspect()).body).toMatchObject({ active: true });
+    t.cut(true);
+    // the reload under way (every 50 ms) or the one this asks for fails after 400 ms
+    await introspect();
+    const startedAt = Date.now();
+    const res = await introspect();
+    expect(Date.now() - startedAt).toBeLessThan(300);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ active: true, client_id: t.client.clientId });
+  } finally {
+    t.cut(false);
+    await t.close();
+  }
 });

@@ -184,8 +184,9 @@ export class IssuerRevocations {
       return { active: false };
     }
     // the store's answer, not this instance's last reload: what another instance revoked a moment ago is inactive
-    // here too (one cheap version read; a reload only when something changed; an unreachable store: the held state)
-    await this.feed?.resync().catch(() => undefined);
+    // here too (one cheap version read; a reload only when something changed). A store whose last reload failed is
+    // not waited for again (each try could take its whole timeout): the held state answers, until revocationMaxStale
+    if (this.feed && !this.feed.failing) await this.feed.resync().catch(() => undefined);
     // RFC 7662 §4: a resource server learns of the tokens meant for it, those of its RFC 8707 resources (the
     // default audience for a client without a list, as at the token endpoint); another API's token is inactive
     const audiences = client.resources.length > 0 ? client.resources : [this.options.config.audience];

@@ -74,6 +74,8 @@ export class StoreRevocationFeed implements RevocationFeed {
   private confirmedAt: number | undefined;
   /** No reload has reached the store for maxStaleMs: what is revoked elsewhere since may be missing here. */
   stale = false;
+  /** The last reload failed (the store did not answer): another one now would likely wait out its timeout too. */
+  failing = false;
 
   constructor(private readonly options: StoreRevocationFeedOptions) {
     this.now = options.now ?? Date.now;
@@ -138,6 +140,7 @@ export class StoreRevocationFeed implements RevocationFeed {
   }
 
   private confirmed(): void {
+    this.failing = false;
     const now = this.now();
     const before = this.confirmedAt;
     this.confirmedAt = now;
@@ -148,6 +151,7 @@ export class StoreRevocationFeed implements RevocationFeed {
   }
 
   private unconfirmed(err: unknown): void {
+    this.failing = true;
     const { maxStaleMs } = this.options;
     if (this.stale || maxStaleMs === undefined || this.confirmedAt === undefined) return;
     const sinceMs = this.now() - this.confirmedAt;
