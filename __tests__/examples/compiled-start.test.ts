@@ -4,59 +4,26 @@
  * node_modules resolves and no other test's dist/ is touched), then started
  * as a real process.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { tempDir } from '../helpers/app';
+import { ROOT, compiledExamples, runUntil, type Exit } from '../helpers/compiled-example';
 
-const ROOT = path.resolve(__dirname, '../..');
-const OUT = path.join(ROOT, `.test-build-${process.pid}`);
-const SERVER_JS = path.join(OUT, 'examples/server.js');
-
-interface Exit {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+const examples = compiledExamples('start');
+const SERVER_JS = examples.script('server');
 
 /** Runs the compiled server until it prints `until` (then SIGTERM) or exits by itself. */
 function run(env: NodeJS.ProcessEnv, until?: RegExp, onMatch?: (stdout: string) => Promise<void>): Promise<Exit> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SERVER_JS], { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let matched = false;
-    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-      if (until && !matched && until.test(stdout)) {
-        matched = true;
-        (onMatch ? onMatch(stdout) : Promise.resolve()).then(
-          () => child.kill('SIGTERM'),
-          (err: unknown) => {
-            child.kill('SIGKILL');
-            reject(err);
-          },
-        );
-      }
-    });
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return runUntil(SERVER_JS, env, until, onMatch);
 }
 
 describe('the compiled example (npm start)', () => {
   beforeAll(() => {
-    const build = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', OUT], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
-    if (!existsSync(SERVER_JS)) throw new Error(`the build did not produce ${SERVER_JS}: ${build.stdout} ${build.stderr}`);
+    examples.build();
   }, 130_000);
 
   afterAll(() => {
-    rmSync(OUT, { recursive: true, force: true });
+    examples.remove();
   });
 
   it('npm start is node dist/examples/server.js; npm run dev keeps ts-node; the package ships no example', () => {

@@ -3,23 +3,17 @@
  * compiled server and resource server started as real processes. A bad
  * value is one line `error: …` on stderr and exit 1, never a stack trace.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import request from 'supertest';
 import { startServer } from '../../examples/server';
 import { tempDir } from '../helpers/app';
+import { compiledExamples, runUntil, type Exit } from '../helpers/compiled-example';
 
-const ROOT = path.resolve(__dirname, '../..');
-const OUT = path.join(ROOT, `.test-build-env-${process.pid}`);
-const SERVER_JS = path.join(OUT, 'examples/server.js');
-const RESOURCE_SERVER_JS = path.join(OUT, 'examples/resource-server.js');
-
-interface Exit {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+const examples = compiledExamples('env');
+const SERVER_JS = examples.script('server');
+const RESOURCE_SERVER_JS = examples.script('resource-server');
+const LISTENING = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/;
 
 /**
  * Runs a compiled example until it logs server.listening, then (after
@@ -27,32 +21,9 @@ interface Exit {
  * signal handlers are in place) SIGTERM; or until it exits by itself.
  */
 function run(script: string, env: NodeJS.ProcessEnv, onListening?: (url: string) => Promise<void>): Promise<Exit> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script], { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let listening = false;
-    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-      const url = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/.exec(stdout)?.[1];
-      if (url && !listening) {
-        listening = true;
-        (onListening ? onListening(url) : fetch(`${url}/health`).then(() => undefined)).then(
-          () => child.kill('SIGTERM'),
-          (err: unknown) => {
-            child.kill('SIGKILL');
-            reject(err);
-          },
-        );
-      }
-    });
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
+  return runUntil(script, env, LISTENING, async (stdout) => {
+    const url = LISTENING.exec(stdout)![1];
+    await (onListening ? onListening(url) : fetch(`${url}/health`).then(() => undefined));
   });
 }
 
@@ -85,12 +56,11 @@ describe('the examples refuse a bad environment value with one line (compiled, a
 
   beforeAll(() => {
     writeFileSync(aFile, '');
-    const build = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', OUT], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
-    if (!existsSync(SERVER_JS)) throw new Error(`the build did not produce ${SERVER_JS}: ${build.stdout} ${build.stderr}`);
+    examples.build();
   }, 130_000);
 
   afterAll(() => {
-    rmSync(OUT, { recursive: true, force: true });
+    examples.remove();
   });
 
   const serverCases: [string, NodeJS.ProcessEnv, RegExp][] = [
