@@ -1,10 +1,5 @@
 import { ReplayStoreHealth } from '../../lib/core/replay-store-health';
-
-function recorder() {
-  const events: Record<string, unknown>[] = [];
-  const log = (level: string) => (obj: Record<string, unknown>) => events.push({ level, ...obj });
-  return { events, logger: { info: log('info'), warn: log('warn'), error: log('error') } };
-}
+import { recorder } from '../helpers/log-recorder';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

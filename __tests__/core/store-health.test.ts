@@ -1,11 +1,6 @@
 import { StoreUnavailableError, TemporarilyUnavailableError } from '../../lib/errors';
 import { asTemporarilyUnavailable, StoreHealth } from '../../lib/core/store-health';
-
-function recorder() {
-  const events: Record<string, unknown>[] = [];
-  const log = (level: string) => (obj: Record<string, unknown>) => events.push({ level, ...obj });
-  return { events, logger: { info: log('info'), warn: log('warn'), error: log('error') } };
-}
+import { recorder } from '../helpers/log-recorder';
 
 describe('StoreHealth', () => {
   it('logs store.unavailable once per outage and store.recovered when a call succeeds again', () => {
