@@ -19,6 +19,14 @@ describe('KeyRing', () => {
       now: () => clock,
       ...overrides,
     });
+  /** Two instances on one store, initialised one after the other. */
+  const twoInstances = async () => {
+    const a = ring();
+    const b = ring();
+    await a.init();
+    await b.init();
+    return [a, b] as const;
+  };
 
   beforeEach(async () => {
     dir = tempDir();
@@ -51,10 +59,7 @@ describe('KeyRing', () => {
   });
 
   it('another instance picks up a rotation on its next background refresh', async () => {
-    const a = ring();
-    const b = ring();
-    await a.init();
-    await b.init();
+    const [a, b] = await twoInstances();
     const next = await a.rotate(MIN);
     expect(b.peek(next.kid)).toBeUndefined();
     clock += 31_000; // past refreshMs: the next use reloads in the background
@@ -80,10 +85,7 @@ describe('KeyRing', () => {
   });
 
   it('finds a key rotated in by another instance at once, right after a reload that found a kid', async () => {
-    const a = ring();
-    const b = ring();
-    await a.init();
-    await b.init();
+    const [a, b] = await twoInstances();
     const listKeys = jest.spyOn(store, 'listKeys');
     const first = await a.rotate(MIN);
     listKeys.mockClear();
@@ -105,10 +107,7 @@ describe('KeyRing', () => {
   });
 
   it('within the cooldown of a reload that found nothing, an unknown kid does not join a reload under way', async () => {
-    const a = ring();
-    const b = ring();
-    await a.init();
-    await b.init();
+    const [a, b] = await twoInstances();
     expect(await b.resolve('nope')).toBeUndefined();
     const next = await a.rotate(MIN);
     const reloading = b.reload();
@@ -118,10 +117,7 @@ describe('KeyRing', () => {
   });
 
   it('a store that cannot be asked: the unknown kid gets its error (not "unknown kid"), again without asking until the cooldown ends', async () => {
-    const a = ring();
-    const b = ring();
-    await a.init();
-    await b.init();
+    const [a, b] = await twoInstances();
     const listKeys = jest.spyOn(store, 'listKeys');
     const down = new Error('the store is unavailable');
     listKeys.mockRejectedValueOnce(down);
@@ -265,10 +261,7 @@ describe('KeyRing', () => {
   });
 
   it('a rotation right after another one (made on a stale view) reloads first and leaves one unretired key', async () => {
-    const a = ring();
-    const b = ring();
-    await a.init();
-    await b.init();
+    const [a, b] = await twoInstances();
     await a.rotate(0);
     const rotateKey = jest.spyOn(store, 'rotateKey');
     // b reloads first inside rotate(), so it rotates on the fresh view: both succeed, one after the other
