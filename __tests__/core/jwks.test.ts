@@ -107,6 +107,42 @@ describe('RemoteJwks', () => {
     await r.resolve('made-up-again');
     expect(fetches).toBe(4);
   });
+
+  it('concurrent unknown kids share one fetch', async () => {
+    const r = remote();
+    set = [jwk('a'), jwk('b')];
+    const [a, b, none] = await Promise.all([r.resolve('a'), r.resolve('b'), r.resolve('made-up')]);
+    expect(a).toBeDefined();
+    expect(b).toBeDefined();
+    expect(none).toBeUndefined();
+    expect(fetches).toBe(1);
+  });
+
+  it('within the cooldown, an unknown kid joins a fetch under way (and gets its answer)', async () => {
+    const r = remote();
+    await r.resolve('a');
+    expect(await r.resolve('made-up')).toBeUndefined();
+    expect(fetches).toBe(2);
+    set = [set[0], jwk('new')];
+    const refreshing = r.refresh();
+    expect(await r.resolve('new')).toBeDefined();
+    await refreshing;
+    expect(fetches).toBe(3);
+  });
+
+  it('a failed fetch holds back unknown kids for the cooldown too, once the JWKS is back', async () => {
+    const { r, jwks } = flakyRemote();
+    await expect(Promise.resolve().then(() => r.resolve('a'))).rejects.toMatchObject({ status: 503 });
+    jwks.down = false;
+    clock += 5_000;
+    expect(await r.resolve('a')).toBeDefined();
+    expect(fetches).toBe(2);
+    expect(await r.resolve('made-up')).toBeUndefined(); // 5 s after the failure: no fetch
+    expect(fetches).toBe(2);
+    clock += 25_000;
+    expect(await r.resolve('made-up')).toBeUndefined(); // the cooldown from the failure is over
+    expect(fetches).toBe(3);
+  });
 });
 
 describe('RemoteJwks under the verifier', () => {

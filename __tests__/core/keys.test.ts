@@ -19,6 +19,14 @@ describe('KeyRing', () => {
       now: () => clock,
       ...overrides,
     });
+  /** Two instances on one store, initialised one after the other. */
+  const twoInstances = async () => {
+    const a = ring();
+    const b = ring();
+    await a.init();
+    await b.init();
+    return [a, b] as const;
+  };
 
   beforeEach(async () => {
     dir = tempDir();
@@ -51,10 +59,7 @@ describe('KeyRing', () => {
   });
 
   it('another instance picks up a rotation on its next background refresh', async () => {
-    const a = ring();
-    const b = ring();
-    await a.init();
-    await b.init();
+    const [a, b] = await twoInstances();
     const next = await a.rotate(MIN);
     expect(b.peek(next.kid)).toBeUndefined();
     clock += 31_000; // past refreshMs: the next use reloads in the background
@@ -76,6 +81,59 @@ describe('KeyRing', () => {
     expect(listKeys).toHaveBeenCalledTimes(1);
     clock += 5_000;
     await a.resolve('nope-4');
+    expect(listKeys).toHaveBeenCalledTimes(2);
+  });
+
+  it('finds a key rotated in by another instance at once, right after a reload that found a kid', async () => {
+    const [a, b] = await twoInstances();
+    const listKeys = jest.spyOn(store, 'listKeys');
+    const first = await a.rotate(MIN);
+    listKeys.mockClear();
+    expect(await b.resolve(first.kid)).toBeDefined();
+    const second = await a.rotate(MIN);
+    listKeys.mockClear();
+    expect(await b.resolve(second.kid)).toBeDefined(); // no cooldown after a reload that found its kid
+    expect(listKeys).toHaveBeenCalledTimes(1);
+  });
+
+  it('concurrent unknown kids share one reload', async () => {
+    const a = ring();
+    await a.init();
+    const listKeys = jest.spyOn(store, 'listKeys');
+    clock += 10_000;
+    const answers = await Promise.all([a.resolve('nope-1'), a.resolve('nope-2'), a.resolve('nope-3')]);
+    expect(answers).toEqual([undefined, undefined, undefined]);
+    expect(listKeys).toHaveBeenCalledTimes(1);
+  });
+
+  it('within the cooldown of a reload that found nothing, an unknown kid does not join a reload under way', async () => {
+    const [a, b] = await twoInstances();
+    expect(await b.resolve('nope')).toBeUndefined();
+    const next = await a.rotate(MIN);
+    const reloading = b.reload();
+    expect(b.resolve(next.kid)).toBeUndefined();
+    await reloading;
+    expect(b.resolve(next.kid)).toBeDefined();
+  });
+
+  it('a store that cannot be asked: the unknown kid gets its error (not "unknown kid"), again without asking until the cooldown ends', async () => {
+    const [a, b] = await twoInstances();
+    const listKeys = jest.spyOn(store, 'listKeys');
+    const down = new Error('the store is unavailable');
+    listKeys.mockRejectedValueOnce(down);
+    clock += 10_000;
+    await expect(b.resolve('nope')).rejects.toBe(down);
+    expect(listKeys).toHaveBeenCalledTimes(1);
+    clock += 4_999;
+    await expect(b.resolve('other')).rejects.toBe(down);
+    expect(listKeys).toHaveBeenCalledTimes(1);
+    // the store is back, with a key rotated in meanwhile: asked again once the cooldown is over
+    const next = await a.rotate(MIN);
+    listKeys.mockClear();
+    clock += 1;
+    expect(await b.resolve(next.kid)).toBeDefined();
+    expect(listKeys).toHaveBeenCalledTimes(1);
+    expect(await b.resolve('made-up')).toBeUndefined(); // a reload that finds nothing: unknown kid again
     expect(listKeys).toHaveBeenCalledTimes(2);
   });
 
@@ -203,10 +261,7 @@ describe('KeyRing', () => {
   });
 
   it('a rotation right after another one (made on a stale view) reloads first and leaves one unretired key', async () => {
-    const a = ring();
-    const b = ring();
-    await a.init();
-    await b.init();
+    const [a, b] = await twoInstances();
     await a.rotate(0);
     const rotateKey = jest.spyOn(store, 'rotateKey');
     // b reloads first inside rotate(), so it rotates on the fresh view: both succeed, one after the other

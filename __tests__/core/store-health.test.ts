@@ -1,11 +1,6 @@
 import { StoreUnavailableError, TemporarilyUnavailableError } from '../../lib/errors';
 import { asTemporarilyUnavailable, StoreHealth } from '../../lib/core/store-health';
-
-function recorder() {
-  const events: Record<string, unknown>[] = [];
-  const log = (level: string) => (obj: Record<string, unknown>) => events.push({ level, ...obj });
-  return { events, logger: { info: log('info'), warn: log('warn'), error: log('error') } };
-}
+import { recorder } from '../helpers/log-recorder';
 
 describe('StoreHealth', () => {
   it('logs store.unavailable once per outage and store.recovered when a call succeeds again', () => {
@@ -148,6 +143,72 @@ describe('StoreHealth: a store that reads but cannot write (a full disk)', () =>
     } finally {
       health.stop();
     }
+  });
+
+  it('a read that succeeds while writes fail probes a write at once, at most once a second, one probe at a time', async () => {
+    const { events, logger } = recorder();
+    let now = 10_000;
+    let probes = 0;
+    let settle: ((ok: boolean) => void) | undefined;
+    const health = new StoreHealth(logger, () => now, {
+      probeEveryMs: 60_000,
+      probeWrite: () => {
+        probes++;
+        return new Promise<void>((resolve, reject) => (settle = (ok) => (ok ? resolve() : reject(full()))));
+      },
+    });
+    const tick = () => new Promise((resolve) => setImmediate(resolve));
+    try {
+      health.failed(full(), 'write');
+      health.succeeded(now, 'read');
+      expect(probes).toBe(1);
+      now += 2_000;
+      health.succeeded(now, 'read'); // a probe is under way: no second one
+      expect(probes).toBe(1);
+      settle!(false);
+      await tick();
+      expect(health.state).toBe('read_only');
+      now += 500;
+      health.succeeded(now, 'read'); // the last probe began 2.5 s ago
+      expect(probes).toBe(2);
+      settle!(false);
+      await tick();
+      now += 500;
+      health.succeeded(now, 'read'); // the last probe began 500 ms ago
+      expect(probes).toBe(2);
+      now += 500;
+      health.succeeded(now, 'read');
+      expect(probes).toBe(3);
+      settle!(true);
+      await tick();
+      expect(health.state).toBe('up');
+      expect(events.map((e) => e.event)).toEqual(['store.unavailable', 'store.recovered']);
+      expect(events[1]).toMatchObject({ down_ms: 3_500, failures: 3 });
+    } finally {
+      health.stop();
+    }
+  });
+
+  it('stop() ends the write probe, and no probe starts after it', async () => {
+    const { logger } = recorder();
+    let probes = 0;
+    const health = new StoreHealth(logger, Date.now, {
+      probeEveryMs: 10,
+      probeWrite: async () => {
+        probes++;
+        throw full();
+      },
+    });
+    health.failed(full(), 'write');
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(probes).toBeGreaterThanOrEqual(1);
+    health.stop();
+    const seen = probes;
+    health.succeeded(undefined, 'read');
+    health.failed(full(), 'write');
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(probes).toBe(seen);
+    expect(health.state).toBe('read_only');
   });
 
   it('monitors a store: a write that changed nothing does not end an outage of writes; a row written does', async () => {

@@ -11,15 +11,10 @@ import { createIssuer, type IssuedCredentials, type Issuer } from '../../lib';
 import { createPostgresStore } from '../../lib/stores/postgres';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
+import { recorder } from '../helpers/log-recorder';
 
 const ISSUER = 'http://issuer.test';
 const AUDIENCE = 'http://api.test';
-
-function recorder() {
-  const events: Record<string, unknown>[] = [];
-  const log = (level: string) => (obj: Record<string, unknown>) => void events.push({ level, ...obj });
-  return { events, logger: { info: log('info'), warn: log('warn'), error: log('error') } };
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -12,16 +12,11 @@ import express from 'express';
 import request from 'supertest';
 import { createIssuer, StoreUnavailableError, type IssuedCredentials } from '../../lib';
 import { tempDir } from '../helpers/app';
+import { recorder } from '../helpers/log-recorder';
 
 const ISSUER = 'http://issuer.test';
 const AUDIENCE = 'http://api.test';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function recorder() {
-  const events: Record<string, unknown>[] = [];
-  const log = (level: string) => (obj: Record<string, unknown>) => void events.push({ level, ...obj });
-  return { events, logger: { info: log('info'), warn: log('warn'), error: log('error') } };
-}
 
 /** Makes `dir` read-only for this process; returns how, and how to undo it, or `undefined` when it cannot. */
 function makeReadOnly(dir: string): { how: string; undo: () => void } | undefined {

@@ -3,6 +3,7 @@ import type { JsonWebKey } from '../jwt/jwk';
 import { TemporarilyUnavailableError } from '../errors';
 import { readCapped } from '../shared/http-body';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey, type PublicJwk } from './keys';
+import { UnknownKidGate } from './unknown-kid-gate';
 
 const ALLOWED = new Set<string>(SIGNING_ALGORITHMS);
 
@@ -89,15 +90,15 @@ const FAILED_FETCH_RETRY_MS = 5_000;
  * FAILED_FETCH_RETRY_MS, which is what the 503 meanwhile says in Retry-After:
  * a key rotated in during an outage is found soon after it ends. The set is
  * also refreshed in the background once older than `maxAgeMs`, on cache hits
- * too (peek() with the time).
+ * too (peek() with the time). The unknown-kid rules are an UnknownKidGate's,
+ * as KeyRing's are; unlike KeyRing, an unknown kid joins a fetch under way
+ * whatever the gate says.
  */
 export class RemoteJwks implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private fetchedAt = 0;
   private lastAttempt = Number.NEGATIVE_INFINITY;
-  private lastFruitless = Number.NEGATIVE_INFINITY;
-  /** Why the last fetch for an unknown kid failed, while no later one succeeded. */
-  private lastFailure: unknown;
+  private readonly unknownKids: UnknownKidGate;
   /** Whether the last fetch of any kind (a background refresh too) failed. */
   private lastFetchFailed = false;
   private inFlight: Promise<void> | undefined;
@@ -105,7 +106,9 @@ export class RemoteJwks implements KeyResolver {
   constructor(
     readonly uri: string,
     private readonly options: RemoteJwksOptions,
-  ) {}
+  ) {
+    this.unknownKids = new UnknownKidGate({ cooldownMs: options.cooldownMs, failedRetryMs: this.failedRetryMs(), now: options.now });
+  }
 
   /** The key without fetching; with `now` (a cache hit's clock), a set older than maxAgeMs is refreshed in the background. */
   peek(kid: string, now?: number): LoadedKey | undefined {
@@ -121,25 +124,16 @@ export class RemoteJwks implements KeyResolver {
       return key;
     }
     if (!this.inFlight) {
-      if (this.lastFailure !== undefined) {
-        // the last fetch failed: a set that could not be fetched cannot tell, so 503 until it may be tried again
-        const wait = this.lastFruitless + this.failedRetryMs() - now;
-        if (wait > 0) throw this.unavailable(this.lastFailure, wait);
-      } else if (now - this.lastFruitless < this.options.cooldownMs) {
-        // within the cooldown: a set that did not have the kid says so
-        return undefined;
-      }
+      const gate = this.unknownKids.check(now);
+      // within the cooldown: a set that did not have the kid says so
+      if (gate === 'unknown') return undefined;
+      // the last fetch failed: a set that could not be fetched cannot tell, so 503 until it may be tried again
+      if (gate === 'failed') throw this.unavailable(this.unknownKids.failure, this.unknownKids.retryInMs(now));
     }
     return this.refresh().then(
-      () => {
-        this.lastFailure = undefined;
-        const found = this.keys.get(kid);
-        if (!found) this.lastFruitless = this.options.now();
-        return found;
-      },
+      () => this.unknownKids.fetched(this.keys.get(kid)),
       (err: unknown) => {
-        this.lastFruitless = this.options.now();
-        this.lastFailure = err;
+        this.unknownKids.fetchFailed(err);
         throw this.unavailable(err, this.failedRetryMs());
       },
     );

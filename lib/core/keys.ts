@@ -3,6 +3,7 @@ import type { JsonWebKey } from '../jwt/jwk';
 import { jwkThumbprint } from '../jwt/thumbprint';
 import type { Logger } from '../logger';
 import type { KeyStore, StoredKey } from '../stores/types';
+import { UnknownKidGate } from './unknown-kid-gate';
 
 export const SIGNING_ALGORITHMS = ['ES256', 'RS256'] as const;
 export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
@@ -147,10 +148,8 @@ export class KeyRing implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private jwksDocument: { keys: PublicJwk[] } = { keys: [] };
   private lastReload = 0;
-  /** When a reload caused by an unknown kid last failed to find it: the cooldown runs from there. */
-  private lastFruitless = Number.NEGATIVE_INFINITY;
-  /** When a reload caused by an unknown kid last failed (store unreachable), and why: retried after the cooldown. */
-  private lastFailed: { at: number; err: unknown } | undefined;
+  /** Reloads for unknown kids: a failed one (store unreachable) is retried after the cooldown too. */
+  private readonly unknownKids: UnknownKidGate;
   private reloading: Promise<void> | undefined;
   /** Whether init() created the store's first key: at most one process on a store ever sees `true`. */
   createdFirstKey = false;
@@ -158,7 +157,9 @@ export class KeyRing implements KeyResolver {
   constructor(
     private readonly store: KeyStore,
     private readonly options: KeyRingOptions,
-  ) {}
+  ) {
+    this.unknownKids = new UnknownKidGate({ cooldownMs: options.reloadCooldownMs, failedRetryMs: options.reloadCooldownMs, now: options.now });
+  }
 
   /** Loads the keys; creates the first one, or rotates at once when the configured algorithm changed. */
   async init(): Promise<void> {
@@ -261,24 +262,21 @@ export class KeyRing implements KeyResolver {
   /**
    * A known key at once; for an unknown kid, a reload from the store, unless
    * one in the last `reloadCooldownMs` already failed to find a kid: made-up
-   * kids cost one store read per cooldown, a new key is found at once.
+   * kids cost one store read per cooldown, a new key is found at once. The
+   * rules are an UnknownKidGate's, as RemoteJwks's are; unlike RemoteJwks, a
+   * reload under way is joined only when the gate lets the kid through.
    */
   resolve(kid: string): LoadedKey | undefined | Promise<LoadedKey | undefined> {
     const key = this.keys.get(kid);
     if (key) return key;
-    const now = this.options.now();
-    if (now - this.lastFruitless < this.options.reloadCooldownMs) return undefined;
+    const gate = this.unknownKids.check(this.options.now());
+    if (gate === 'unknown') return undefined;
     // the store could not be asked: say so again (a 503, not "unknown kid") until the cooldown ends
-    if (this.lastFailed && now - this.lastFailed.at < this.options.reloadCooldownMs) return Promise.reject(this.lastFailed.err);
+    if (gate === 'failed') return Promise.reject(this.unknownKids.failure);
     return this.reload().then(
-      () => {
-        this.lastFailed = undefined;
-        const found = this.keys.get(kid);
-        if (!found) this.lastFruitless = this.options.now();
-        return found;
-      },
+      () => this.unknownKids.fetched(this.keys.get(kid)),
       (err: unknown) => {
-        this.lastFailed = { at: this.options.now(), err };
+        this.unknownKids.fetchFailed(err);
         throw err;
       },
     );

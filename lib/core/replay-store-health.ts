@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../logger';
 import type { ReplayStore } from './dpop-replay';
+import { OutageTracker } from './outage-tracker';
 
 export interface ReplayStoreHealthOptions {
   /** What the store is, for the log lines (e.g. `redis`). */
@@ -15,54 +16,50 @@ export interface ReplayStoreHealthOptions {
  * asked about: one `dpop_replay_store.unavailable` line when DPoP proofs
  * start getting 503 because of it, one `dpop_replay_store.recovered` when it
  * answers again (asked every few seconds while down, so that shows without
- * traffic). Counts the calls that failed, for metrics.
+ * traffic). Counts the calls that failed, for metrics. The outage, its log
+ * lines and its probe timer are an OutageTracker's, as StoreHealth's are.
  */
 export class ReplayStoreHealth {
   /** Proof checks refused because the store did not answer (each one a 503). */
   errors = 0;
-  private outage: { since: number; failures: number } | undefined;
-  private probeTimer: NodeJS.Timeout | undefined;
+  private readonly outages: OutageTracker;
   private probe: (() => Promise<unknown>) | undefined;
   private readonly now: () => number;
 
   constructor(
-    private readonly logger: Logger,
+    logger: Logger,
     private readonly options: ReplayStoreHealthOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.outages = new OutageTracker(logger, this.now, {
+      unavailable: 'dpop_replay_store.unavailable',
+      recovered: 'dpop_replay_store.recovered',
+      recoveredMessage: 'DPoP replay store answers again; DPoP proofs are checked again',
+      fields: { store: options.kind },
+    });
   }
 
   get up(): boolean {
-    return this.outage === undefined;
+    return this.outages.up;
   }
 
   succeeded(startedAt: number): void {
-    const { outage } = this;
-    if (outage === undefined || startedAt < outage.since) return;
-    this.outage = undefined;
-    clearInterval(this.probeTimer);
-    this.probeTimer = undefined;
-    this.logger.info(
-      { event: 'dpop_replay_store.recovered', store: this.options.kind, down_ms: this.now() - outage.since, failures: outage.failures },
-      'DPoP replay store answers again; DPoP proofs are checked again',
-    );
+    if (this.outages.endable(startedAt)) this.outages.end();
   }
 
   failed(err: unknown, counted = true): void {
     if (counted) this.errors++;
-    if (this.outage) {
-      if (counted) this.outage.failures++;
+    const outage = this.outages.current;
+    if (outage) {
+      if (counted) outage.failures++;
       return;
     }
-    this.outage = { since: this.now(), failures: counted ? 1 : 0 };
-    this.logger.error(
-      { event: 'dpop_replay_store.unavailable', store: this.options.kind, reason: err instanceof Error ? err.message : String(err) },
+    this.outages.begin(
+      { since: this.now(), failures: counted ? 1 : 0 },
+      { reason: err instanceof Error ? err.message : String(err) },
       'DPoP replay store unavailable: requests with a DPoP proof get 503 until it is back',
     );
-    if (this.probe) {
-      this.probeTimer = setInterval(() => this.runProbe(), this.options.probeEveryMs ?? 5000);
-      this.probeTimer.unref();
-    }
+    if (this.probe) this.outages.probeEvery(() => this.runProbe(), this.options.probeEveryMs ?? 5000);
   }
 
   /** `store` with every answer reported here; a store that answers synchronously (in memory) needs none. */
@@ -115,8 +112,7 @@ export class ReplayStoreHealth {
   }
 
   stop(): void {
-    clearInterval(this.probeTimer);
-    this.probeTimer = undefined;
+    this.outages.stop();
     this.probe = undefined;
   }
 

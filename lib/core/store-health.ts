@@ -1,6 +1,7 @@
 import { StoreUnavailableError, TemporarilyUnavailableError } from '../errors';
 import type { Logger } from '../logger';
 import type { Store } from '../stores/types';
+import { OutageTracker, type Outage as TrackedOutage } from './outage-tracker';
 
 /** A store outage as the 503 a client sees; any other error unchanged. */
 export function asTemporarilyUnavailable(err: unknown): unknown {
@@ -25,9 +26,7 @@ export interface StoreHealthOptions {
   probeEveryMs?: number;
 }
 
-interface Outage {
-  since: number;
-  failures: number;
+interface Outage extends TrackedOutage {
   /** A read failed since the outage started, and no read succeeded since. */
   readsFail: boolean;
   /** A write failed during the outage, and no write succeeded since. */
@@ -40,28 +39,29 @@ interface Outage {
  * call that failed work again: logs `store.unavailable` once when it starts
  * (not per request) and `store.recovered` when it ends. A store that reads but
  * cannot write (a full disk) is one outage that reads do not end; a write
- * does (or the write probe, see StoreHealthOptions).
+ * does (or the write probe, see StoreHealthOptions). The outage, its log
+ * lines and its probe timer are an OutageTracker's, as ReplayStoreHealth's are.
  */
 export class StoreHealth {
-  private outage: Outage | undefined;
-  private probeTimer: NodeJS.Timeout | undefined;
+  private readonly outages: OutageTracker<Outage>;
   private probing = false;
   private lastProbeAt = Number.NEGATIVE_INFINITY;
-  private stopped = false;
 
   constructor(
-    private readonly logger: Logger,
+    logger: Logger,
     private readonly now: () => number = Date.now,
     private readonly options: StoreHealthOptions = {},
-  ) {}
+  ) {
+    this.outages = new OutageTracker(logger, now, { unavailable: 'store.unavailable', recovered: 'store.recovered', recoveredMessage: 'store available again' });
+  }
 
   /** No outage. */
   get up(): boolean {
-    return this.outage === undefined;
+    return this.outages.up;
   }
 
   get state(): StoreState {
-    const { outage } = this;
+    const outage = this.outages.current;
     if (outage === undefined) return 'up';
     return outage.readsFail ? 'down' : 'read_only';
   }
@@ -73,9 +73,8 @@ export class StoreHealth {
    * what the success shows; a read does not end an outage of writes.
    */
   succeeded(startedAt?: number, access: StoreAccess = 'read'): void {
-    const { outage } = this;
+    const outage = this.outages.endable(startedAt);
     if (outage === undefined) return;
-    if (startedAt !== undefined && startedAt < outage.since) return;
     outage.readsFail = false;
     if (access === 'write') outage.writesFail = false;
     if (outage.writesFail) {
@@ -84,20 +83,21 @@ export class StoreHealth {
       if (this.now() - this.lastProbeAt >= 1000) this.probe();
       return;
     }
-    this.end(outage);
+    this.outages.end();
   }
 
   /** A store call failed: an outage (StoreUnavailableError) is counted, any other error ignored. */
   failed(err: unknown, access: StoreAccess = 'read'): void {
     if (!(err instanceof StoreUnavailableError)) return;
-    let { outage } = this;
+    let outage = this.outages.current;
     if (outage === undefined) {
-      outage = this.outage = { since: this.now(), failures: 0, readsFail: false, writesFail: false };
-      if (access === 'write') {
-        this.logger.error({ event: 'store.unavailable', reason: err.message, access }, 'store cannot be written (reads may work); answering 503 to what must write until it is back');
-      } else {
-        this.logger.error({ event: 'store.unavailable', reason: err.message, access }, 'store unavailable; answering 503 until it is back');
-      }
+      outage = this.outages.begin(
+        { since: this.now(), failures: 0, readsFail: false, writesFail: false },
+        { reason: err.message, access },
+        access === 'write'
+          ? 'store cannot be written (reads may work); answering 503 to what must write until it is back'
+          : 'store unavailable; answering 503 until it is back',
+      );
     }
     outage.failures++;
     if (access === 'read') outage.readsFail = true;
@@ -140,27 +140,16 @@ export class StoreHealth {
 
   /** Stops the write probe (the issuer is closing). */
   stop(): void {
-    this.stopped = true;
-    clearInterval(this.probeTimer);
-    this.probeTimer = undefined;
-  }
-
-  private end(outage: Outage): void {
-    this.outage = undefined;
-    clearInterval(this.probeTimer);
-    this.probeTimer = undefined;
-    this.logger.info({ event: 'store.recovered', down_ms: this.now() - outage.since, failures: outage.failures }, 'store available again');
+    this.outages.stop();
   }
 
   private startProbing(): void {
-    if (!this.options.probeWrite || this.probeTimer || this.stopped) return;
-    this.probeTimer = setInterval(() => this.probe(), this.options.probeEveryMs ?? 5000);
-    this.probeTimer.unref();
+    if (this.options.probeWrite) this.outages.probeEvery(() => this.probe(), this.options.probeEveryMs ?? 5000);
   }
 
   private probe(): void {
     const run = this.options.probeWrite;
-    if (!run || this.probing || this.stopped) return;
+    if (!run || this.probing || this.outages.stopped) return;
     this.probing = true;
     const startedAt = this.now();
     this.lastProbeAt = startedAt;

@@ -1,0 +1,185 @@
+import { ReplayStoreHealth } from '../../lib/core/replay-store-health';
+import { recorder } from '../helpers/log-recorder';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('ReplayStoreHealth', () => {
+  it('logs dpop_replay_store.unavailable once per outage and dpop_replay_store.recovered when a call succeeds again; counts the errors', () => {
+    const { events, logger } = recorder();
+    let now = 1_000;
+    const health = new ReplayStoreHealth(logger, { kind: 'redis', now: () => now });
+    health.succeeded(now);
+    expect(health.up).toBe(true);
+    expect(events).toEqual([]);
+
+    for (let i = 0; i < 30; i++) health.failed(new Error('Redis did not answer within 1000 ms'));
+    expect(health.up).toBe(false);
+    expect(health.errors).toBe(30);
+    now = 3_500;
+    health.succeeded(now);
+    health.succeeded(now);
+    expect(health.up).toBe(true);
+    expect(events).toEqual([
+      { level: 'error', event: 'dpop_replay_store.unavailable', store: 'redis', reason: 'Redis did not answer within 1000 ms' },
+      { level: 'info', event: 'dpop_replay_store.recovered', store: 'redis', down_ms: 2_500, failures: 30 },
+    ]);
+
+    // a second outage is a second event; the errors go on counting; a reason that is not an Error is its string
+    health.failed('ECONNRESET');
+    expect(events.at(-1)).toEqual({ level: 'error', event: 'dpop_replay_store.unavailable', store: 'redis', reason: 'ECONNRESET' });
+    expect(events.filter((e) => e.event === 'dpop_replay_store.unavailable')).toHaveLength(2);
+    expect(health.errors).toBe(31);
+  });
+
+  it('a call begun before the outage was seen does not end it when it succeeds late; one begun at or after does', () => {
+    const { events, logger } = recorder();
+    let now = 1_000;
+    const health = new ReplayStoreHealth(logger, { kind: 'redis', now: () => now });
+    const old = now;
+    now = 1_010;
+    health.failed(new Error('cut'));
+    now = 1_020;
+    health.succeeded(old);
+    expect(health.up).toBe(false);
+    health.succeeded(1_010);
+    expect(health.up).toBe(true);
+    expect(events.map((e) => e.event)).toEqual(['dpop_replay_store.unavailable', 'dpop_replay_store.recovered']);
+    expect(events[1]).toMatchObject({ down_ms: 10, failures: 1 });
+  });
+
+  it('a failure not counted (a probe) starts an outage but counts no error and no failure', () => {
+    const { events, logger } = recorder();
+    let now = 1_000;
+    const health = new ReplayStoreHealth(logger, { kind: 'redis', now: () => now });
+    health.failed(new Error('probe failed'), false);
+    expect(health.up).toBe(false);
+    expect(health.errors).toBe(0);
+    health.failed(new Error('probe failed'), false);
+    health.failed(new Error('a proof'));
+    expect(health.errors).toBe(1);
+    now = 2_000;
+    health.succeeded(now);
+    expect(events).toEqual([
+      { level: 'error', event: 'dpop_replay_store.unavailable', store: 'redis', reason: 'probe failed' },
+      { level: 'info', event: 'dpop_replay_store.recovered', store: 'redis', down_ms: 1_000, failures: 1 },
+    ]);
+  });
+
+  it('monitors a store: answers and errors are passed on and reported; a synchronous answer is not, a synchronous throw is', async () => {
+    const { events, logger } = recorder();
+    const health = new ReplayStoreHealth(logger, { kind: 'redis' });
+    let down = true;
+    const async_ = {
+      async consume(key: string) {
+        if (down) throw new Error('down');
+        return key !== 'seen';
+      },
+      forgottenUntil: 42,
+    };
+    const watched = health.monitor(async_);
+    expect(watched.forgottenUntil).toBe(42);
+    async_.forgottenUntil = 43;
+    expect(watched.forgottenUntil).toBe(43);
+    await expect(watched.consume('a', 0)).rejects.toThrow('down');
+    await expect(watched.consume('b', 0)).rejects.toThrow('down');
+    expect(health.errors).toBe(2);
+    down = false;
+    await expect(watched.consume('c', 0)).resolves.toBe(true);
+    await expect(watched.consume('seen', 0)).resolves.toBe(false);
+    expect(health.up).toBe(true);
+    expect(events.map((e) => e.event)).toEqual(['dpop_replay_store.unavailable', 'dpop_replay_store.recovered']);
+    health.stop();
+
+    const sync = new ReplayStoreHealth(logger, { kind: 'memory' });
+    let throws = false;
+    const watchedSync = sync.monitor({
+      consume: (key: string) => {
+        if (throws) throw new Error('broken');
+        return key === 'first';
+      },
+    });
+    expect(watchedSync.consume('first', 0)).toBe(true);
+    expect(watchedSync.forgottenUntil).toBeUndefined();
+    throws = true;
+    expect(() => watchedSync.consume('x', 0)).toThrow('broken');
+    expect(sync.up).toBe(false);
+    expect(sync.errors).toBe(1);
+    throws = false;
+    expect(watchedSync.consume('first', 0)).toBe(true); // a synchronous answer reports nothing
+    expect(sync.up).toBe(false);
+    sync.stop();
+  });
+
+  it('asks the store while it is down, so its return shows without traffic; no more once it is up, or stopped', async () => {
+    const { events, logger } = recorder();
+    const health = new ReplayStoreHealth(logger, { kind: 'redis', probeEveryMs: 20 });
+    let down = true;
+    const keys: string[] = [];
+    const watched = health.monitor({
+      async consume(key: string) {
+        keys.push(key);
+        if (down) throw new Error('down');
+        return true;
+      },
+    });
+    try {
+      await expect(watched.consume('proof', 0)).rejects.toThrow('down');
+      await sleep(70);
+      expect(keys.length).toBeGreaterThanOrEqual(3);
+      expect(keys.slice(1).every((k) => k.startsWith('health-probe:'))).toBe(true);
+      expect(health.errors).toBe(1); // the probes count no error
+      down = false;
+      await sleep(50);
+      expect(health.up).toBe(true);
+      const seen = keys.length;
+      await sleep(50);
+      expect(keys.length).toBe(seen);
+      expect(events.map((e) => e.event)).toEqual(['dpop_replay_store.unavailable', 'dpop_replay_store.recovered']);
+      expect(events[1]).toMatchObject({ failures: 1 });
+
+      // stopped: an outage is still seen, but the store is not asked
+      health.stop();
+      down = true;
+      await expect(watched.consume('proof', 0)).rejects.toThrow('down');
+      const after = keys.length;
+      await sleep(50);
+      expect(keys.length).toBe(after);
+      expect(await health.check()).toBe(false); // nothing to ask: what was seen
+    } finally {
+      health.stop();
+    }
+  });
+
+  it('check() asks the store now (for readiness): its outage and its return show without a DPoP proof', async () => {
+    const { events, logger } = recorder();
+    const unmonitored = new ReplayStoreHealth(logger, { kind: 'redis' });
+    expect(await unmonitored.check()).toBe(true);
+
+    const health = new ReplayStoreHealth(logger, { kind: 'redis', probeEveryMs: 60_000 });
+    let down = false;
+    let asked = 0;
+    health.monitor({
+      async consume() {
+        asked++;
+        if (down) throw new Error('ECONNREFUSED');
+        return true;
+      },
+    });
+    try {
+      expect(await health.check()).toBe(true);
+      expect(asked).toBe(1);
+      down = true;
+      expect(await health.check()).toBe(false);
+      expect(await health.check()).toBe(false);
+      expect(health.errors).toBe(0);
+      down = false;
+      expect(await health.check()).toBe(true);
+      expect(events).toEqual([
+        { level: 'error', event: 'dpop_replay_store.unavailable', store: 'redis', reason: 'ECONNREFUSED' },
+        { level: 'info', event: 'dpop_replay_store.recovered', store: 'redis', down_ms: expect.any(Number), failures: 0 },
+      ]);
+    } finally {
+      health.stop();
+    }
+  });
+});
