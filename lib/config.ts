@@ -119,14 +119,25 @@ export interface MetricsOptions {
   registry: Registry;
 }
 
-/** Options of the standalone `requireBearer()`. */
-export interface BearerOptions {
+/** Options of the standalone `requireBearer()`: exactly one of `jwksUri` and `keys`. */
+export type BearerOptions = BearerCommonOptions &
+  (
+    | {
+        /** URL of the issuer's JWKS; keys are fetched and cached. */
+        jwksUri: string;
+        keys?: undefined;
+      }
+    | {
+        /** The keys themselves: a JWK Set or its array of keys. */
+        keys: { keys: object[] } | object[];
+        jwksUri?: undefined;
+      }
+  );
+
+/** The options of the standalone `requireBearer()` besides its key source. */
+export interface BearerCommonOptions {
   issuer: string;
   audience: string;
-  /** URL of the issuer's JWKS; keys are fetched and cached. */
-  jwksUri?: string;
-  /** Or the keys themselves: a JWK Set or its array of keys. */
-  keys?: { keys: object[] } | object[];
   /** Scopes the route requires, all of them. */
   scope?: string | string[];
   realm?: string;

@@ -57,7 +57,7 @@ export interface Issuer {
   /** Closes the store. */
   close(): Promise<void>;
   /**
-   * Readiness: `{ ok, store: 'up' | 'down', signingKid }`. Pings the store at
+   * Readiness: `{ ok, store: 'up' | 'read_only' | 'down', signingKid }` (and `dpopReplayStore` with a shared DPoP replay store). Pings the store at
    * most once a second (concurrent callers share the answer); `ok` when the
    * store answers and a key signs. Never rejects.
    */

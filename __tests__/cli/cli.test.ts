@@ -111,19 +111,27 @@ describe('top level', () => {
     }
   });
 
-  test('an unknown command names it, prints the usage on stderr and exits 2', async () => {
+  test('an unknown command is one line on stderr naming it and the commands, exit 2', async () => {
     const r = await cli(['frobnicate', '--json']);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/^error: unknown command 'frobnicate'\n/);
-    expect(r.stderr).toContain('Usage: client-credentials <command>');
+    expect(r.stderr).toBe(
+      "error: unknown command 'frobnicate' (commands: create, list, update, revoke, revoke-tokens, rotate-secret, keys, client-key, help; client-credentials --help describes them)\n",
+    );
     expect(fs.existsSync(dataDir)).toBe(false);
   });
 
-  test('an option before any command is a usage error', async () => {
+  test('no command at all prints the usage on stderr, exit 2', async () => {
+    const r = await cli([]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('Usage: client-credentials <command>');
+  });
+
+  test('an option before any command is a usage error, in one line', async () => {
     const r = await cli(['--json']);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^error: expected a command before '--json'\n/);
+    expect(r.stderr).toMatch(/^error: expected a command before '--json' \(commands: create, .*\)\n$/);
   });
 
   test('help COMMAND --help is the help of COMMAND', async () => {
@@ -145,7 +153,7 @@ describe('top level', () => {
     expect(none.stderr).toContain('Usage: client-credentials keys <list|rotate|prune>');
     const unknown = await cli(['keys', 'burn']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/^error: unknown command 'keys burn'\n/);
+    expect(unknown.stderr).toBe("error: unknown command 'keys burn' (keys list, keys rotate, keys prune; client-credentials keys --help describes them)\n");
   });
 });
 

@@ -255,9 +255,7 @@ export const clientKey: Handler = async (args, ctx) => {
   }
   const handler = Object.hasOwn(KEY_COMMANDS, sub) ? KEY_COMMANDS[sub] : undefined;
   if (!handler) {
-    ctx.err(`error: unknown command 'client-key ${printable(sub)}'`);
-    ctx.err();
-    ctx.io.stderr(HELP['client-key']);
+    ctx.err(`error: unknown command 'client-key ${printable(sub)}' (client-key ${Object.keys(KEY_COMMANDS).join(', client-key ')}; client-credentials client-key --help describes them)`);
     return 2;
   }
   return withHelp(`client-key ${sub}`, handler)(rest, ctx);

@@ -152,9 +152,7 @@ export const keys: Handler = async (args, ctx) => {
   }
   const handler = Object.hasOwn(KEY_COMMANDS, sub) ? KEY_COMMANDS[sub] : undefined;
   if (!handler) {
-    ctx.err(`error: unknown command 'keys ${printable(sub)}'`);
-    ctx.err();
-    ctx.io.stderr(HELP.keys);
+    ctx.err(`error: unknown command 'keys ${printable(sub)}' (keys ${Object.keys(KEY_COMMANDS).join(', keys ')}; client-credentials keys --help describes them)`);
     return 2;
   }
   return withHelp(`keys ${sub}`, handler)(rest, ctx);

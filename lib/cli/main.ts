@@ -46,11 +46,13 @@ async function dispatch(argv: string[], ctx: Context): Promise<number> {
   }
   const handler = command !== undefined && Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
   if (!handler) {
-    if (command !== undefined) {
-      ctx.err(command.startsWith('-') ? `error: expected a command before ${quoted(command)}` : `error: unknown command ${quoted(command)}`);
-      ctx.err();
+    if (command === undefined) {
+      ctx.io.stderr(HELP['']);
+    } else {
+      // one line: a typo should not scroll the terminal with the whole usage
+      const what = command.startsWith('-') ? `expected a command before ${quoted(command)}` : `unknown command ${quoted(command)}`;
+      ctx.err(`error: ${what} (commands: ${Object.keys(COMMANDS).join(', ')}; client-credentials --help describes them)`);
     }
-    ctx.io.stderr(HELP['']);
     return 2;
   }
   ctx.stores.expectsStore = command !== 'create';
