@@ -117,8 +117,22 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, c
   return source;
 }
 
-/** One in-memory replay store per process for the standalone requireBearer()s that use no Redis. */
+/**
+ * One in-memory replay store per process for the standalone requireBearer()s
+ * that use no Redis, bounded by the largest `dpopProofs.replayMax` any of
+ * them asked for: each gets at least its own bound (a smaller one would
+ * refuse its fresh proofs as too old once full), a jti spent at one is spent
+ * at all (the layers of one API check a proof once, and a replay is refused
+ * wherever it is sent), and the memory is that of the largest bound, not the
+ * sum of them.
+ */
 let sharedReplay: MemoryReplayStore | undefined;
+
+function memoryReplay(max: number): MemoryReplayStore {
+  if (!sharedReplay) return (sharedReplay = new MemoryReplayStore({ max }));
+  sharedReplay.raiseMax(max);
+  return sharedReplay;
+}
 
 /** The public URL for DPoP `htu`: the option, else the audience's origin when it is an http(s) URL. */
 function publicUrlOf(options: BearerOptions, audience: string): string | undefined {
@@ -156,7 +170,7 @@ function dpopOptions(options: BearerOptions, audience: string, clockTolerance: n
   const settings = parseDpop(options.dpopProofs);
   const redis = options.dpopProofs?.redis;
   const shared = redis ? redisReplay(redis, settings.keyPrefix, logger) : undefined;
-  const replay = shared ? shared.replay : (sharedReplay ??= new MemoryReplayStore({ max: settings.replayMax }));
+  const replay = shared ? shared.replay : memoryReplay(settings.replayMax);
   return { mode, publicUrl, verify: { replay, maxAge: settings.maxAge, clockTolerance }, health: shared?.health };
 }
 
