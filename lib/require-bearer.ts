@@ -15,12 +15,13 @@ import {
 import { MemoryReplayStore, type ReplayStore } from './core/dpop';
 import { ReplayStoreHealth } from './core/replay-store-health';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
-import type { KeyResolver } from './core/keys';
+import type { KeyResolver, LoadedKey } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
 import { RevocationState } from './core/revocation';
 import { RevocationListPoller } from './core/revocation-list';
 import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
+import { jwkThumbprint } from './jwt/thumbprint';
 import { bearerMiddleware, type BearerDpopOptions } from './express/require-bearer';
 import { resolveLogger, type Logger } from './logger';
 import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
@@ -59,8 +60,26 @@ interface ListSource {
   pending(): Promise<unknown> | null;
 }
 
-/** One poller per issuer, list URL and settings, shared by every requireBearer() with that source. */
+/**
+ * One poller per issuer, key source, clock tolerance, list URL and settings,
+ * shared by every requireBearer() with all of these the same: the list is
+ * verified with the keys of the requireBearer() asking, and its entries kept
+ * for as long as its clock tolerance accepts an expired token.
+ */
 const listSources = new Map<string, ListSource>();
+
+/**
+ * What verifies the tokens and the list, as a memo key: the JWKS URL (one
+ * poller for every API of the process on it, whatever their audiences), or
+ * the keys given up front by kid, alg and RFC 7638 thumbprint (the same set
+ * given twice shares a poller; another set, such as one from before a key
+ * rotation, gets its own).
+ */
+function keySourceOf(jwksUri: string | undefined, loaded: Map<string, LoadedKey> | undefined): string {
+  if (jwksUri !== undefined) return `jwks ${jwksUri}`;
+  const keys = [...loaded!.values()].map((k) => JSON.stringify([k.kid, k.alg, jwkThumbprint(k.jwk)])).sort();
+  return `keys ${keys.join(' ')}`;
+}
 
 /**
  * The revocation list of a standalone verifier. The first request starts
@@ -70,8 +89,8 @@ const listSources = new Map<string, ListSource>();
  * answers instead of at the next timer tick. Polls never reject: a failed
  * one leaves the last list in force until maxStale.
  */
-function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, clockTolerance: number, logger: Logger): ListSource {
-  const key = JSON.stringify([issuer, settings]);
+function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, keySource: string, clockTolerance: number, logger: Logger): ListSource {
+  const key = JSON.stringify([issuer, keySource, clockTolerance, settings]);
   const known = listSources.get(key);
   if (known) return known;
   let lastError = '';
@@ -237,11 +256,11 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
     timeoutMs: checkNumber('jwksTimeout', options.jwksTimeout, 5, 0.1, 120) * 1000,
   };
   let keys: KeyResolver;
+  let loaded: Map<string, LoadedKey> | undefined;
   if (jwksUri) {
     keys = new RemoteJwks(jwksUri, { ...settings, now: Date.now });
   } else {
     const set = Array.isArray(options.keys) ? { keys: options.keys } : options.keys;
-    let loaded;
     try {
       loaded = loadJwks(set);
     } catch (err) {
@@ -260,7 +279,7 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
     source = verifierSources.get(verifier);
     keys = verifierKeys.get(verifier) ?? keys;
   } else {
-    source = list && listSource(list, issuer, keys, settings.clockTolerance, logger);
+    source = list && listSource(list, issuer, keys, keySourceOf(jwksUri, loaded), settings.clockTolerance, logger);
     verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now, revocation: source?.poller });
     if (source) verifierSources.set(verifier, source);
     verifierKeys.set(verifier, keys);

@@ -1,12 +1,16 @@
 /**
  * What the standalone requireBearer()s of one process share, and what each of
  * them must still get as asked: the in-memory DPoP replay store (at least its
- * own `dpopProofs.replayMax`).
+ * own `dpopProofs.replayMax`), and a revocation-list poller (verifying the
+ * list with its own keys and clock tolerance).
  */
 import express from 'express';
 import request from 'supertest';
-import { setup, ISSUER, AUDIENCE } from '../helpers/app';
+import { createIssuer, requireBearer, type Issuer } from '../../lib';
+import { loopbackServer, setup, tempDir, ISSUER, AUDIENCE, type LoopbackServer } from '../helpers/app';
 import { newDpopKey, rawProof } from '../helpers/dpop';
+
+type Client = { clientId: string; clientSecret: string };
 
 const now = () => Math.floor(Date.now() / 1000);
 const PUBLIC = 'https://api.example.com';
@@ -81,5 +85,144 @@ describe('the in-memory DPoP replay store of the standalone requireBearer()s (dp
     } finally {
       await t.close();
     }
+  });
+});
+
+interface Running {
+  issuer: Issuer;
+  url: string;
+  http: LoopbackServer;
+  client: Client;
+  close(): Promise<void>;
+}
+
+async function startIssuer(options: { accessTokenTtl?: number; clockTolerance?: number } = {}): Promise<Running> {
+  const http = await loopbackServer();
+  const issuer = createIssuer({ issuer: http.url, audience: `${http.url}/api`, dataDir: tempDir(), logger: false, ...options });
+  await issuer.ready();
+  const app = express();
+  app.use(issuer.router());
+  http.serve(app);
+  const client = await issuer.clients.create({ name: 'caller', scopes: 'orders:read' });
+  return {
+    issuer,
+    url: http.url,
+    http,
+    client,
+    async close() {
+      await issuer.close();
+      await http.close();
+    },
+  };
+}
+
+const basic = (c: Client) => `Basic ${Buffer.from(`${c.clientId}:${c.clientSecret}`).toString('base64')}`;
+
+async function token(r: Running): Promise<string> {
+  const res = await fetch(`${r.url}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(r.client) },
+    body: 'grant_type=client_credentials',
+  });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+async function revoke(r: Running, at: string): Promise<void> {
+  const res = await fetch(`${r.url}/oauth/revoke`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(r.client) },
+    body: `token=${at}`,
+  });
+  expect(res.status).toBe(200);
+}
+
+function api(verify: express.RequestHandler): express.Express {
+  const app = express();
+  app.get('/api/orders', verify, (req, res) => void res.json({ client: req.auth!.clientId }));
+  return app;
+}
+
+const call = (app: express.Express, at: string) => request(app).get('/api/orders').set('Authorization', `Bearer ${at}`);
+
+describe('the revocation-list poller the standalone requireBearer()s of one list share', () => {
+  let r: Running;
+  let proxy: LoopbackServer;
+  let down = false;
+  /** Requests for each list path. */
+  const hits = new Map<string, number>();
+  beforeAll(async () => {
+    r = await startIssuer();
+    proxy = await loopbackServer();
+    const app = express();
+    // the issuer's list, or 503 while `down`; a path per test, so each gets pollers of its own
+    app.get('/:name', async (req, res) => {
+      hits.set(req.params.name, (hits.get(req.params.name) ?? 0) + 1);
+      if (down) return void res.status(503).end();
+      const upstream = await fetch(`${r.url}/oauth/revocation-list`);
+      res.status(upstream.status).type('application/revocation-list+jwt').send(await upstream.text());
+    });
+    proxy.serve(app);
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await r.close();
+  });
+
+  it('verifies the list with the keys of the requireBearer() asking: one with jwksUri is not held to another one\'s `keys` from before a key rotation', async () => {
+    down = false;
+    const list = { uri: `${proxy.url}/rotation`, interval: 0.2 };
+    // one API of the process still has the issuer's keys of yesterday, given up front
+    const pinned = requireBearer({ issuer: r.url, audience: `${r.url}/api`, keys: await r.issuer.keys.jwks(), revocationList: list, logger: false });
+    await r.issuer.keys.rotate(0);
+    // another follows the JWKS: tokens and the list are signed with the new key now
+    const following = api(requireBearer({ issuer: r.url, audience: `${r.url}/api`, jwksUri: `${r.url}/.well-known/jwks.json`, revocationList: list, logger: false }));
+    const res = await call(following, await token(r));
+    expect([res.status, res.body]).toEqual([200, { client: r.client.clientId }]);
+    // the pinned one knows neither the new tokens' key nor the new list's
+    expect((await call(api(pinned), await token(r))).status).toBe(401);
+    expect(await pinned.health()).toEqual({ ok: false, revocationList: 'stale' });
+  });
+
+  it('one poller for the same key source: the same keys given twice (as two objects), or one jwksUri for two audiences', async () => {
+    down = false;
+    const keys = await r.issuer.keys.jwks();
+    const list = (name: string) => ({ uri: `${proxy.url}/${name}`, interval: 60 });
+    const at = await token(r);
+    for (const k of [keys, JSON.parse(JSON.stringify(keys))]) {
+      expect((await call(api(requireBearer({ issuer: r.url, audience: `${r.url}/api`, keys: k, revocationList: list('same-keys'), logger: false })), at)).status).toBe(200);
+    }
+    const jwksUri = `${r.url}/.well-known/jwks.json`;
+    for (const audience of [`${r.url}/api`, `${r.url}/admin`]) {
+      // the second audience refuses the token (401), after the list was asked for
+      await call(api(requireBearer({ issuer: r.url, audience, jwksUri, revocationList: list('same-jwks'), logger: false })), at);
+    }
+    expect({ keys: hits.get('same-keys'), jwks: hits.get('same-jwks') }).toEqual({ keys: 1, jwks: 1 });
+  });
+});
+
+describe('the revocation list with a clock tolerance of its own', () => {
+  let r: Running;
+  beforeAll(async () => {
+    // one-second tokens; the issuer keeps revocations 30 s past exp, as its own verifiers tolerate
+    r = await startIssuer({ accessTokenTtl: 1, clockTolerance: 30 });
+  });
+  afterAll(() => r.close());
+
+  it('a revoked token, expired within this requireBearer()\'s clockTolerance, is refused as revoked, even when another requireBearer() of the list tolerates less', async () => {
+    const at = await token(r);
+    await revoke(r, at);
+    const exp = (JSON.parse(Buffer.from(at.split('.')[1], 'base64url').toString('utf8')) as { exp: number }).exp;
+    // past exp by more than a second
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, (exp + 1.5) * 1000 - Date.now())));
+    const list = { uri: `${r.url}/oauth/revocation-list`, interval: 0.2 };
+    const base = { issuer: r.url, audience: `${r.url}/api`, jwksUri: `${r.url}/.well-known/jwks.json`, revocationList: list, logger: false as const };
+    const strict = api(requireBearer({ ...base, clockTolerance: 0 }));
+    const tolerant = api(requireBearer({ ...base, clockTolerance: 30 }));
+    // the strict one: expired
+    expect((await call(strict, at)).body.error).toBe('invalid_token');
+    // the tolerant one takes it as unexpired, so it must know it was revoked
+    const res = await call(tolerant, at);
+    expect([res.status, res.body]).toEqual([401, { error: 'invalid_token', error_description: 'the access token was revoked' }]);
   });
 });
