@@ -23,7 +23,7 @@ import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
 import { jwkThumbprint } from './jwt/thumbprint';
 import { bearerMiddleware, type BearerDpopOptions } from './express/require-bearer';
-import { resolveLogger, type Logger } from './logger';
+import { LoggerFanout, resolveLogger, type ResolvedLogger } from './logger';
 import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
 import { BEARER_CHECKS, zeroCounts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
@@ -56,6 +56,8 @@ function listSettings(value: BearerOptions['revocationList']): ListSettings | un
 /** A poller and when requests must wait for it. */
 interface ListSource {
   poller: RevocationListPoller;
+  /** Where its lines go: the logger of every requireBearer() using it, each once. */
+  loggers: LoggerFanout;
   /** `null` when the list is fresh (or was just tried), else the poll to wait for. */
   pending(): Promise<unknown> | null;
 }
@@ -89,10 +91,11 @@ function keySourceOf(jwksUri: string | undefined, loaded: Map<string, LoadedKey>
  * answers instead of at the next timer tick. Polls never reject: a failed
  * one leaves the last list in force until maxStale.
  */
-function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, keySource: string, clockTolerance: number, logger: Logger): ListSource {
+function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, keySource: string, clockTolerance: number): ListSource {
   const key = JSON.stringify([issuer, keySource, clockTolerance, settings]);
   const known = listSources.get(key);
   if (known) return known;
+  const logger = new LoggerFanout();
   let lastError = '';
   let downSince: number | undefined;
   const poller = new RevocationListPoller({
@@ -123,6 +126,7 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, k
   let started: Promise<unknown> | undefined;
   const source: ListSource = {
     poller,
+    loggers: logger,
     pending() {
       if (!started) return (started = poller.start());
       if (poller.fresh()) return null;
@@ -164,22 +168,34 @@ function publicUrlOf(options: BearerOptions, audience: string): string | undefin
   }
 }
 
-/** One monitored replay store per Redis client and key prefix, so the layers of one API log one outage once. */
-const redisReplays = new WeakMap<object, Map<string, { replay: ReplayStore; health: ReplayStoreHealth }>>();
+interface SharedRedisReplay {
+  replay: ReplayStore;
+  health: ReplayStoreHealth;
+  /** Where its outage lines go: the logger of every requireBearer() using it, each once. */
+  loggers: LoggerFanout;
+}
 
-function redisReplay(redis: object, prefix: string, logger: Logger): { replay: ReplayStore; health: ReplayStoreHealth } {
+/**
+ * One monitored replay store per Redis client and key prefix, so the layers
+ * of one API log one outage once, in each of their loggers.
+ */
+const redisReplays = new WeakMap<object, Map<string, SharedRedisReplay>>();
+
+function redisReplay(redis: object, prefix: string, loggerOption: BearerOptions['logger'], logger: ResolvedLogger): SharedRedisReplay {
   let byPrefix = redisReplays.get(redis);
   if (!byPrefix) redisReplays.set(redis, (byPrefix = new Map()));
   let known = byPrefix.get(prefix);
   if (!known) {
-    const health = new ReplayStoreHealth(logger, { kind: 'redis' });
-    known = { replay: health.monitor(new RedisReplayStore({ client: redis as RedisSetNxClient, prefix })), health };
+    const loggers = new LoggerFanout();
+    const health = new ReplayStoreHealth(loggers, { kind: 'redis' });
+    known = { replay: health.monitor(new RedisReplayStore({ client: redis as RedisSetNxClient, prefix })), health, loggers };
     byPrefix.set(prefix, known);
   }
+  known.loggers.add(loggerOption, logger);
   return known;
 }
 
-function dpopOptions(options: BearerOptions, audience: string, clockTolerance: number, logger: Logger): (BearerDpopOptions & { health?: ReplayStoreHealth }) | undefined {
+function dpopOptions(options: BearerOptions, audience: string, clockTolerance: number, logger: ResolvedLogger): (BearerDpopOptions & { health?: ReplayStoreHealth }) | undefined {
   const publicUrl = publicUrlOf(options, audience);
   if (options.dpop === undefined && publicUrl === undefined) return undefined;
   const mode = checkDpopMode(options.dpop);
@@ -188,7 +204,7 @@ function dpopOptions(options: BearerOptions, audience: string, clockTolerance: n
   if (options.dpopProofs !== undefined && 'nonce' in (options.dpopProofs as object)) throw new TypeError('option dpopProofs.nonce is not supported here');
   const settings = parseDpop(options.dpopProofs);
   const redis = options.dpopProofs?.redis;
-  const shared = redis ? redisReplay(redis, settings.keyPrefix, logger) : undefined;
+  const shared = redis ? redisReplay(redis, settings.keyPrefix, options.logger, logger) : undefined;
   const replay = shared ? shared.replay : memoryReplay(settings.replayMax);
   return { mode, publicUrl, verify: { replay, maxAge: settings.maxAge, clockTolerance }, health: shared?.health };
 }
@@ -279,12 +295,14 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
     source = verifierSources.get(verifier);
     keys = verifierKeys.get(verifier) ?? keys;
   } else {
-    source = list && listSource(list, issuer, keys, keySourceOf(jwksUri, loaded), settings.clockTolerance, logger);
+    source = list && listSource(list, issuer, keys, keySourceOf(jwksUri, loaded), settings.clockTolerance);
     verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now, revocation: source?.poller });
     if (source) verifierSources.set(verifier, source);
     verifierKeys.set(verifier, keys);
     if (memoKey) verifiers.set(memoKey, verifier);
   }
+  // the poller's lines go to this requireBearer()'s logger too, whoever created it
+  source?.loggers.add(options.logger, logger);
   const counts = registry && zeroCounts(BEARER_CHECKS);
   if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats, dpopReplayStore: dpop?.health });
   const middleware = bearerMiddleware({

@@ -1,8 +1,9 @@
 /**
  * What the standalone requireBearer()s of one process share, and what each of
  * them must still get as asked: the in-memory DPoP replay store (at least its
- * own `dpopProofs.replayMax`), and a revocation-list poller (verifying the
- * list with its own keys and clock tolerance).
+ * own `dpopProofs.replayMax`), a revocation-list poller (verifying the list
+ * with its own keys and clock tolerance, its lines in its own logger), and a
+ * Redis replay store's outage lines (in its own logger).
  */
 import express from 'express';
 import request from 'supertest';
@@ -10,7 +11,16 @@ import { createIssuer, requireBearer, type Issuer } from '../../lib';
 import { loopbackServer, setup, tempDir, ISSUER, AUDIENCE, type LoopbackServer } from '../helpers/app';
 import { newDpopKey, rawProof } from '../helpers/dpop';
 
+type Line = { level: string; event?: string; [k: string]: unknown };
 type Client = { clientId: string; clientSecret: string };
+
+/** A logger recording every line; `debug: false` leaves debug out (so requireBearer() wraps it in an object of its own). */
+function recordingLogger(lines: Line[], debug = true) {
+  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, ...obj });
+  return { info: at('info'), warn: at('warn'), error: at('error'), ...(debug ? { debug: at('debug') } : {}) };
+}
+
+const events = (lines: Line[], prefix: string) => lines.filter((l) => l.event?.startsWith(prefix)).map((l) => l.event);
 
 const now = () => Math.floor(Date.now() / 1000);
 const PUBLIC = 'https://api.example.com';
@@ -145,6 +155,16 @@ function api(verify: express.RequestHandler): express.Express {
 
 const call = (app: express.Express, at: string) => request(app).get('/api/orders').set('Authorization', `Bearer ${at}`);
 
+/** ms until `app` answers `status` for `at`, polling every 20 ms up to `limitMs`; -1 if never. */
+async function until(app: express.Express, at: string, status: number, limitMs: number): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < limitMs) {
+    if ((await call(app, at)).status === status) return Date.now() - started;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return -1;
+}
+
 describe('the revocation-list poller the standalone requireBearer()s of one list share', () => {
   let r: Running;
   let proxy: LoopbackServer;
@@ -199,6 +219,29 @@ describe('the revocation-list poller the standalone requireBearer()s of one list
     }
     expect({ keys: hits.get('same-keys'), jwks: hits.get('same-jwks') }).toEqual({ keys: 1, jwks: 1 });
   });
+
+  it('every logger of the requireBearer()s sharing a poller gets its unavailable and recovered lines, once each', async () => {
+    down = true;
+    const list = { uri: `${proxy.url}/loggers`, interval: 0.2, maxStale: 0.5 };
+    const [a, b, c]: Line[][] = [[], [], []];
+    // a logger without debug(): requireBearer() wraps it, and still counts it once
+    const loggerA = recordingLogger(a, false);
+    const jwksUri = `${r.url}/.well-known/jwks.json`;
+    const orders = api(requireBearer({ issuer: r.url, audience: `${r.url}/api`, jwksUri, revocationList: list, logger: loggerA }));
+    // another API of the process, on the same JWKS and list: one poller for both
+    requireBearer({ issuer: r.url, audience: `${r.url}/admin`, jwksUri, revocationList: list, logger: recordingLogger(b) });
+    // a second layer of the first API (its verifier is the first one's), with a logger of its own
+    requireBearer({ issuer: r.url, audience: `${r.url}/api`, jwksUri, revocationList: list, logger: recordingLogger(c), scope: 'orders:read' });
+    // and the first logger again
+    requireBearer({ issuer: r.url, audience: `${r.url}/admin`, jwksUri, revocationList: list, logger: loggerA });
+
+    const at = await token(r);
+    expect((await call(orders, at)).status).toBe(503);
+    down = false;
+    expect(await until(orders, at, 200, 3000)).toBeGreaterThanOrEqual(0);
+    const expected = ['revocation_list.unavailable', 'revocation_list.recovered'];
+    expect({ a: events(a, 'revocation_list.'), b: events(b, 'revocation_list.'), c: events(c, 'revocation_list.') }).toEqual({ a: expected, b: expected, c: expected });
+  });
 });
 
 describe('the revocation list with a clock tolerance of its own', () => {
@@ -224,5 +267,38 @@ describe('the revocation list with a clock tolerance of its own', () => {
     // the tolerant one takes it as unexpired, so it must know it was revoked
     const res = await call(tolerant, at);
     expect([res.status, res.body]).toEqual([401, { error: 'invalid_token', error_description: 'the access token was revoked' }]);
+  });
+});
+
+describe('a Redis DPoP replay store shared by several standalone requireBearer()s', () => {
+  it('tells every one of their loggers when it stops and starts answering', async () => {
+    const { t, key, token, keys } = await dpopTokenSetup();
+    try {
+      let down = false;
+      // the one call the store makes, failing while `down`
+      const redis = {
+        async set(): Promise<'OK' | null> {
+          if (down) throw new Error('connect ECONNREFUSED');
+          return 'OK';
+        },
+      };
+      const [a, b]: Line[][] = [[], []];
+      const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, dpopProofs: { redis, keyPrefix: 'ecc:test:shared:' } };
+      // two layers of one API with one logger, and another API with its own
+      const loggerA = recordingLogger(a);
+      requireBearer({ ...options, logger: loggerA });
+      requireBearer({ ...options, logger: loggerA, scope: 'orders:read' });
+      const second = express();
+      second.get('/orders', requireBearer({ ...options, logger: recordingLogger(b) }), (_req, res) => void res.end('ok'));
+      const get = () => request(second).get('/orders').set('Authorization', `DPoP ${token}`).set('DPoP', key.proof({ htm: 'GET', htu: `${PUBLIC}/orders`, accessToken: token }));
+      down = true;
+      expect((await get()).status).toBe(503);
+      down = false;
+      expect((await get()).status).toBe(200);
+      const expected = ['dpop_replay_store.unavailable', 'dpop_replay_store.recovered'];
+      expect({ a: events(a, 'dpop_replay_store.'), b: events(b, 'dpop_replay_store.') }).toEqual({ a: expected, b: expected });
+    } finally {
+      await t.close();
+    }
   });
 });
