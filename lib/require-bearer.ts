@@ -262,7 +262,6 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
   }
   const registry = checkMetrics(options.metrics);
   const logger = resolveLogger(options.logger);
-  const dpop = dpopOptions(options, audience, checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300), logger);
   const jwksUri = options.jwksUri === undefined ? undefined : checkUrl('jwksUri', options.jwksUri);
   const settings = {
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
@@ -288,6 +287,8 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
   const realm = options.realm === undefined ? 'api' : checkString('realm', options.realm);
   const scope = scopeOption('scope', options.scope);
   const list = listSettings(options.revocationList);
+  // last, as it joins the replay store shared with other requireBearer()s: only once every option passed
+  const dpop = dpopOptions(options, audience, settings.clockTolerance, logger);
   const memoKey = jwksUri ? JSON.stringify([issuer, audience, jwksUri, settings, list ?? null]) : undefined;
   let verifier = memoKey ? verifiers.get(memoKey) : undefined;
   let source: ListSource | undefined;

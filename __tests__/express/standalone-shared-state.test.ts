@@ -282,8 +282,10 @@ describe('a Redis DPoP replay store shared by several standalone requireBearer()
           return 'OK';
         },
       };
-      const [a, b]: Line[][] = [[], []];
+      const [a, b, refused]: Line[][] = [[], [], []];
       const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, dpopProofs: { redis, keyPrefix: 'ecc:test:shared:' } };
+      // a requireBearer() refused at start-up (a bad option checked after dpopProofs) takes no part
+      expect(() => requireBearer({ ...options, logger: recordingLogger(refused), realm: 42 as never })).toThrow(TypeError);
       // two layers of one API with one logger, and another API with its own
       const loggerA = recordingLogger(a);
       requireBearer({ ...options, logger: loggerA });
@@ -296,7 +298,7 @@ describe('a Redis DPoP replay store shared by several standalone requireBearer()
       down = false;
       expect((await get()).status).toBe(200);
       const expected = ['dpop_replay_store.unavailable', 'dpop_replay_store.recovered'];
-      expect({ a: events(a, 'dpop_replay_store.'), b: events(b, 'dpop_replay_store.') }).toEqual({ a: expected, b: expected });
+      expect({ a: events(a, 'dpop_replay_store.'), b: events(b, 'dpop_replay_store.'), refused: events(refused, 'dpop_replay_store.') }).toEqual({ a: expected, b: expected, refused: [] });
     } finally {
       await t.close();
     }
