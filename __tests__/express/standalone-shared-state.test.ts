@@ -98,6 +98,45 @@ describe('the in-memory DPoP replay store of the standalone requireBearer()s (dp
   });
 });
 
+describe('two layers of one API with different DPoP replay stores', () => {
+  it('the proof is spent in each layer\'s store: a layer asking Redis refuses a proof replayed to another instance, after an in-memory layer', async () => {
+    const { t, key, token, keys } = await dpopTokenSetup();
+    try {
+      // a Redis both instances share: SET NX
+      const held = new Set<string>();
+      const redis = {
+        async set(k: string): Promise<'OK' | null> {
+          if (held.has(k)) return null;
+          held.add(k);
+          return 'OK';
+        },
+      };
+      const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, logger: false as const };
+      /** One instance (a process of its own): the mount checks with its memory, the payment route asks Redis too. */
+      const instance = () => {
+        let isolated!: typeof import('../../lib/require-bearer');
+        jest.isolateModules(() => {
+          isolated = require('../../lib/require-bearer');
+        });
+        const app = express();
+        app.use('/api', isolated.requireBearer(options));
+        app.post('/api/pay', isolated.requireBearer({ ...options, dpopProofs: { redis } }), (_req, res) => void res.end('paid'));
+        return app;
+      };
+      const [a, b] = [instance(), instance()];
+      const pay = (app: express.Express, p: string) => request(app).post('/api/pay').set('Authorization', `DPoP ${token}`).set('DPoP', p);
+      const proof = key.proof({ htm: 'POST', htu: `${PUBLIC}/api/pay`, accessToken: token });
+      expect((await pay(a, proof)).status).toBe(200);
+      const replayed = await pay(b, proof);
+      expect([replayed.status, replayed.body.error]).toEqual([401, 'invalid_dpop_proof']);
+      // a fresh proof passes both layers of either instance (each store sees its jti once)
+      expect((await pay(b, key.proof({ htm: 'POST', htu: `${PUBLIC}/api/pay`, accessToken: token }))).status).toBe(200);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 interface Running {
   issuer: Issuer;
   url: string;
