@@ -31,3 +31,39 @@ export function resolveLogger(option: Logger | false | undefined): ResolvedLogge
   if (typeof option.debug === 'function') return option as ResolvedLogger;
   return { debug: noop, info: option.info.bind(option), warn: option.warn.bind(option), error: option.error.bind(option) };
 }
+
+type Line = [obj: Record<string, unknown>, msg?: string];
+
+/**
+ * One logger for something several callers share (a revocation-list poller
+ * or a Redis replay store of several requireBearer()s): each line goes to
+ * every logger added, once per logger however often it was added. Loggers
+ * are told apart by the option given, so `undefined` (the default pino
+ * logger, a new one per resolveLogger() call) is one logger, and a logger
+ * without `debug` (wrapped anew per call) is one too; `false` adds none.
+ */
+export class LoggerFanout implements ResolvedLogger {
+  private readonly loggers = new Map<Logger | undefined, ResolvedLogger>();
+
+  /** Adds `resolved`, the resolveLogger() of `option`, unless that option was added before. */
+  add(option: Logger | false | undefined, resolved: ResolvedLogger): void {
+    if (option === false || this.loggers.has(option)) return;
+    this.loggers.set(option, resolved);
+  }
+
+  debug = (...line: Line): void => {
+    for (const logger of this.loggers.values()) logger.debug(...line);
+  };
+
+  info = (...line: Line): void => {
+    for (const logger of this.loggers.values()) logger.info(...line);
+  };
+
+  warn = (...line: Line): void => {
+    for (const logger of this.loggers.values()) logger.warn(...line);
+  };
+
+  error = (...line: Line): void => {
+    for (const logger of this.loggers.values()) logger.error(...line);
+  };
+}

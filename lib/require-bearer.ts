@@ -15,14 +15,15 @@ import {
 import { MemoryReplayStore, type ReplayStore } from './core/dpop';
 import { ReplayStoreHealth } from './core/replay-store-health';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
-import type { KeyResolver } from './core/keys';
+import type { KeyResolver, LoadedKey } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
 import { RevocationState } from './core/revocation';
 import { RevocationListPoller } from './core/revocation-list';
 import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
+import { jwkThumbprint } from './jwt/thumbprint';
 import { bearerMiddleware, type BearerDpopOptions } from './express/require-bearer';
-import { resolveLogger, type Logger } from './logger';
+import { LoggerFanout, resolveLogger, type ResolvedLogger } from './logger';
 import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
 import { BEARER_CHECKS, zeroCounts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
@@ -55,12 +56,32 @@ function listSettings(value: BearerOptions['revocationList']): ListSettings | un
 /** A poller and when requests must wait for it. */
 interface ListSource {
   poller: RevocationListPoller;
+  /** Where its lines go: the logger of every requireBearer() using it, each once. */
+  loggers: LoggerFanout;
   /** `null` when the list is fresh (or was just tried), else the poll to wait for. */
   pending(): Promise<unknown> | null;
 }
 
-/** One poller per issuer, list URL and settings, shared by every requireBearer() with that source. */
+/**
+ * One poller per issuer, key source, clock tolerance, list URL and settings,
+ * shared by every requireBearer() with all of these the same: the list is
+ * verified with the keys of the requireBearer() asking, and its entries kept
+ * for as long as its clock tolerance accepts an expired token.
+ */
 const listSources = new Map<string, ListSource>();
+
+/**
+ * What verifies the tokens and the list, as a memo key: the JWKS URL (one
+ * poller for every API of the process on it, whatever their audiences), or
+ * the keys given up front by kid, alg and RFC 7638 thumbprint (the same set
+ * given twice shares a poller; another set, such as one from before a key
+ * rotation, gets its own).
+ */
+function keySourceOf(jwksUri: string | undefined, loaded: Map<string, LoadedKey> | undefined): string {
+  if (jwksUri !== undefined) return `jwks ${jwksUri}`;
+  const keys = [...loaded!.values()].map((k) => JSON.stringify([k.kid, k.alg, jwkThumbprint(k.jwk)])).sort();
+  return `keys ${keys.join(' ')}`;
+}
 
 /**
  * The revocation list of a standalone verifier. The first request starts
@@ -70,10 +91,11 @@ const listSources = new Map<string, ListSource>();
  * answers instead of at the next timer tick. Polls never reject: a failed
  * one leaves the last list in force until maxStale.
  */
-function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, clockTolerance: number, logger: Logger): ListSource {
-  const key = JSON.stringify([issuer, settings]);
+function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, keySource: string, clockTolerance: number): ListSource {
+  const key = JSON.stringify([issuer, keySource, clockTolerance, settings]);
   const known = listSources.get(key);
   if (known) return known;
+  const logger = new LoggerFanout();
   let lastError = '';
   let downSince: number | undefined;
   const poller = new RevocationListPoller({
@@ -104,6 +126,7 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, c
   let started: Promise<unknown> | undefined;
   const source: ListSource = {
     poller,
+    loggers: logger,
     pending() {
       if (!started) return (started = poller.start());
       if (poller.fresh()) return null;
@@ -117,8 +140,22 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, c
   return source;
 }
 
-/** One in-memory replay store per process for the standalone requireBearer()s that use no Redis. */
+/**
+ * One in-memory replay store per process for the standalone requireBearer()s
+ * that use no Redis, bounded by the largest `dpopProofs.replayMax` any of
+ * them asked for: each gets at least its own bound (a smaller one would
+ * refuse its fresh proofs as too old once full), a jti spent at one is spent
+ * at all (the layers of one API check a proof once, and a replay is refused
+ * wherever it is sent), and the memory is that of the largest bound, not the
+ * sum of them.
+ */
 let sharedReplay: MemoryReplayStore | undefined;
+
+function memoryReplay(max: number): MemoryReplayStore {
+  if (!sharedReplay) return (sharedReplay = new MemoryReplayStore({ max }));
+  sharedReplay.raiseMax(max);
+  return sharedReplay;
+}
 
 /** The public URL for DPoP `htu`: the option, else the audience's origin when it is an http(s) URL. */
 function publicUrlOf(options: BearerOptions, audience: string): string | undefined {
@@ -131,22 +168,34 @@ function publicUrlOf(options: BearerOptions, audience: string): string | undefin
   }
 }
 
-/** One monitored replay store per Redis client and key prefix, so the layers of one API log one outage once. */
-const redisReplays = new WeakMap<object, Map<string, { replay: ReplayStore; health: ReplayStoreHealth }>>();
+interface SharedRedisReplay {
+  replay: ReplayStore;
+  health: ReplayStoreHealth;
+  /** Where its outage lines go: the logger of every requireBearer() using it, each once. */
+  loggers: LoggerFanout;
+}
 
-function redisReplay(redis: object, prefix: string, logger: Logger): { replay: ReplayStore; health: ReplayStoreHealth } {
+/**
+ * One monitored replay store per Redis client and key prefix, so the layers
+ * of one API log one outage once, in each of their loggers.
+ */
+const redisReplays = new WeakMap<object, Map<string, SharedRedisReplay>>();
+
+function redisReplay(redis: object, prefix: string, loggerOption: BearerOptions['logger'], logger: ResolvedLogger): SharedRedisReplay {
   let byPrefix = redisReplays.get(redis);
   if (!byPrefix) redisReplays.set(redis, (byPrefix = new Map()));
   let known = byPrefix.get(prefix);
   if (!known) {
-    const health = new ReplayStoreHealth(logger, { kind: 'redis' });
-    known = { replay: health.monitor(new RedisReplayStore({ client: redis as RedisSetNxClient, prefix })), health };
+    const loggers = new LoggerFanout();
+    const health = new ReplayStoreHealth(loggers, { kind: 'redis' });
+    known = { replay: health.monitor(new RedisReplayStore({ client: redis as RedisSetNxClient, prefix })), health, loggers };
     byPrefix.set(prefix, known);
   }
+  known.loggers.add(loggerOption, logger);
   return known;
 }
 
-function dpopOptions(options: BearerOptions, audience: string, clockTolerance: number, logger: Logger): (BearerDpopOptions & { health?: ReplayStoreHealth }) | undefined {
+function dpopOptions(options: BearerOptions, audience: string, clockTolerance: number, logger: ResolvedLogger): (BearerDpopOptions & { health?: ReplayStoreHealth }) | undefined {
   const publicUrl = publicUrlOf(options, audience);
   if (options.dpop === undefined && publicUrl === undefined) return undefined;
   const mode = checkDpopMode(options.dpop);
@@ -155,8 +204,8 @@ function dpopOptions(options: BearerOptions, audience: string, clockTolerance: n
   if (options.dpopProofs !== undefined && 'nonce' in (options.dpopProofs as object)) throw new TypeError('option dpopProofs.nonce is not supported here');
   const settings = parseDpop(options.dpopProofs);
   const redis = options.dpopProofs?.redis;
-  const shared = redis ? redisReplay(redis, settings.keyPrefix, logger) : undefined;
-  const replay = shared ? shared.replay : (sharedReplay ??= new MemoryReplayStore({ max: settings.replayMax }));
+  const shared = redis ? redisReplay(redis, settings.keyPrefix, options.logger, logger) : undefined;
+  const replay = shared ? shared.replay : memoryReplay(settings.replayMax);
   return { mode, publicUrl, verify: { replay, maxAge: settings.maxAge, clockTolerance }, health: shared?.health };
 }
 
@@ -213,7 +262,6 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
   }
   const registry = checkMetrics(options.metrics);
   const logger = resolveLogger(options.logger);
-  const dpop = dpopOptions(options, audience, checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300), logger);
   const jwksUri = options.jwksUri === undefined ? undefined : checkUrl('jwksUri', options.jwksUri);
   const settings = {
     clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
@@ -223,11 +271,11 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
     timeoutMs: checkNumber('jwksTimeout', options.jwksTimeout, 5, 0.1, 120) * 1000,
   };
   let keys: KeyResolver;
+  let loaded: Map<string, LoadedKey> | undefined;
   if (jwksUri) {
     keys = new RemoteJwks(jwksUri, { ...settings, now: Date.now });
   } else {
     const set = Array.isArray(options.keys) ? { keys: options.keys } : options.keys;
-    let loaded;
     try {
       loaded = loadJwks(set);
     } catch (err) {
@@ -239,6 +287,8 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
   const realm = options.realm === undefined ? 'api' : checkString('realm', options.realm);
   const scope = scopeOption('scope', options.scope);
   const list = listSettings(options.revocationList);
+  // last, as it joins the replay store shared with other requireBearer()s: only once every option passed
+  const dpop = dpopOptions(options, audience, settings.clockTolerance, logger);
   const memoKey = jwksUri ? JSON.stringify([issuer, audience, jwksUri, settings, list ?? null]) : undefined;
   let verifier = memoKey ? verifiers.get(memoKey) : undefined;
   let source: ListSource | undefined;
@@ -246,12 +296,14 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
     source = verifierSources.get(verifier);
     keys = verifierKeys.get(verifier) ?? keys;
   } else {
-    source = list && listSource(list, issuer, keys, settings.clockTolerance, logger);
+    source = list && listSource(list, issuer, keys, keySourceOf(jwksUri, loaded), settings.clockTolerance);
     verifier = new AccessTokenVerifier({ issuer, audience, keys, clockTolerance: settings.clockTolerance, cacheMax: settings.cacheMax, now: Date.now, revocation: source?.poller });
     if (source) verifierSources.set(verifier, source);
     verifierKeys.set(verifier, keys);
     if (memoKey) verifiers.set(memoKey, verifier);
   }
+  // the poller's lines go to this requireBearer()'s logger too, whoever created it
+  source?.loggers.add(options.logger, logger);
   const counts = registry && zeroCounts(BEARER_CHECKS);
   if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats, dpopReplayStore: dpop?.health });
   const middleware = bearerMiddleware({

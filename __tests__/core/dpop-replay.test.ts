@@ -46,6 +46,21 @@ describe('MemoryReplayStore', () => {
     expect(s.forgottenUntil).toBeUndefined();
   });
 
+  it('raiseMax(): a larger bound holds more keys from then on; a smaller one changes nothing; forgotten keys stay forgotten', () => {
+    const s = store(1);
+    expect(s.consume('a', clock + 1_000)).toBe(true);
+    expect(s.consume('b', clock + 2_000)).toBe(true); // full: 'a' is forgotten
+    expect(s.forgottenUntil).toBe(clock + 1_000);
+    s.raiseMax(3);
+    s.raiseMax(2);
+    expect(s.max).toBe(3);
+    expect(s.consume('c', clock + 3_000)).toBe(true);
+    expect(s.consume('d', clock + 4_000)).toBe(true);
+    expect(s.size).toBe(3); // 'b', 'c', 'd': none forgotten for them
+    expect([s.consume('b', clock + 2_000), s.consume('c', clock + 3_000), s.consume('d', clock + 4_000)]).toEqual([false, false, false]);
+    expect(s.forgottenUntil).toBe(clock + 1_000);
+  });
+
   it('remembers a key with an expiry decades ahead like any other', () => {
     const s = store(2);
     expect(s.consume('far', clock + 100 * 365 * 86_400_000)).toBe(true);

@@ -107,7 +107,7 @@ class ExpiryHeap {
  * (RedisReplayStore, stores/redis-replay.ts) to refuse a proof replayed to another instance.
  */
 export class MemoryReplayStore implements ReplayStore {
-  readonly max: number;
+  private bound: number;
   private readonly now: () => number;
   /** Key → expiry in seconds from `base`, rounded up: small integers keep entries small. */
   private readonly entries = new Map<string, number>();
@@ -118,9 +118,24 @@ export class MemoryReplayStore implements ReplayStore {
   private forgotten = Number.NEGATIVE_INFINITY;
 
   constructor(options: MemoryReplayStoreOptions = {}) {
-    this.max = Math.max(1, Math.floor(options.max ?? 250_000));
+    this.bound = Math.max(1, Math.floor(options.max ?? 250_000));
     this.now = options.now ?? Date.now;
     this.base = this.now();
+  }
+
+  /** Most keys remembered at once. */
+  get max(): number {
+    return this.bound;
+  }
+
+  /**
+   * Raises the bound to `max` when that is more, never lowers it: for a store
+   * shared by callers that each asked for a bound (the standalone
+   * requireBearer()s of a process), so each gets at least its own. Keys
+   * forgotten before stay forgotten: proofs that old are still refused.
+   */
+  raiseMax(max: number): void {
+    this.bound = Math.max(this.bound, Math.floor(max));
   }
 
   get size(): number {
@@ -139,7 +154,7 @@ export class MemoryReplayStore implements ReplayStore {
     // after trim() every key still held is unexpired
     if (this.entries.has(key)) return false;
     if (expiresAt <= now) return true; // nothing left to protect
-    if (this.entries.size >= this.max) this.forgetFirstToExpire();
+    if (this.entries.size >= this.bound) this.forgetFirstToExpire();
     // the heap holds it as an Int32 (68 years from start): the Map gets the same value
     const expiry = Math.min(Math.ceil((expiresAt - this.base) / 1000), 0x7fffffff);
     this.entries.set(key, expiry);

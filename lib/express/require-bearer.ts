@@ -1,7 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type passport from 'passport';
 import { Strategy as BearerStrategy } from 'passport-http-bearer';
-import { DPOP_ALGORITHMS, requestHtu, verifyDpopProof, type CheckedDpopProof, type DpopVerifyOptions, type VerifiedDpopProof } from '../core/dpop';
+import { DPOP_ALGORITHMS, requestHtu, verifyDpopProof, type CheckedDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from '../core/dpop';
 import { accessTokenHash } from '../jwt/dpop-proof';
 import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
@@ -157,10 +157,13 @@ export interface BearerMiddlewareOptions {
 
 /**
  * The DPoP proof each request passed, for the next requireBearer() on its
- * way (`app.use('/api', requireBearer())` and a route's own with a scope):
- * the proof's jti is spent at the first, and the same request is no replay.
+ * way (`app.use('/api', requireBearer())` and a route's own with a scope),
+ * and the replay stores that spent its jti: a later layer on the same store
+ * takes it as checked (the same request is no replay); one on another store
+ * (say Redis after the process's memory) checks it and spends its jti there
+ * too, or a proof replayed to another instance would pass it unasked.
  */
-const checkedProofs = new WeakMap<Request, CheckedDpopProof>();
+const checkedProofs = new WeakMap<Request, { checked: CheckedDpopProof; stores: Set<ReplayStore> }>();
 
 /**
  * The protected-resource check. Only the Authorization header counts; the
@@ -269,18 +272,23 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       const jkt = (auth.claims.cnf as { jkt?: unknown } | undefined)?.jkt;
       if (typeof jkt !== 'string') return fail(res, binding('the access token is not DPoP-bound; send it as Bearer', 'DPoP scheme with a token without cnf.jkt', auth), 'dpop');
       const proof = req.headers.dpop;
+      const seen = checkedProofs.get(req);
+      const checkedBefore = seen?.stores.has(dpop!.replay) ? seen.checked : undefined;
       let verified;
       try {
         verified = verifyDpopProof(
           proof,
-          { htm: req.method, htu: requestHtu(publicUrl, req.originalUrl), accessToken: token, accessTokenHash: athOf(auth), jkt, checkedBefore: checkedProofs.get(req) },
+          { htm: req.method, htu: requestHtu(publicUrl, req.originalUrl), accessToken: token, accessTokenHash: athOf(auth), jkt, checkedBefore },
           dpop!,
         );
       } catch (err) {
         return fail(res, err instanceof InvalidTokenError ? binding(err.description, err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop', auth);
       }
       const passed = (result: VerifiedDpopProof): void => {
-        if (typeof proof === 'string') checkedProofs.set(req, { proof, verified: result });
+        if (typeof proof === 'string') {
+          if (seen?.checked.proof === proof) seen.stores.add(dpop!.replay);
+          else checkedProofs.set(req, { checked: { proof, verified: result }, stores: new Set([dpop!.replay]) });
+        }
         accept(req, res, next, auth, 'dpop');
       };
       if (verified instanceof Promise) verified.then(passed, (err: unknown) => fail(res, err, 'dpop', auth));
