@@ -1,5 +1,6 @@
 import { ReplayStoreHealth } from '../../lib/core/replay-store-health';
 import { recorder } from '../helpers/log-recorder';
+import { until } from '../helpers/until';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -124,13 +125,11 @@ describe('ReplayStoreHealth', () => {
     });
     try {
       await expect(watched.consume('proof', 0)).rejects.toThrow('down');
-      await sleep(70);
-      expect(keys.length).toBeGreaterThanOrEqual(3);
+      await until(() => keys.length >= 3);
       expect(keys.slice(1).every((k) => k.startsWith('health-probe:'))).toBe(true);
       expect(health.errors).toBe(1); // the probes count no error
       down = false;
-      await sleep(50);
-      expect(health.up).toBe(true);
+      await until(() => health.up);
       const seen = keys.length;
       await sleep(50);
       expect(keys.length).toBe(seen);

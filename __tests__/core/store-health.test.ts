@@ -1,6 +1,7 @@
 import { StoreUnavailableError, TemporarilyUnavailableError } from '../../lib/errors';
 import { asTemporarilyUnavailable, StoreHealth } from '../../lib/core/store-health';
 import { recorder } from '../helpers/log-recorder';
+import { until } from '../helpers/until';
 
 describe('StoreHealth', () => {
   it('logs store.unavailable once per outage and store.recovered when a call succeeds again', () => {
@@ -130,12 +131,10 @@ describe('StoreHealth: a store that reads but cannot write (a full disk)', () =>
     });
     try {
       health.failed(full(), 'write');
-      await new Promise((resolve) => setTimeout(resolve, 70));
-      expect(probes).toBeGreaterThanOrEqual(2);
+      await until(() => probes >= 2);
       expect(health.state).toBe('read_only');
       writable = true;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(health.state).toBe('up');
+      await until(() => health.state === 'up');
       const seen = probes;
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(probes).toBe(seen); // no probe once it is up
