@@ -1,54 +1,10 @@
 import { createHash } from 'node:crypto';
-import { clientSecretBasic, clientSecretPost, type ClientAuthContext, type ClientAuthentication } from './auth';
-import { discover } from './discovery';
+import { cachedToken, Entry, entryKey, type CachedToken, type TokenParams } from './cache-entry';
 import { TokenClientClosedError, TokenEndpointError } from './errors';
 import { transportChecker, type FetchLike } from './http';
 import { normaliseResource, normaliseScope, type ClientConfig, type StoreOperation, type TokenClientEvent, type TokenRequestReason } from './options';
 import type { ReleaseLock, StoredToken, TokenStore } from './store';
-import { requestToken, type TokenRequestSettings } from './token-request';
-
-/** What `getToken()` returns. The same object for as long as the token is cached. */
-export interface AccessToken {
-  readonly accessToken: string;
-  readonly tokenType: string;
-  readonly expiresAt: Date;
-  /** The granted scope (the asked one when the answer had none). */
-  readonly scope: string;
-}
-
-export interface TokenParams {
-  scope?: string | string[];
-  resource?: string | string[];
-}
-
-/** A token as cached: its public face and the moments that drive its use. */
-export interface CachedToken {
-  readonly value: AccessToken;
-  readonly stored: StoredToken;
-  /** `Bearer`, or the proof-of-possession scheme. */
-  readonly scheme: string;
-  /** Not used from this moment (expiry − skew). */
-  readonly usableUntil: number;
-  /** Renewed in the background from this moment. */
-  readonly refreshAt: number;
-}
-
-/** One cache key: a scope set and resource. */
-export class Entry {
-  token: CachedToken | undefined;
-  inflight: Promise<CachedToken> | undefined;
-  failures = 0;
-  /** When the backoff below was set: a clock read earlier than this stepped back, and the backoff no longer counts. */
-  blockedAt = 0;
-  blockedUntil = 0;
-  lastError: TokenEndpointError | undefined;
-  lastRenewal = -Infinity;
-  constructor(
-    readonly key: string,
-    readonly scope: string,
-    readonly resource: string[],
-  ) {}
-}
+import { TokenEndpoint } from './token-endpoint';
 
 const noop = (): void => undefined;
 
@@ -76,9 +32,6 @@ function msUntil(end: number): number {
   const left = end - performance.now();
   return left < 1 ? 0 : left;
 }
-
-/** A cache key that no two (scope, resource list) pairs share: a resource may hold spaces or line breaks (new URL() accepts them). */
-const entryKey = (scope: string, resource: readonly string[]): string => `${scope}\n${JSON.stringify(resource)}`;
 
 /** Token endpoint errors about the client, not the scope or resource asked for (RFC 6749 §5.2). */
 const CLIENT_ERRORS = new Set(['invalid_client', 'unauthorized_client', 'unsupported_grant_type']);
@@ -120,7 +73,7 @@ export class TokenCache {
   private readonly entries = new Map<string, Entry>();
   private readonly fetch: FetchLike;
   private readonly closing = new AbortController();
-  private endpoint: Promise<{ url: string; auth: ClientAuthentication }> | undefined;
+  private readonly endpoint: TokenEndpoint;
   private closed = false;
   /** A refusal that holds for every entry: a Retry-After, or an answer about the client (see CLIENT_ERRORS). */
   private clientBlock: { at: number; until: number; error: TokenEndpointError } | undefined;
@@ -132,6 +85,7 @@ export class TokenCache {
     this.fetch = config.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.checkApiUrl = transportChecker(config.allowInsecureHttp, 'client.fetch()');
     this.defaultEntryKey = entryKey(config.scope, config.resource);
+    this.endpoint = new TokenEndpoint(config, this.fetch, this.closing.signal, (event) => this.emit(event));
   }
 
   get fetchImpl(): FetchLike {
@@ -349,7 +303,7 @@ export class TokenCache {
     if (found !== undefined) return found;
     if (store.lock === undefined) return this.request(entry, reason, shared);
     // the metadata first, outside the lock: a holder holds it for the token request alone
-    await this.resolveEndpoint();
+    await this.endpoint.resolve();
     return this.underLock(entry, reason, shared, store.lock.bind(store));
   }
 
@@ -372,7 +326,7 @@ export class TokenCache {
       return undefined;
     }
     if (stored.accessToken === held) return undefined;
-    const token = this.cached(stored);
+    const token = cachedToken(this.config, stored);
     if (this.config.now() >= token.usableUntil) return undefined;
     this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'store' });
     return token;
@@ -455,29 +409,7 @@ export class TokenCache {
    * read it from there.
    */
   private async request(entry: Entry, reason: TokenRequestReason, shared: Shared | undefined, release?: ReleaseLock): Promise<CachedToken> {
-    // the one gate for every path: a call that waited on the store (or the lock) while the client closed sends nothing
-    this.checkOpen();
-    const { url, auth } = await this.resolveEndpoint();
-    const context: ClientAuthContext = { clientId: this.config.clientId, tokenEndpoint: url, issuer: this.config.issuer };
-    const settings: TokenRequestSettings = {
-      fetch: this.fetch,
-      auth,
-      context,
-      pop: this.config.pop,
-      timeoutMs: this.config.timeoutMs,
-      now: this.config.now,
-      onSend: (attempt) => this.emit({ type: 'token.requested', scope: entry.scope, resource: entry.resource, reason, attempt }),
-      onNonceRetry: () => this.emit({ type: 'dpop.nonce_retry', kind: 'token' }),
-    };
-    const res = await requestToken(settings, entry.scope, entry.resource, this.closing.signal);
-    const lifetime = (res.expiresIn === undefined ? this.config.defaultTtlMs : res.expiresIn * 1000);
-    const stored: StoredToken = {
-      accessToken: res.accessToken,
-      tokenType: res.tokenType,
-      scope: res.scope ?? entry.scope,
-      expiresAt: res.sentAt + lifetime,
-      lifetime,
-    };
+    const stored = await this.endpoint.request(entry, reason);
     if (shared !== undefined) {
       const { store, key } = shared;
       const written = this.storeCall('set', () => Promise.resolve(store.set(key, stored, stored.expiresAt - this.config.now())).then(() => true));
@@ -485,49 +417,7 @@ export class TokenCache {
       if (release) written.then((done) => this.unlock(release, done !== true), noop);
       else written.catch(noop);
     }
-    return this.cached(stored);
-  }
-
-  /**
-   * Skew at most half the lifetime. The refresh window opens min(refreshWindow,
-   * half the lifetime) before expiry; each token starts its background renewal
-   * at a random point in the first quarter of what is left of the window before
-   * the skew, so a fleet does not renew in step. A token of at most twice the
-   * skew has no room left: it is renewed when it stops being used.
-   */
-  private cached(stored: StoredToken): CachedToken {
-    const skew = Math.min(this.config.skewMs, stored.lifetime / 2);
-    const usableUntil = stored.expiresAt - skew;
-    const opens = stored.expiresAt - Math.min(this.config.refreshWindowMs, stored.lifetime / 2);
-    const pop = this.config.pop;
-    const scheme = pop && stored.tokenType.toLowerCase() === pop.scheme.toLowerCase() ? pop.scheme : 'Bearer';
-    return {
-      value: Object.freeze({ accessToken: stored.accessToken, tokenType: stored.tokenType, expiresAt: new Date(stored.expiresAt), scope: stored.scope }),
-      stored,
-      scheme,
-      usableUntil,
-      refreshAt: opens + 0.25 * Math.random() * Math.max(0, usableUntil - opens),
-    };
-  }
-
-  private resolveEndpoint(): Promise<{ url: string; auth: ClientAuthentication }> {
-    const config = this.config;
-    if (config.tokenEndpoint !== undefined) return Promise.resolve({ url: config.tokenEndpoint, auth: config.auth! });
-    if (this.endpoint === undefined) {
-      const pending = discover(config.issuer!, this.fetch, config.timeoutMs, this.closing.signal, config.allowInsecureHttp).then((found) => {
-        let auth = config.auth;
-        if (auth === undefined) {
-          const post = found.authMethods !== undefined && !found.authMethods.includes('client_secret_basic') && found.authMethods.includes('client_secret_post');
-          auth = post ? clientSecretPost(config.clientSecret!) : clientSecretBasic(config.clientSecret!);
-        }
-        return { url: found.tokenEndpoint, auth };
-      });
-      this.endpoint = pending;
-      pending.catch(() => {
-        if (this.endpoint === pending) this.endpoint = undefined;
-      });
-    }
-    return this.endpoint;
+    return cachedToken(this.config, stored);
   }
 
   private storeKeyPrefix: string | undefined;
