@@ -1,15 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
-import { InvalidClientError, InvalidDpopProofError, OAuthError, StoreUnavailableError, TemporarilyUnavailableError, TooManyRequestsError } from '../errors';
+import { InvalidDpopProofError, StoreUnavailableError, type OAuthError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
-import { addressKey, type FailedAuthLimiter } from './brute-force';
-import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
-import { JwksUriUnavailableError } from './client-jwks-uri';
+import type { FailedAuthLimiter } from './brute-force';
+import { ClientAssertionVerifier } from './client-assertion';
 import { withDeadline } from '../shared/deadline';
 import { refusalReason, ThrottledLog } from './refusal-log';
-import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
 import { signAccessToken, type IssuedToken } from './issuer';
@@ -18,19 +15,11 @@ import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
 import type { IntrospectionResponse } from './introspection';
 import { IssuerAudiences } from './issuer-audiences';
+import { IssuerClientAuth } from './issuer-client-auth';
 import { IssuerRevocations } from './issuer-revocations';
 import { ReplayStoreHealth } from './replay-store-health';
-import { asTemporarilyUnavailable, StoreHealth } from './store-health';
+import { StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
-
-/**
- * Failed authentications decided before a registered client was found: their
- * client_id is whatever the request said, so it does not key a log window.
- */
-const BEFORE_CLIENT_LOOKUP = new Set(['no_credentials', 'unknown_client', 'assertion_type_unsupported', 'assertion_missing', 'assertion_malformed', 'assertion_wrong_subject']);
-
-/** An address as the brute-force limits count it (an IPv6 address by its /64). */
-const addressOf = (ip: string | undefined): string => (ip === undefined ? '' : addressKey(ip));
 
 /** What `health()` reports: ready to issue tokens when `ok`. */
 export interface IssuerHealth {
@@ -59,8 +48,9 @@ const WRITE_PROBE_CLIENT = ' write-probe';
 const JTI_PURGE_MS = 60_000;
 
 /**
- * Everything the issuer does, without HTTP: authenticate clients, sign
- * tokens, hold the keys, verify tokens. The Express layer only translates.
+ * Everything the issuer does, without HTTP: authenticate clients (see
+ * IssuerClientAuth), sign tokens, hold the keys, verify tokens. The Express
+ * layer only translates.
  */
 export class AuthorizationServer {
   readonly clients: ClientService;
@@ -78,10 +68,10 @@ export class AuthorizationServer {
   /** When the last ready() failed; `undefined` while it runs or after it succeeded. */
   private readyFailedAt: number | undefined;
   private lastHealth: { at: number; value: Promise<IssuerHealth> } | undefined;
-  /** Found clients, briefly: a revoke reaches every instance within `clientCacheTtl`. */
-  private clientCache: LRUCache<string, ClientRecord> | undefined;
-  /** private_key_jwt assertions: keys imported once per client key set, jtis single use in the store. */
-  readonly assertions: ClientAssertionVerifier;
+  /** Client authentication at the token, revocation and introspection endpoints. */
+  readonly clientAuth: IssuerClientAuth;
+  /** Every throttled refusal line of this issuer (keys: event, reason, client, address). */
+  private readonly refusalLog: ThrottledLog;
   /** Purges expired assertion jtis off the request path. */
   private purgeTimer: NodeJS.Timeout | undefined;
   /** How DPoP proofs are checked here and by the issuer-bound requireBearer(): one replay store, one nonce source. */
@@ -95,7 +85,7 @@ export class AuthorizationServer {
     readonly config: IssuerConfig,
     private readonly openStore: () => Promise<Store>,
     readonly logger: Logger,
-    private readonly limiter: FailedAuthLimiter | undefined,
+    limiter: FailedAuthLimiter | undefined,
     readonly now: () => number = Date.now,
     dpopReplay?: ReplayStore,
     /** Rings the other instances when something is revoked, besides the store's own notifications (a Redis doorbell). */
@@ -112,7 +102,7 @@ export class AuthorizationServer {
       now,
       signingKey: () => this.keys.current(),
       push: revocationPush,
-      onRing: () => this.clientCache?.clear(),
+      onRing: () => this.clientAuth.forgetClients(),
     });
     this.clients = new ClientService(
       () => this.ready().then(() => this.watched!),
@@ -126,7 +116,7 @@ export class AuthorizationServer {
       },
       (values) => this.audiences.clientResources(values),
       // a client updated through this issuer counts here from its next request
-      (clientId) => this.clientCache?.delete(clientId),
+      (clientId) => this.clientAuth.forgetClient(clientId),
     );
     this.keys = new KeyRing(
       deferredKeyStore(() => this.watched!),
@@ -152,8 +142,8 @@ export class AuthorizationServer {
     this.metadata = authorizationServerMetadata(config);
     this.audiences = new IssuerAudiences(config, this.keys, this.revocations.check, now, this.verifier);
     // a client revoked, or its tokens (an update that took scopes away), anywhere: its cached record goes too
-    this.revocations.state.onChange(() => this.clientCache?.clear());
-    this.assertions = new ClientAssertionVerifier({
+    this.revocations.state.onChange(() => this.clientAuth.forgetClients());
+    const assertions = new ClientAssertionVerifier({
       issuer: config.issuer,
       tokenEndpoint: config.tokenEndpoint,
       otherEndpoints: [config.revocationEndpoint, config.introspectionEndpoint],
@@ -165,6 +155,7 @@ export class AuthorizationServer {
       onJwksUriRecovered: (uri, downMs, failures) =>
         logger.info({ event: 'client.jwks_uri_recovered', jwks_uri: uri, down_ms: downMs, failures }, "a client's jwks_uri can be fetched again"),
     });
+    this.clientAuth = new IssuerClientAuth(this, config.clientCacheTtl, this.storeHealth, assertions, limiter, this.refusalLog, logger, now);
     this.replayHealth = dpopReplay && new ReplayStoreHealth(logger, { kind: 'redis', now });
     this.dpop = {
       replay: dpopReplay ? this.replayHealth!.monitor(dpopReplay) : new MemoryReplayStore({ max: config.dpop.replayMax, now }),
@@ -212,9 +203,7 @@ export class AuthorizationServer {
     this.readying ??= (async () => {
       if (!this.store) {
         const store = await this.storeHealth.watch(this.openStore());
-        // a store that keeps and invalidates found clients itself needs no second cache
-        const ttl = this.config.clientCacheTtl ?? (store.cachesClients ? 0 : 2);
-        if (ttl > 0) this.clientCache = new LRUCache({ max: 10_000, ttl: ttl * 1000 });
+        this.clientAuth.open(store);
         this.store = store;
         this.watched = this.storeHealth.monitor(store);
         this.startJtiPurge(store);
@@ -254,120 +243,8 @@ export class AuthorizationServer {
   pending(): Promise<void> | null {
     return this.isReady ? null : this.ready();
   }
-  private isReady = false;
-
-  private async findFresh(clientId: string): Promise<ClientRecord | null> {
-    let client: ClientRecord | null;
-    try {
-      client = await this.store!.findClient(clientId);
-    } catch (err) {
-      this.storeHealth.failed(err);
-      throw err;
-    }
-    this.storeHealth.succeeded();
-    if (client && this.clientCache) this.clientCache.set(clientId, client);
-    return client;
-  }
-
-  /** Checks the credentials against a cached record first, then (on failure) against the store. */
-  private async check(credentials: ClientCredentials): Promise<ClientRecord> {
-    const now = new Date(this.now());
-    const cached = this.clientCache?.get(credentials.clientId);
-    if (cached) {
-      try {
-        return await authenticateClient(async () => cached, credentials, now, this.assertions);
-      } catch (err) {
-        if (!(err instanceof InvalidClientError) || err.detail === 'assertion_replayed') throw err;
-        // a rotated secret or an added key may be newer than the cached record
-      }
-    }
-    return authenticateClient((id) => this.findFresh(id), credentials, now, this.assertions);
-  }
-
-  async authenticate(credentials: ClientCredentials, source: { ip?: string } = {}): Promise<ClientRecord> {
-    // a store outage is a 503 (already reported to storeHealth by the store call that failed)
-    if (!this.isReady) await this.ready().catch((err: unknown) => Promise.reject(asTemporarilyUnavailable(err)));
-    // only what the caller controls can refuse it: its address, and this client_id from its address
-    const limit = this.limiter && (await this.limiter.check(credentials.clientId, source.ip));
-    if (limit && limit.retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, limit.retryAfterMs);
-    try {
-      const client = await this.check(credentials);
-      if (limit && limit.pairFailures > 0) await this.limiter!.succeeded(credentials.clientId, source.ip);
-      return client;
-    } catch (err) {
-      if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
-      // the client's key host is down: a 503, neither a failed authentication nor counted as one
-      if (err instanceof TemporarilyUnavailableError && err.cause instanceof JwksUriUnavailableError) {
-        this.jwksUriUnavailable(err.cause, credentials, source.ip);
-        throw err;
-      }
-      if (err instanceof OAuthError) {
-        const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
-        this.authFailed({ event: 'client.auth_failed', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts });
-        if (err instanceof InvalidClientError && this.limiter) {
-          const retryAfterMs = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
-          // one of a burst that passed the check together, past the limit once counted: answered as the check would have
-          if (retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, retryAfterMs);
-        }
-      }
-      throw err;
-    }
-  }
-
-  /**
-   * `client.jwks_uri_unavailable`: at warn for the first request refused in
-   * an outage of that jwks_uri, at debug for the others (an outage lasts at
-   * least a cooldown, and any caller naming the client can repeat it). The
-   * client_id is the one the assertion claims: its signature was not checked.
-   */
-  private jwksUriUnavailable(err: JwksUriUnavailableError, credentials: ClientCredentials, ip: string | undefined): void {
-    const line = {
-      event: 'client.jwks_uri_unavailable',
-      claimed_client_id: loggedClientId(credentials.clientId),
-      jwks_uri: err.uri,
-      reason: err.reason,
-      retry_after_ms: err.retryAfterMs,
-      ip,
-    };
-    if (err.firstOfOutage) this.logger.warn(line, "a client's jwks_uri cannot be fetched; its token requests are answered 503 until it can");
-    else this.logger.debug?.(line, "a client's jwks_uri cannot be fetched");
-  }
-
-  /**
-   * `client.auth_failed`, at warn for the first of its key in a minute and at
-   * debug for the rest of that minute (a warn line counts them once it is over), so
-   * that neither a guesser nor a flood without credentials sets the log's
-   * rate. The key: the reason and the address, and the client_id for a
-   * client that exists (wrong secret, revoked, a refused assertion), so each
-   * client's failures from each address still show.
-   */
-  private authFailed(line: { client_id: string; ip: string | undefined; reason: string | undefined } & Record<string, unknown>): void {
-    // a client_id only keys the window once a registered client was found: made-up ids would each get a warn line
-    const perClient = line.reason !== undefined && !BEFORE_CLIENT_LOOKUP.has(line.reason);
-    this.refusalLog.report('warn', `auth_failed|${line.reason}|${addressOf(line.ip)}|${perClient ? line.client_id : ''}`, line, 'client authentication failed');
-  }
-
-  /**
-   * A 429: the first for a client_id and address in a minute logged at warn,
-   * the rest of that minute at debug (a warn line says how many once it is
-   * over), so a guesser cannot set the log's rate and every lockout shows;
-   * the failures that led to it are in client.auth_failed lines and counts.
-   */
-  private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
-    const clientId = loggedClientId(credentials.clientId);
-    const line = { event: 'client.rate_limited', client_id: clientId, method: credentials.method, ip, retry_after_ms: retryAfterMs };
-    // keyed by the address alone: the client_id of a refused request is whatever it sent (each made-up one would be a warn line)
-    this.refusalLog.report('warn', `rate_limited|${addressOf(ip)}`, line, 'too many failed client authentications');
-    return new TooManyRequestsError(retryAfterMs / 1000);
-  }
-  /** Every throttled refusal line of this issuer (keys: event, reason, client, address). */
-  private readonly refusalLog: ThrottledLog;
-
-  /** A token, revocation or introspection request that sent no client credentials: logged as a failed authentication, not counted (it guesses nothing). */
-  noCredentials(source: { ip?: string } = {}): InvalidClientError {
-    this.authFailed({ event: 'client.auth_failed', client_id: '', method: 'none', ip: source.ip, reason: 'no_credentials' });
-    return new InvalidClientError({ detail: 'no_credentials' });
-  }
+  /** True once ready() has finished (set there alone): the one check of the hot paths. */
+  isReady = false;
 
   /**
    * Logs a request the token, revocation or introspection endpoint refused
@@ -394,22 +271,6 @@ export class AuthorizationServer {
     // a DPoP proof's checks are told apart (htu, replayed…): one misconfiguration does not hide another
     const kind = error instanceof InvalidDpopProofError ? `:${error.reason}` : '';
     this.refusalLog.report('info', `${endpoint}|${reason}${kind}|${who}`, line, `${endpoint} request refused: ${reason}`);
-  }
-
-  /**
-   * Counts a failure; at the alert threshold (and each doubling) of a
-   * registered client, one audit event. Answers how long the address or the
-   * pair is refused when this failure went past a limit, else 0.
-   */
-  private async countFailure(clientId: string, ip: string | undefined, knownClient: boolean): Promise<number> {
-    const { clientFailures, alert, retryAfterMs } = await this.limiter!.failed(clientId, ip, knownClient);
-    if (!alert) return retryAfterMs;
-    const { alertFailuresPerClient, window } = this.limiter!.settings;
-    this.logger.warn(
-      { event: 'client.auth_failures_high', client_id: clientId, failures: clientFailures, threshold: alertFailuresPerClient, window_s: window, ip },
-      'many failed authentications for one client; its right secret still works',
-    );
-    return retryAfterMs;
   }
 
   /** Signs a token for `audience` (default: the default audience); bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */
