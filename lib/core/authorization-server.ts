@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { IssuerConfig } from '../config';
-import { InvalidDpopProofError, StoreUnavailableError, type OAuthError } from '../errors';
+import { InvalidDpopProofError, type OAuthError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
 import { ClientAssertionVerifier } from './client-assertion';
-import { withDeadline } from '../shared/deadline';
 import { refusalReason, ThrottledLog } from './refusal-log';
 import { ClientService } from './clients';
 import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
@@ -16,32 +15,14 @@ import { authorizationServerMetadata } from './metadata';
 import type { IntrospectionResponse } from './introspection';
 import { IssuerAudiences } from './issuer-audiences';
 import { IssuerClientAuth } from './issuer-client-auth';
+import { IssuerHealthCheck, PING_TIMEOUT_MS, withTimeout, type IssuerHealth } from './issuer-health';
 import { IssuerRevocations } from './issuer-revocations';
 import { ReplayStoreHealth } from './replay-store-health';
 import { StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
 
-/** What `health()` reports: ready to issue tokens when `ok`. */
-export interface IssuerHealth {
-  /** The store answers, and a key signs now; an embedded store must also take writes (a shared one that cannot is `read_only` on every instance, which stay in). */
-  ok: boolean;
-  /** `read_only`: reads work, writes fail (a full disk, a standby): what must write (private_key_jwt assertions, revocations) gets 503. */
-  store: 'up' | 'read_only' | 'down';
-  /** The kid of the key that signs now, `null` when none is loaded. */
-  signingKid: string | null;
-  /**
-   * Only with a shared DPoP replay store (`dpop.redis`): whether it answered
-   * the last proof (or probe). `down` does not clear `ok`: requests without
-   * a DPoP proof are served, and the store is shared by every instance.
-   */
-  dpopReplayStore?: 'up' | 'down';
-}
-
-/** How long `health()` reuses its last answer, and how long a failed start-up is kept before the next try (ms). */
-const HEALTH_TTL_MS = 1000;
+/** How long a failed start-up is kept before the next try (ms). */
 const READY_RETRY_MS = 1000;
-/** A ping that takes longer counts as `down`. */
-const PING_TIMEOUT_MS = 2000;
 /** The client_id of the write probe's rows (no client_id has a space). */
 const WRITE_PROBE_CLIENT = ' write-probe';
 /** How often expired assertion jtis are deleted from the store. */
@@ -67,7 +48,10 @@ export class AuthorizationServer {
   private readying: Promise<void> | undefined;
   /** When the last ready() failed; `undefined` while it runs or after it succeeded. */
   private readyFailedAt: number | undefined;
-  private lastHealth: { at: number; value: Promise<IssuerHealth> } | undefined;
+  /** True once ready() has finished (set there alone): the one check of the hot paths. */
+  isReady = false;
+  /** Readiness for health(): the store pinged at most once a second. */
+  private readonly healthCheck: IssuerHealthCheck;
   /** Client authentication at the token, revocation and introspection endpoints. */
   readonly clientAuth: IssuerClientAuth;
   /** Every throttled refusal line of this issuer (keys: event, reason, client, address). */
@@ -164,30 +148,20 @@ export class AuthorizationServer {
       clockTolerance: config.clockTolerance,
       now,
     };
+    this.healthCheck = new IssuerHealthCheck(
+      {
+        ready: () => this.ready(),
+        watchedStore: () => this.watched!,
+        localStore: () => (this.store as { kind?: unknown } | undefined)?.kind === 'embedded',
+        signingKid: () => (this.isReady ? this.keys.current().kid : null),
+        storeHealth: this.storeHealth,
+        replayHealth: this.replayHealth,
+      },
+      now,
+    );
   }
 
-  private stopTimers(): void {
-    clearInterval(this.purgeTimer);
-    this.storeHealth.stop();
-    this.replayHealth?.stop();
-  }
-
-  private startJtiPurge(store: Store): void {
-    this.purgeTimer = setInterval(() => {
-      store.purgeJtis(new Date(this.now())).catch(() => undefined); // an outage shows on the request path already
-    }, JTI_PURGE_MS);
-    this.purgeTimer.unref();
-  }
-
-  /**
-   * Checks the token request's DPoP proof (RFC 9449 §5) against the
-   * configured token endpoint URL (never the request's Host). Called after
-   * the client is authenticated: anyone can sign proofs, and checking them
-   * first would let strangers fill the replay store.
-   */
-  checkDpopProof(proof: string | string[]): VerifiedDpopProof | Promise<VerifiedDpopProof> {
-    return verifyDpopProof(proof, { htm: 'POST', htu: this.config.tokenEndpoint }, this.dpop);
-  }
+  // ---- lifecycle: start, readiness, close
 
   /**
    * Opens the store and loads (or creates) the signing key. Safe to call
@@ -218,59 +192,49 @@ export class AuthorizationServer {
     return this.readying;
   }
 
-  /** RFC 8707: the audience of a token for this client and its request's `resource`; InvalidTargetError when not served or not allowed. */
-  audienceFor(client: ClientRecord, requested: string | string[] | undefined): string {
-    return this.audiences.audienceFor(client, requested);
-  }
-
-  /** The verifier for tokens of `audience` (the default one when undefined); TypeError for an audience this issuer does not serve. */
-  verifierFor(audience: string | undefined): AccessTokenVerifier {
-    return this.audiences.verifierFor(audience);
-  }
-
-  /** RFC 7009 for an authenticated client (see IssuerRevocations.revoke). */
-  revoke(client: ClientRecord, token: string): Promise<void> {
-    return this.revocations.revoke(client, token, (t) => this.audiences.anyAudience.verify(t));
-  }
-
-  /** RFC 7662 for an authenticated client (see IssuerRevocations.introspect). */
-  /** `ip`: the caller's address, for the log line of a refusal. */
-  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResponse> {
-    return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t), ip);
-  }
-
   /** `null` once ready() has finished, else the promise to wait for: cheap on the hot path. */
   pending(): Promise<void> | null {
     return this.isReady ? null : this.ready();
   }
-  /** True once ready() has finished (set there alone): the one check of the hot paths. */
-  isReady = false;
+
+  /** Readiness (see IssuerHealthCheck): the store pinged at most once a second, the signing key named. */
+  health(): Promise<IssuerHealth> {
+    return this.healthCheck.health();
+  }
+
+  async close(): Promise<void> {
+    this.stopTimers();
+    if (!this.readying) return;
+    await this.readying.catch(() => undefined);
+    // a ready() still opening the store when close() was called started its timers since
+    this.stopTimers();
+    await this.revocations.close();
+    await this.store?.close();
+  }
+
+  private stopTimers(): void {
+    clearInterval(this.purgeTimer);
+    this.storeHealth.stop();
+    this.replayHealth?.stop();
+  }
+
+  private startJtiPurge(store: Store): void {
+    this.purgeTimer = setInterval(() => {
+      store.purgeJtis(new Date(this.now())).catch(() => undefined); // an outage shows on the request path already
+    }, JTI_PURGE_MS);
+    this.purgeTimer.unref();
+  }
+
+  // ---- the core of the token, revocation and introspection endpoints
 
   /**
-   * Logs a request the token, revocation or introspection endpoint refused
-   * with a 4xx other than a failed client authentication or a 429 (those
-   * are client.auth_failed and client.rate_limited): `token.refused`,
-   * `revocation.refused` or `introspection.refused`, with a bounded `reason`,
-   * the `error` code and status sent, `detail`, the `client_id` once the
-   * client is authenticated, and `ip`. At info for the first of a reason and
-   * client (or address, before authentication) in a minute, the rest at debug.
+   * Checks the token request's DPoP proof (RFC 9449 §5) against the
+   * configured token endpoint URL (never the request's Host). Called after
+   * the client is authenticated: anyone can sign proofs, and checking them
+   * first would let strangers fill the replay store.
    */
-  refused(endpoint: 'token' | 'revocation' | 'introspection', error: OAuthError, source: { clientId?: string; ip?: string }): void {
-    const reason = refusalReason(error);
-    const detail = error.detail !== undefined && error.detail !== reason ? error.detail : error.description;
-    const line = {
-      event: `${endpoint}.refused`,
-      reason,
-      error: error.code,
-      status: error.status,
-      detail: detail.slice(0, 300),
-      ...(source.clientId !== undefined && { client_id: source.clientId }),
-      ip: source.ip,
-    };
-    const who = source.clientId !== undefined ? `client:${source.clientId}` : `ip:${source.ip}`;
-    // a DPoP proof's checks are told apart (htu, replayed…): one misconfiguration does not hide another
-    const kind = error instanceof InvalidDpopProofError ? `:${error.reason}` : '';
-    this.refusalLog.report('info', `${endpoint}|${reason}${kind}|${who}`, line, `${endpoint} request refused: ${reason}`);
+  checkDpopProof(proof: string | string[]): VerifiedDpopProof | Promise<VerifiedDpopProof> {
+    return verifyDpopProof(proof, { htm: 'POST', htu: this.config.tokenEndpoint }, this.dpop);
   }
 
   /** Signs a token for `audience` (default: the default audience); bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */
@@ -301,61 +265,51 @@ export class AuthorizationServer {
     return issued;
   }
 
+  /** RFC 8707: the audience of a token for this client and its request's `resource`; InvalidTargetError when not served or not allowed. */
+  audienceFor(client: ClientRecord, requested: string | string[] | undefined): string {
+    return this.audiences.audienceFor(client, requested);
+  }
+
+  /** The verifier for tokens of `audience` (the default one when undefined); TypeError for an audience this issuer does not serve. */
+  verifierFor(audience: string | undefined): AccessTokenVerifier {
+    return this.audiences.verifierFor(audience);
+  }
+
+  /** RFC 7009 for an authenticated client (see IssuerRevocations.revoke). */
+  revoke(client: ClientRecord, token: string): Promise<void> {
+    return this.revocations.revoke(client, token, (t) => this.audiences.anyAudience.verify(t));
+  }
+
+  /** RFC 7662 for an authenticated client (see IssuerRevocations.introspect). */
+  /** `ip`: the caller's address, for the log line of a refusal. */
+  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResponse> {
+    return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t), ip);
+  }
+
   /**
-   * Readiness: pings the store (its `ping()`, else a read of the keys) and
-   * names the signing key. Cheap: one ping per second at most, shared by
-   * concurrent callers; a ping slower than 2 s counts as down.
+   * Logs a request the token, revocation or introspection endpoint refused
+   * with a 4xx other than a failed client authentication or a 429 (those
+   * are client.auth_failed and client.rate_limited): `token.refused`,
+   * `revocation.refused` or `introspection.refused`, with a bounded `reason`,
+   * the `error` code and status sent, `detail`, the `client_id` once the
+   * client is authenticated, and `ip`. At info for the first of a reason and
+   * client (or address, before authentication) in a minute, the rest at debug.
    */
-  health(): Promise<IssuerHealth> {
-    const now = this.now();
-    if (this.lastHealth && now - this.lastHealth.at < HEALTH_TTL_MS) return this.lastHealth.value;
-    const value = this.checkHealth();
-    this.lastHealth = { at: now, value };
-    return value;
+  refused(endpoint: 'token' | 'revocation' | 'introspection', error: OAuthError, source: { clientId?: string; ip?: string }): void {
+    const reason = refusalReason(error);
+    const detail = error.detail !== undefined && error.detail !== reason ? error.detail : error.description;
+    const line = {
+      event: `${endpoint}.refused`,
+      reason,
+      error: error.code,
+      status: error.status,
+      detail: detail.slice(0, 300),
+      ...(source.clientId !== undefined && { client_id: source.clientId }),
+      ip: source.ip,
+    };
+    const who = source.clientId !== undefined ? `client:${source.clientId}` : `ip:${source.ip}`;
+    // a DPoP proof's checks are told apart (htu, replayed…): one misconfiguration does not hide another
+    const kind = error instanceof InvalidDpopProofError ? `:${error.reason}` : '';
+    this.refusalLog.report('info', `${endpoint}|${reason}${kind}|${who}`, line, `${endpoint} request refused: ${reason}`);
   }
-
-  private async checkHealth(): Promise<IssuerHealth> {
-    let store: IssuerHealth['store'];
-    try {
-      await this.ready();
-      const watched = this.watched!;
-      await withTimeout<unknown>(watched.ping ? watched.ping() : watched.listKeys(), PING_TIMEOUT_MS);
-      // the ping reads: a store that fails writes (a full disk) answers it
-      store = this.storeHealth.state === 'read_only' ? 'read_only' : 'up';
-    } catch {
-      store = 'down';
-    }
-    let signingKid: string | null = null;
-    if (this.isReady) {
-      try {
-        signingKid = this.keys.current().kid;
-      } catch {
-        signingKid = null;
-      }
-    }
-    // a store only this instance writes (the embedded one on a full disk) takes it out of rotation; a shared one
-    // that cannot be written fails every instance alike, and taking them all out would refuse what still works
-    // (tokens for clients with a secret, protected routes)
-    const local = (this.store as { kind?: unknown } | undefined)?.kind === 'embedded';
-    const storeOk = store === 'up' || (store === 'read_only' && !local);
-    const health: IssuerHealth = { ok: storeOk && signingKid !== null, store, signingKid };
-    // asked now (a request with a DPoP proof may be long in coming), within the same ping timeout
-    if (this.replayHealth) health.dpopReplayStore = (await withTimeout(this.replayHealth.check(), PING_TIMEOUT_MS).catch(() => false)) ? 'up' : 'down';
-    return health;
-  }
-
-  async close(): Promise<void> {
-    this.stopTimers();
-    if (!this.readying) return;
-    await this.readying.catch(() => undefined);
-    // a ready() still opening the store when close() was called started its timers since
-    this.stopTimers();
-    await this.revocations.close();
-    await this.store?.close();
-  }
-}
-
-/** Rejects with StoreUnavailableError after `ms` unless `promise` settles first. */
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return withDeadline(promise, ms, () => new StoreUnavailableError(`no answer within ${ms} ms`));
 }
