@@ -267,6 +267,7 @@ export class TokenCache {
     return error.retryAfter === undefined ? error.again(Math.ceil(delay / 1000)) : error;
   }
 
+  /** A new token for `entry`: by way of the shared store when there is one, else straight from the endpoint. */
   private async obtain(entry: Entry, reason: TokenRequestReason, rejected: string | undefined): Promise<CachedToken> {
     if (this.shared !== undefined) return this.shared.obtain(entry, reason, rejected);
     return cachedToken(this.config, await this.endpoint.request(entry, reason));
