@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
 import { parseIssuerOptions, checkKnown, checkMetrics, type IssuerConfig, type IssuerOptions } from './config';
-import { AuthorizationServer, type IssuerHealth } from './core/authorization-server';
+import { AuthorizationServer } from './core/authorization-server';
+import type { IssuerHealth } from './core/issuer-health';
 import { FailedAuthLimiter } from './core/brute-force';
 import type { ClientService } from './core/clients';
 import { keyStatus, type LoadedKey, type PublicJwk } from './core/keys';

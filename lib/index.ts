@@ -5,7 +5,7 @@ export type { BearerHealth, BearerMiddleware } from './require-bearer';
 export type { IssuerOptions, BearerOptions, MetricsOptions, DpopOptions } from './config';
 export type { DpopMode } from './express/require-bearer';
 export type { AccessTokenAuth } from './core/verifier';
-export type { IssuerHealth } from './core/authorization-server';
+export type { IssuerHealth } from './core/issuer-health';
 export type { AccessTokenClaims } from './core/issuer';
 export type { ClientInfo, IssuedCredentials, CreateClientInput, ClientService, DeliverOptions } from './core/clients';
 export type { SigningAlgorithm, PublicJwk } from './core/keys';

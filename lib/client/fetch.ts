@@ -1,6 +1,7 @@
 import { challengeError } from './challenge';
 import type { ProofOfPossession } from './proof-of-possession';
-import type { TokenCache, CachedToken, Entry, TokenParams } from './token-client';
+import type { CachedToken, Entry, TokenParams } from './cache-entry';
+import type { TokenCache } from './token-client';
 
 type Input = string | URL | Request;
 

@@ -5,7 +5,8 @@
  */
 import { fetchWithToken } from './fetch';
 import { parseOptions, type TokenClientOptions } from './options';
-import { TokenCache, type AccessToken, type TokenParams } from './token-client';
+import type { AccessToken, TokenParams } from './cache-entry';
+import { TokenCache } from './token-client';
 
 export interface TokenClient {
   /** A token for `params` (the client's scope and resource when absent). */
@@ -41,6 +42,6 @@ export type { TokenStore, StoredToken, ReleaseLock } from './store';
 export { redisTokenStore } from './redis-store';
 export type { RedisLike, RedisTokenStoreOptions, EncryptionKey } from './redis-store';
 export type { TokenClientOptions, TokenClientEvent, TokenRequestReason, StoreOperation, AuthMethod } from './options';
-export type { AccessToken, TokenParams } from './token-client';
+export type { AccessToken, TokenParams } from './cache-entry';
 export type { FetchLike } from './http';
 export type { JsonWebKey } from '../jwt/jwk';

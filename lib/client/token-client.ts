@@ -1,84 +1,11 @@
-import { createHash } from 'node:crypto';
-import { clientSecretBasic, clientSecretPost, type ClientAuthContext, type ClientAuthentication } from './auth';
-import { discover } from './discovery';
+import { cachedToken, Entry, entryKey, type CachedToken, type TokenParams } from './cache-entry';
 import { TokenClientClosedError, TokenEndpointError } from './errors';
 import { transportChecker, type FetchLike } from './http';
-import { normaliseResource, normaliseScope, type ClientConfig, type StoreOperation, type TokenClientEvent, type TokenRequestReason } from './options';
-import type { ReleaseLock, StoredToken, TokenStore } from './store';
-import { requestToken, type TokenRequestSettings } from './token-request';
-
-/** What `getToken()` returns. The same object for as long as the token is cached. */
-export interface AccessToken {
-  readonly accessToken: string;
-  readonly tokenType: string;
-  readonly expiresAt: Date;
-  /** The granted scope (the asked one when the answer had none). */
-  readonly scope: string;
-}
-
-export interface TokenParams {
-  scope?: string | string[];
-  resource?: string | string[];
-}
-
-/** A token as cached: its public face and the moments that drive its use. */
-export interface CachedToken {
-  readonly value: AccessToken;
-  readonly stored: StoredToken;
-  /** `Bearer`, or the proof-of-possession scheme. */
-  readonly scheme: string;
-  /** Not used from this moment (expiry − skew). */
-  readonly usableUntil: number;
-  /** Renewed in the background from this moment. */
-  readonly refreshAt: number;
-}
-
-/** One cache key: a scope set and resource. */
-export class Entry {
-  token: CachedToken | undefined;
-  inflight: Promise<CachedToken> | undefined;
-  failures = 0;
-  /** When the backoff below was set: a clock read earlier than this stepped back, and the backoff no longer counts. */
-  blockedAt = 0;
-  blockedUntil = 0;
-  lastError: TokenEndpointError | undefined;
-  lastRenewal = -Infinity;
-  constructor(
-    readonly key: string,
-    readonly scope: string,
-    readonly resource: string[],
-  ) {}
-}
+import { normaliseResource, normaliseScope, type ClientConfig, type TokenClientEvent, type TokenRequestReason } from './options';
+import { SharedStore } from './shared-store';
+import { TokenEndpoint } from './token-endpoint';
 
 const noop = (): void => undefined;
-
-/** How long the shared store is skipped after a call of it got no answer within its time. */
-const STORE_PAUSE_MS = 30_000;
-
-/** The shared store as one token request sees it. */
-interface Shared {
-  readonly store: TokenStore;
-  readonly key: string;
-  /** The token an API just refused: never taken from the store (and deleted there). */
-  readonly rejected: string | undefined;
-  /** The token held in memory: a refresh wants another one. */
-  readonly held: string | undefined;
-  /** When the store calls before the token request have used the request timeout (performance.now()): a slow store never holds a call for longer in all. */
-  readonly budgetEnds: number;
-}
-
-/**
- * Milliseconds from now until `end` (performance.now() time); 0 below one:
- * a timer may fire a fraction of a millisecond early, and what is left then
- * is no time for another store call.
- */
-function msUntil(end: number): number {
-  const left = end - performance.now();
-  return left < 1 ? 0 : left;
-}
-
-/** A cache key that no two (scope, resource list) pairs share: a resource may hold spaces or line breaks (new URL() accepts them). */
-const entryKey = (scope: string, resource: readonly string[]): string => `${scope}\n${JSON.stringify(resource)}`;
 
 /** Token endpoint errors about the client, not the scope or resource asked for (RFC 6749 §5.2). */
 const CLIENT_ERRORS = new Set(['invalid_client', 'unauthorized_client', 'unsupported_grant_type']);
@@ -120,7 +47,9 @@ export class TokenCache {
   private readonly entries = new Map<string, Entry>();
   private readonly fetch: FetchLike;
   private readonly closing = new AbortController();
-  private endpoint: Promise<{ url: string; auth: ClientAuthentication }> | undefined;
+  private readonly endpoint: TokenEndpoint;
+  /** The store shared by processes under this cache, when one is configured. */
+  private readonly shared: SharedStore | undefined;
   private closed = false;
   /** A refusal that holds for every entry: a Retry-After, or an answer about the client (see CLIENT_ERRORS). */
   private clientBlock: { at: number; until: number; error: TokenEndpointError } | undefined;
@@ -132,6 +61,9 @@ export class TokenCache {
     this.fetch = config.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.checkApiUrl = transportChecker(config.allowInsecureHttp, 'client.fetch()');
     this.defaultEntryKey = entryKey(config.scope, config.resource);
+    const emit = (event: TokenClientEvent): void => this.emit(event);
+    this.endpoint = new TokenEndpoint(config, this.fetch, this.closing.signal, emit);
+    this.shared = config.store && new SharedStore(config, config.store, this.endpoint, this.closing.signal, emit);
   }
 
   get fetchImpl(): FetchLike {
@@ -335,276 +267,9 @@ export class TokenCache {
     return error.retryAfter === undefined ? error.again(Math.ceil(delay / 1000)) : error;
   }
 
+  /** A new token for `entry`: by way of the shared store when there is one, else straight from the endpoint. */
   private async obtain(entry: Entry, reason: TokenRequestReason, rejected: string | undefined): Promise<CachedToken> {
-    const store = this.config.store;
-    if (store === undefined) return this.request(entry, reason, undefined);
-    const shared: Shared = {
-      store,
-      key: await this.storeKey(entry),
-      rejected,
-      held: entry.token?.value.accessToken,
-      budgetEnds: performance.now() + this.config.timeoutMs,
-    };
-    const found = await this.fromStore(entry, shared, this.budget(shared));
-    if (found !== undefined) return found;
-    if (store.lock === undefined) return this.request(entry, reason, shared);
-    // the metadata first, outside the lock: a holder holds it for the token request alone
-    await this.resolveEndpoint();
-    return this.underLock(entry, reason, shared, store.lock.bind(store));
-  }
-
-  /** What is left of the time store calls may take before the token request. */
-  private budget(shared: Shared): number {
-    return msUntil(shared.budgetEnds);
-  }
-
-  private checkOpen(): void {
-    if (this.closed) throw new TokenClientClosedError();
-  }
-
-  /** A usable token of the shared store, neither the one the API refused nor the one held already. */
-  private async fromStore(entry: Entry, shared: Shared, limitMs: number): Promise<CachedToken | undefined> {
-    const { store, key, rejected, held } = shared;
-    const stored = await this.storeCall('get', () => store.get(key), limitMs);
-    if (!stored) return undefined;
-    if (stored.accessToken === rejected) {
-      this.storeCall('delete', () => store.delete(key)).catch(noop);
-      return undefined;
-    }
-    if (stored.accessToken === held) return undefined;
-    const token = this.cached(stored);
-    if (this.config.now() >= token.usableUntil) return undefined;
-    this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'store' });
-    return token;
-  }
-
-  /**
-   * With a store that locks. The process that takes the lock at once asks the
-   * token endpoint and lets go once the answer is stored (in the background:
-   * its own callers do not wait for the write), or, when no token came of it,
-   * lets go saying so. The others read the store again (after 25 ms, doubling
-   * up to 250 ms) and try the lock each time, for at most the lock's life (a
-   * holder that died lets go when its lock runs out). When the store says the
-   * holder failed, each asks on its own at once, side by side; a store that
-   * cannot say so hands the lock to one of them after another, and one that
-   * takes it after waiting lets go at once and asks on its own. A lock that
-   * fails, or takes the rest of the store's time, is skipped: the process
-   * asks alone.
-   */
-  private async underLock(entry: Entry, reason: TokenRequestReason, shared: Shared, lock: NonNullable<TokenStore['lock']>): Promise<CachedToken> {
-    const { timeoutMs } = this.config;
-    // a token request may take two attempts (a DPoP nonce retry), each up to the timeout
-    const lockMs = 2 * timeoutMs;
-    const waitEnds = performance.now() + lockMs;
-    // a lock taken after its call timed out is let go as soon as it comes
-    const lateLock = (release: ReleaseLock | null | 'failed'): void => {
-      if (typeof release === 'function') this.unlock(release, false);
-    };
-    for (let pause = 25, waited = false; ; pause = Math.min(250, pause * 2), waited = true) {
-      const limit = waited ? Math.min(timeoutMs, msUntil(waitEnds)) : this.budget(shared);
-      const release = await this.storeCall('lock', () => lock(shared.key, lockMs), limit, lateLock);
-      if (release === undefined) return this.request(entry, reason, shared);
-      if (release === 'failed' || (release !== null && waited)) {
-        if (release !== 'failed') this.unlock(release, false);
-        return (await this.fromStore(entry, shared, timeoutMs)) ?? this.request(entry, reason, shared);
-      }
-      if (release !== null) return this.holdLock(entry, reason, shared, release);
-      if (performance.now() >= waitEnds) return this.request(entry, reason, shared);
-      await this.pause(pause);
-      const found = await this.fromStore(entry, shared, Math.min(timeoutMs, msUntil(waitEnds)));
-      if (found !== undefined) return found;
-    }
-  }
-
-  /** The lock holder's part: one more look (the holder before may have stored a token and let go between the read and the lock), then the token request. */
-  private async holdLock(entry: Entry, reason: TokenRequestReason, shared: Shared, release: ReleaseLock): Promise<CachedToken> {
-    try {
-      const found = await this.fromStore(entry, shared, this.budget(shared));
-      if (found === undefined) return await this.request(entry, reason, shared, release);
-      this.unlock(release, false);
-      return found;
-    } catch (err) {
-      // the others wait on this lock: no token came of it, so they ask on their own (a closing client just lets go)
-      this.unlock(release, !this.closed);
-      throw err;
-    }
-  }
-
-  private unlock(release: ReleaseLock, failed: boolean): void {
-    this.storeCall('unlock', () => release(failed)).catch(noop);
-  }
-
-  /** Waits `ms`, or less when the client is closed meanwhile (then rejects). */
-  private async pause(ms: number): Promise<void> {
-    const signal = this.closing.signal;
-    await new Promise<void>((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal.addEventListener('abort', done, { once: true });
-    });
-    this.checkOpen();
-  }
-
-  /**
-   * One token request (with its retries). The answer goes to the shared store;
-   * a lock holder (`release`) lets go once it is written, since the others
-   * read it from there.
-   */
-  private async request(entry: Entry, reason: TokenRequestReason, shared: Shared | undefined, release?: ReleaseLock): Promise<CachedToken> {
-    // the one gate for every path: a call that waited on the store (or the lock) while the client closed sends nothing
-    this.checkOpen();
-    const { url, auth } = await this.resolveEndpoint();
-    const context: ClientAuthContext = { clientId: this.config.clientId, tokenEndpoint: url, issuer: this.config.issuer };
-    const settings: TokenRequestSettings = {
-      fetch: this.fetch,
-      auth,
-      context,
-      pop: this.config.pop,
-      timeoutMs: this.config.timeoutMs,
-      now: this.config.now,
-      onSend: (attempt) => this.emit({ type: 'token.requested', scope: entry.scope, resource: entry.resource, reason, attempt }),
-      onNonceRetry: () => this.emit({ type: 'dpop.nonce_retry', kind: 'token' }),
-    };
-    const res = await requestToken(settings, entry.scope, entry.resource, this.closing.signal);
-    const lifetime = (res.expiresIn === undefined ? this.config.defaultTtlMs : res.expiresIn * 1000);
-    const stored: StoredToken = {
-      accessToken: res.accessToken,
-      tokenType: res.tokenType,
-      scope: res.scope ?? entry.scope,
-      expiresAt: res.sentAt + lifetime,
-      lifetime,
-    };
-    if (shared !== undefined) {
-      const { store, key } = shared;
-      const written = this.storeCall('set', () => Promise.resolve(store.set(key, stored, stored.expiresAt - this.config.now())).then(() => true));
-      // a write that failed leaves the others nothing to read: they are told to ask on their own
-      if (release) written.then((done) => this.unlock(release, done !== true), noop);
-      else written.catch(noop);
-    }
-    return this.cached(stored);
-  }
-
-  /**
-   * Skew at most half the lifetime. The refresh window opens min(refreshWindow,
-   * half the lifetime) before expiry; each token starts its background renewal
-   * at a random point in the first quarter of what is left of the window before
-   * the skew, so a fleet does not renew in step. A token of at most twice the
-   * skew has no room left: it is renewed when it stops being used.
-   */
-  private cached(stored: StoredToken): CachedToken {
-    const skew = Math.min(this.config.skewMs, stored.lifetime / 2);
-    const usableUntil = stored.expiresAt - skew;
-    const opens = stored.expiresAt - Math.min(this.config.refreshWindowMs, stored.lifetime / 2);
-    const pop = this.config.pop;
-    const scheme = pop && stored.tokenType.toLowerCase() === pop.scheme.toLowerCase() ? pop.scheme : 'Bearer';
-    return {
-      value: Object.freeze({ accessToken: stored.accessToken, tokenType: stored.tokenType, expiresAt: new Date(stored.expiresAt), scope: stored.scope }),
-      stored,
-      scheme,
-      usableUntil,
-      refreshAt: opens + 0.25 * Math.random() * Math.max(0, usableUntil - opens),
-    };
-  }
-
-  private resolveEndpoint(): Promise<{ url: string; auth: ClientAuthentication }> {
-    const config = this.config;
-    if (config.tokenEndpoint !== undefined) return Promise.resolve({ url: config.tokenEndpoint, auth: config.auth! });
-    if (this.endpoint === undefined) {
-      const pending = discover(config.issuer!, this.fetch, config.timeoutMs, this.closing.signal, config.allowInsecureHttp).then((found) => {
-        let auth = config.auth;
-        if (auth === undefined) {
-          const post = found.authMethods !== undefined && !found.authMethods.includes('client_secret_basic') && found.authMethods.includes('client_secret_post');
-          auth = post ? clientSecretPost(config.clientSecret!) : clientSecretBasic(config.clientSecret!);
-        }
-        return { url: found.tokenEndpoint, auth };
-      });
-      this.endpoint = pending;
-      pending.catch(() => {
-        if (this.endpoint === pending) this.endpoint = undefined;
-      });
-    }
-    return this.endpoint;
-  }
-
-  private storeKeyPrefix: string | undefined;
-  /** When a store call last got no answer in time: calls are skipped for STORE_PAUSE_MS from then. */
-  private storeSkippedAt: number | undefined;
-
-  private storeSkipped(): boolean {
-    if (this.storeSkippedAt === undefined) return false;
-    const since = this.config.now() - this.storeSkippedAt;
-    // (a clock that stepped back since says nothing of how long it has been: the pause is over)
-    if (since >= 0 && since < STORE_PAUSE_MS) return true;
-    this.storeSkippedAt = undefined;
-    return false;
-  }
-
-  /**
-   * The shared store's key: endpoint, client, the proof-of-possession key
-   * tokens get bound to (instances with different DPoP keys cannot use each
-   * other's tokens; Bearer-only instances share theirs), scope and resource.
-   */
-  private async storeKey(entry: Entry): Promise<string> {
-    if (this.storeKeyPrefix === undefined) {
-      const origin = this.config.tokenEndpoint ?? this.config.issuer!;
-      const pop = this.config.pop;
-      const binding = pop ? `${pop.scheme} ${pop.keyId ?? ''}` : 'Bearer';
-      this.storeKeyPrefix = `${origin}\n${this.config.clientId}\n${binding}\n`;
-    }
-    return createHash('sha256').update(this.storeKeyPrefix + entry.key).digest('base64url');
-  }
-
-  /**
-   * A store operation that cannot hold callers up: an error, or no answer
-   * within `limitMs` (the request timeout unless less is left), is reported
-   * (store.error) and the store skipped for this request; with no time left
-   * it is skipped without being tried. Closing the client ends it at once.
-   * `late` gets an answer that came after the limit (a lock to let go).
-   */
-  private storeCall<T>(operation: StoreOperation, run: () => Promise<T>, limitMs = this.config.timeoutMs, late?: (value: T) => void): Promise<T | undefined> {
-    // a lock is let go even as the client closes: the others would wait for it to run out
-    if (limitMs <= 0 || (this.closed && operation !== 'unlock')) return Promise.resolve(undefined);
-    // a store that did not answer in time is left alone for a while: calls would each wait for it again
-    if (operation !== 'unlock' && this.storeSkipped()) return Promise.resolve(undefined);
-    const signal = this.closing.signal;
-    return new Promise<T | undefined>((resolve) => {
-      let settled = false;
-      const finish = (value: T | undefined, message?: string): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        signal.removeEventListener('abort', closed);
-        if (message !== undefined) this.emit({ type: 'store.error', operation, message });
-        resolve(value);
-      };
-      const closed = (): void => finish(undefined);
-      const limit = Math.ceil(limitMs);
-      // (a call left only the end of a wait is no sign of a store that hangs)
-      const tellsDown = limit >= Math.min(1000, this.config.timeoutMs);
-      const timer = setTimeout(() => {
-        if (!tellsDown) return finish(undefined, `no answer within ${limit} ms`);
-        this.storeSkippedAt = this.config.now();
-        finish(undefined, `no answer within ${limit} ms (the store is skipped for the next ${STORE_PAUSE_MS / 1000} s)`);
-      }, limit);
-      timer.unref?.();
-      signal.addEventListener('abort', closed, { once: true });
-      let pending: Promise<T>;
-      try {
-        pending = run();
-      } catch (err) {
-        return finish(undefined, err instanceof Error ? err.message : String(err));
-      }
-      Promise.resolve(pending).then(
-        (value) => {
-          if (settled) late?.(value);
-          else finish(value);
-        },
-        (err: unknown) => finish(undefined, err instanceof Error ? err.message : String(err)),
-      );
-    });
+    if (this.shared !== undefined) return this.shared.obtain(entry, reason, rejected);
+    return cachedToken(this.config, await this.endpoint.request(entry, reason));
   }
 }

@@ -1,15 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import type { IssuerConfig } from '../config';
-import { InvalidClientError, InvalidDpopProofError, OAuthError, StoreUnavailableError, TemporarilyUnavailableError, TooManyRequestsError } from '../errors';
+import { InvalidDpopProofError, type OAuthError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
-import { addressKey, type FailedAuthLimiter } from './brute-force';
-import { AssertionRejectedError, ClientAssertionVerifier } from './client-assertion';
-import { JwksUriUnavailableError } from './client-jwks-uri';
-import { withDeadline } from '../shared/deadline';
+import type { FailedAuthLimiter } from './brute-force';
+import { ClientAssertionVerifier } from './client-assertion';
 import { refusalReason, ThrottledLog } from './refusal-log';
-import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
 import { ClientService } from './clients';
 import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
 import { signAccessToken, type IssuedToken } from './issuer';
@@ -18,49 +14,24 @@ import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
 import type { IntrospectionResponse } from './introspection';
 import { IssuerAudiences } from './issuer-audiences';
+import { IssuerClientAuth } from './issuer-client-auth';
+import { IssuerHealthCheck, PING_TIMEOUT_MS, withTimeout, type IssuerHealth } from './issuer-health';
 import { IssuerRevocations } from './issuer-revocations';
 import { ReplayStoreHealth } from './replay-store-health';
-import { asTemporarilyUnavailable, StoreHealth } from './store-health';
+import { StoreHealth } from './store-health';
 import { AccessTokenVerifier } from './verifier';
 
-/**
- * Failed authentications decided before a registered client was found: their
- * client_id is whatever the request said, so it does not key a log window.
- */
-const BEFORE_CLIENT_LOOKUP = new Set(['no_credentials', 'unknown_client', 'assertion_type_unsupported', 'assertion_missing', 'assertion_malformed', 'assertion_wrong_subject']);
-
-/** An address as the brute-force limits count it (an IPv6 address by its /64). */
-const addressOf = (ip: string | undefined): string => (ip === undefined ? '' : addressKey(ip));
-
-/** What `health()` reports: ready to issue tokens when `ok`. */
-export interface IssuerHealth {
-  /** The store answers, and a key signs now; an embedded store must also take writes (a shared one that cannot is `read_only` on every instance, which stay in). */
-  ok: boolean;
-  /** `read_only`: reads work, writes fail (a full disk, a standby): what must write (private_key_jwt assertions, revocations) gets 503. */
-  store: 'up' | 'read_only' | 'down';
-  /** The kid of the key that signs now, `null` when none is loaded. */
-  signingKid: string | null;
-  /**
-   * Only with a shared DPoP replay store (`dpop.redis`): whether it answered
-   * the last proof (or probe). `down` does not clear `ok`: requests without
-   * a DPoP proof are served, and the store is shared by every instance.
-   */
-  dpopReplayStore?: 'up' | 'down';
-}
-
-/** How long `health()` reuses its last answer, and how long a failed start-up is kept before the next try (ms). */
-const HEALTH_TTL_MS = 1000;
+/** How long a failed start-up is kept before the next try (ms). */
 const READY_RETRY_MS = 1000;
-/** A ping that takes longer counts as `down`. */
-const PING_TIMEOUT_MS = 2000;
 /** The client_id of the write probe's rows (no client_id has a space). */
 const WRITE_PROBE_CLIENT = ' write-probe';
 /** How often expired assertion jtis are deleted from the store. */
 const JTI_PURGE_MS = 60_000;
 
 /**
- * Everything the issuer does, without HTTP: authenticate clients, sign
- * tokens, hold the keys, verify tokens. The Express layer only translates.
+ * Everything the issuer does, without HTTP: authenticate clients (see
+ * IssuerClientAuth), sign tokens, hold the keys, verify tokens. The Express
+ * layer only translates.
  */
 export class AuthorizationServer {
   readonly clients: ClientService;
@@ -77,11 +48,14 @@ export class AuthorizationServer {
   private readying: Promise<void> | undefined;
   /** When the last ready() failed; `undefined` while it runs or after it succeeded. */
   private readyFailedAt: number | undefined;
-  private lastHealth: { at: number; value: Promise<IssuerHealth> } | undefined;
-  /** Found clients, briefly: a revoke reaches every instance within `clientCacheTtl`. */
-  private clientCache: LRUCache<string, ClientRecord> | undefined;
-  /** private_key_jwt assertions: keys imported once per client key set, jtis single use in the store. */
-  readonly assertions: ClientAssertionVerifier;
+  /** True once ready() has finished (set there alone): the one check of the hot paths. */
+  isReady = false;
+  /** Readiness for health(): the store pinged at most once a second. */
+  private readonly healthCheck: IssuerHealthCheck;
+  /** Client authentication at the token, revocation and introspection endpoints. */
+  readonly clientAuth: IssuerClientAuth;
+  /** Every throttled refusal line of this issuer (keys: event, reason, client, address). */
+  private readonly refusalLog: ThrottledLog;
   /** Purges expired assertion jtis off the request path. */
   private purgeTimer: NodeJS.Timeout | undefined;
   /** How DPoP proofs are checked here and by the issuer-bound requireBearer(): one replay store, one nonce source. */
@@ -95,7 +69,7 @@ export class AuthorizationServer {
     readonly config: IssuerConfig,
     private readonly openStore: () => Promise<Store>,
     readonly logger: Logger,
-    private readonly limiter: FailedAuthLimiter | undefined,
+    limiter: FailedAuthLimiter | undefined,
     readonly now: () => number = Date.now,
     dpopReplay?: ReplayStore,
     /** Rings the other instances when something is revoked, besides the store's own notifications (a Redis doorbell). */
@@ -112,7 +86,7 @@ export class AuthorizationServer {
       now,
       signingKey: () => this.keys.current(),
       push: revocationPush,
-      onRing: () => this.clientCache?.clear(),
+      onRing: () => this.clientAuth.forgetClients(),
     });
     this.clients = new ClientService(
       () => this.ready().then(() => this.watched!),
@@ -126,7 +100,7 @@ export class AuthorizationServer {
       },
       (values) => this.audiences.clientResources(values),
       // a client updated through this issuer counts here from its next request
-      (clientId) => this.clientCache?.delete(clientId),
+      (clientId) => this.clientAuth.forgetClient(clientId),
     );
     this.keys = new KeyRing(
       deferredKeyStore(() => this.watched!),
@@ -152,8 +126,8 @@ export class AuthorizationServer {
     this.metadata = authorizationServerMetadata(config);
     this.audiences = new IssuerAudiences(config, this.keys, this.revocations.check, now, this.verifier);
     // a client revoked, or its tokens (an update that took scopes away), anywhere: its cached record goes too
-    this.revocations.state.onChange(() => this.clientCache?.clear());
-    this.assertions = new ClientAssertionVerifier({
+    this.revocations.state.onChange(() => this.clientAuth.forgetClients());
+    const assertions = new ClientAssertionVerifier({
       issuer: config.issuer,
       tokenEndpoint: config.tokenEndpoint,
       otherEndpoints: [config.revocationEndpoint, config.introspectionEndpoint],
@@ -165,6 +139,7 @@ export class AuthorizationServer {
       onJwksUriRecovered: (uri, downMs, failures) =>
         logger.info({ event: 'client.jwks_uri_recovered', jwks_uri: uri, down_ms: downMs, failures }, "a client's jwks_uri can be fetched again"),
     });
+    this.clientAuth = new IssuerClientAuth(this, config.clientCacheTtl, this.storeHealth, assertions, limiter, this.refusalLog, logger, now);
     this.replayHealth = dpopReplay && new ReplayStoreHealth(logger, { kind: 'redis', now });
     this.dpop = {
       replay: dpopReplay ? this.replayHealth!.monitor(dpopReplay) : new MemoryReplayStore({ max: config.dpop.replayMax, now }),
@@ -173,30 +148,20 @@ export class AuthorizationServer {
       clockTolerance: config.clockTolerance,
       now,
     };
+    this.healthCheck = new IssuerHealthCheck(
+      {
+        ready: () => this.ready(),
+        watchedStore: () => this.watched!,
+        localStore: () => (this.store as { kind?: unknown } | undefined)?.kind === 'embedded',
+        signingKid: () => (this.isReady ? this.keys.current().kid : null),
+        storeHealth: this.storeHealth,
+        replayHealth: this.replayHealth,
+      },
+      now,
+    );
   }
 
-  private stopTimers(): void {
-    clearInterval(this.purgeTimer);
-    this.storeHealth.stop();
-    this.replayHealth?.stop();
-  }
-
-  private startJtiPurge(store: Store): void {
-    this.purgeTimer = setInterval(() => {
-      store.purgeJtis(new Date(this.now())).catch(() => undefined); // an outage shows on the request path already
-    }, JTI_PURGE_MS);
-    this.purgeTimer.unref();
-  }
-
-  /**
-   * Checks the token request's DPoP proof (RFC 9449 §5) against the
-   * configured token endpoint URL (never the request's Host). Called after
-   * the client is authenticated: anyone can sign proofs, and checking them
-   * first would let strangers fill the replay store.
-   */
-  checkDpopProof(proof: string | string[]): VerifiedDpopProof | Promise<VerifiedDpopProof> {
-    return verifyDpopProof(proof, { htm: 'POST', htu: this.config.tokenEndpoint }, this.dpop);
-  }
+  // ---- lifecycle: start, readiness, close
 
   /**
    * Opens the store and loads (or creates) the signing key. Safe to call
@@ -212,9 +177,7 @@ export class AuthorizationServer {
     this.readying ??= (async () => {
       if (!this.store) {
         const store = await this.storeHealth.watch(this.openStore());
-        // a store that keeps and invalidates found clients itself needs no second cache
-        const ttl = this.config.clientCacheTtl ?? (store.cachesClients ? 0 : 2);
-        if (ttl > 0) this.clientCache = new LRUCache({ max: 10_000, ttl: ttl * 1000 });
+        this.clientAuth.open(store);
         this.store = store;
         this.watched = this.storeHealth.monitor(store);
         this.startJtiPurge(store);
@@ -229,187 +192,49 @@ export class AuthorizationServer {
     return this.readying;
   }
 
-  /** RFC 8707: the audience of a token for this client and its request's `resource`; InvalidTargetError when not served or not allowed. */
-  audienceFor(client: ClientRecord, requested: string | string[] | undefined): string {
-    return this.audiences.audienceFor(client, requested);
-  }
-
-  /** The verifier for tokens of `audience` (the default one when undefined); TypeError for an audience this issuer does not serve. */
-  verifierFor(audience: string | undefined): AccessTokenVerifier {
-    return this.audiences.verifierFor(audience);
-  }
-
-  /** RFC 7009 for an authenticated client (see IssuerRevocations.revoke). */
-  revoke(client: ClientRecord, token: string): Promise<void> {
-    return this.revocations.revoke(client, token, (t) => this.audiences.anyAudience.verify(t));
-  }
-
-  /** RFC 7662 for an authenticated client (see IssuerRevocations.introspect). */
-  /** `ip`: the caller's address, for the log line of a refusal. */
-  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResponse> {
-    return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t), ip);
-  }
-
   /** `null` once ready() has finished, else the promise to wait for: cheap on the hot path. */
   pending(): Promise<void> | null {
     return this.isReady ? null : this.ready();
   }
-  private isReady = false;
 
-  private async findFresh(clientId: string): Promise<ClientRecord | null> {
-    let client: ClientRecord | null;
-    try {
-      client = await this.store!.findClient(clientId);
-    } catch (err) {
-      this.storeHealth.failed(err);
-      throw err;
-    }
-    this.storeHealth.succeeded();
-    if (client && this.clientCache) this.clientCache.set(clientId, client);
-    return client;
+  /** Readiness (see IssuerHealthCheck): the store pinged at most once a second, the signing key named. */
+  health(): Promise<IssuerHealth> {
+    return this.healthCheck.health();
   }
 
-  /** Checks the credentials against a cached record first, then (on failure) against the store. */
-  private async check(credentials: ClientCredentials): Promise<ClientRecord> {
-    const now = new Date(this.now());
-    const cached = this.clientCache?.get(credentials.clientId);
-    if (cached) {
-      try {
-        return await authenticateClient(async () => cached, credentials, now, this.assertions);
-      } catch (err) {
-        if (!(err instanceof InvalidClientError) || err.detail === 'assertion_replayed') throw err;
-        // a rotated secret or an added key may be newer than the cached record
-      }
-    }
-    return authenticateClient((id) => this.findFresh(id), credentials, now, this.assertions);
+  async close(): Promise<void> {
+    this.stopTimers();
+    if (!this.readying) return;
+    await this.readying.catch(() => undefined);
+    // a ready() still opening the store when close() was called started its timers since
+    this.stopTimers();
+    await this.revocations.close();
+    await this.store?.close();
   }
 
-  async authenticate(credentials: ClientCredentials, source: { ip?: string } = {}): Promise<ClientRecord> {
-    // a store outage is a 503 (already reported to storeHealth by the store call that failed)
-    if (!this.isReady) await this.ready().catch((err: unknown) => Promise.reject(asTemporarilyUnavailable(err)));
-    // only what the caller controls can refuse it: its address, and this client_id from its address
-    const limit = this.limiter && (await this.limiter.check(credentials.clientId, source.ip));
-    if (limit && limit.retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, limit.retryAfterMs);
-    try {
-      const client = await this.check(credentials);
-      if (limit && limit.pairFailures > 0) await this.limiter!.succeeded(credentials.clientId, source.ip);
-      return client;
-    } catch (err) {
-      if (err instanceof StoreUnavailableError) throw asTemporarilyUnavailable(err);
-      // the client's key host is down: a 503, neither a failed authentication nor counted as one
-      if (err instanceof TemporarilyUnavailableError && err.cause instanceof JwksUriUnavailableError) {
-        this.jwksUriUnavailable(err.cause, credentials, source.ip);
-        throw err;
-      }
-      if (err instanceof OAuthError) {
-        const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
-        this.authFailed({ event: 'client.auth_failed', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts });
-        if (err instanceof InvalidClientError && this.limiter) {
-          const retryAfterMs = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
-          // one of a burst that passed the check together, past the limit once counted: answered as the check would have
-          if (retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, retryAfterMs);
-        }
-      }
-      throw err;
-    }
+  private stopTimers(): void {
+    clearInterval(this.purgeTimer);
+    this.storeHealth.stop();
+    this.replayHealth?.stop();
   }
+
+  private startJtiPurge(store: Store): void {
+    this.purgeTimer = setInterval(() => {
+      store.purgeJtis(new Date(this.now())).catch(() => undefined); // an outage shows on the request path already
+    }, JTI_PURGE_MS);
+    this.purgeTimer.unref();
+  }
+
+  // ---- the core of the token, revocation and introspection endpoints
 
   /**
-   * `client.jwks_uri_unavailable`: at warn for the first request refused in
-   * an outage of that jwks_uri, at debug for the others (an outage lasts at
-   * least a cooldown, and any caller naming the client can repeat it). The
-   * client_id is the one the assertion claims: its signature was not checked.
+   * Checks the token request's DPoP proof (RFC 9449 §5) against the
+   * configured token endpoint URL (never the request's Host). Called after
+   * the client is authenticated: anyone can sign proofs, and checking them
+   * first would let strangers fill the replay store.
    */
-  private jwksUriUnavailable(err: JwksUriUnavailableError, credentials: ClientCredentials, ip: string | undefined): void {
-    const line = {
-      event: 'client.jwks_uri_unavailable',
-      claimed_client_id: loggedClientId(credentials.clientId),
-      jwks_uri: err.uri,
-      reason: err.reason,
-      retry_after_ms: err.retryAfterMs,
-      ip,
-    };
-    if (err.firstOfOutage) this.logger.warn(line, "a client's jwks_uri cannot be fetched; its token requests are answered 503 until it can");
-    else this.logger.debug?.(line, "a client's jwks_uri cannot be fetched");
-  }
-
-  /**
-   * `client.auth_failed`, at warn for the first of its key in a minute and at
-   * debug for the rest of that minute (a warn line counts them once it is over), so
-   * that neither a guesser nor a flood without credentials sets the log's
-   * rate. The key: the reason and the address, and the client_id for a
-   * client that exists (wrong secret, revoked, a refused assertion), so each
-   * client's failures from each address still show.
-   */
-  private authFailed(line: { client_id: string; ip: string | undefined; reason: string | undefined } & Record<string, unknown>): void {
-    // a client_id only keys the window once a registered client was found: made-up ids would each get a warn line
-    const perClient = line.reason !== undefined && !BEFORE_CLIENT_LOOKUP.has(line.reason);
-    this.refusalLog.report('warn', `auth_failed|${line.reason}|${addressOf(line.ip)}|${perClient ? line.client_id : ''}`, line, 'client authentication failed');
-  }
-
-  /**
-   * A 429: the first for a client_id and address in a minute logged at warn,
-   * the rest of that minute at debug (a warn line says how many once it is
-   * over), so a guesser cannot set the log's rate and every lockout shows;
-   * the failures that led to it are in client.auth_failed lines and counts.
-   */
-  private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
-    const clientId = loggedClientId(credentials.clientId);
-    const line = { event: 'client.rate_limited', client_id: clientId, method: credentials.method, ip, retry_after_ms: retryAfterMs };
-    // keyed by the address alone: the client_id of a refused request is whatever it sent (each made-up one would be a warn line)
-    this.refusalLog.report('warn', `rate_limited|${addressOf(ip)}`, line, 'too many failed client authentications');
-    return new TooManyRequestsError(retryAfterMs / 1000);
-  }
-  /** Every throttled refusal line of this issuer (keys: event, reason, client, address). */
-  private readonly refusalLog: ThrottledLog;
-
-  /** A token, revocation or introspection request that sent no client credentials: logged as a failed authentication, not counted (it guesses nothing). */
-  noCredentials(source: { ip?: string } = {}): InvalidClientError {
-    this.authFailed({ event: 'client.auth_failed', client_id: '', method: 'none', ip: source.ip, reason: 'no_credentials' });
-    return new InvalidClientError({ detail: 'no_credentials' });
-  }
-
-  /**
-   * Logs a request the token, revocation or introspection endpoint refused
-   * with a 4xx other than a failed client authentication or a 429 (those
-   * are client.auth_failed and client.rate_limited): `token.refused`,
-   * `revocation.refused` or `introspection.refused`, with a bounded `reason`,
-   * the `error` code and status sent, `detail`, the `client_id` once the
-   * client is authenticated, and `ip`. At info for the first of a reason and
-   * client (or address, before authentication) in a minute, the rest at debug.
-   */
-  refused(endpoint: 'token' | 'revocation' | 'introspection', error: OAuthError, source: { clientId?: string; ip?: string }): void {
-    const reason = refusalReason(error);
-    const detail = error.detail !== undefined && error.detail !== reason ? error.detail : error.description;
-    const line = {
-      event: `${endpoint}.refused`,
-      reason,
-      error: error.code,
-      status: error.status,
-      detail: detail.slice(0, 300),
-      ...(source.clientId !== undefined && { client_id: source.clientId }),
-      ip: source.ip,
-    };
-    const who = source.clientId !== undefined ? `client:${source.clientId}` : `ip:${source.ip}`;
-    // a DPoP proof's checks are told apart (htu, replayed…): one misconfiguration does not hide another
-    const kind = error instanceof InvalidDpopProofError ? `:${error.reason}` : '';
-    this.refusalLog.report('info', `${endpoint}|${reason}${kind}|${who}`, line, `${endpoint} request refused: ${reason}`);
-  }
-
-  /**
-   * Counts a failure; at the alert threshold (and each doubling) of a
-   * registered client, one audit event. Answers how long the address or the
-   * pair is refused when this failure went past a limit, else 0.
-   */
-  private async countFailure(clientId: string, ip: string | undefined, knownClient: boolean): Promise<number> {
-    const { clientFailures, alert, retryAfterMs } = await this.limiter!.failed(clientId, ip, knownClient);
-    if (!alert) return retryAfterMs;
-    const { alertFailuresPerClient, window } = this.limiter!.settings;
-    this.logger.warn(
-      { event: 'client.auth_failures_high', client_id: clientId, failures: clientFailures, threshold: alertFailuresPerClient, window_s: window, ip },
-      'many failed authentications for one client; its right secret still works',
-    );
-    return retryAfterMs;
+  checkDpopProof(proof: string | string[]): VerifiedDpopProof | Promise<VerifiedDpopProof> {
+    return verifyDpopProof(proof, { htm: 'POST', htu: this.config.tokenEndpoint }, this.dpop);
   }
 
   /** Signs a token for `audience` (default: the default audience); bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */
@@ -440,61 +265,51 @@ export class AuthorizationServer {
     return issued;
   }
 
+  /** RFC 8707: the audience of a token for this client and its request's `resource`; InvalidTargetError when not served or not allowed. */
+  audienceFor(client: ClientRecord, requested: string | string[] | undefined): string {
+    return this.audiences.audienceFor(client, requested);
+  }
+
+  /** The verifier for tokens of `audience` (the default one when undefined); TypeError for an audience this issuer does not serve. */
+  verifierFor(audience: string | undefined): AccessTokenVerifier {
+    return this.audiences.verifierFor(audience);
+  }
+
+  /** RFC 7009 for an authenticated client (see IssuerRevocations.revoke). */
+  revoke(client: ClientRecord, token: string): Promise<void> {
+    return this.revocations.revoke(client, token, (t) => this.audiences.anyAudience.verify(t));
+  }
+
+  /** RFC 7662 for an authenticated client (see IssuerRevocations.introspect). */
+  /** `ip`: the caller's address, for the log line of a refusal. */
+  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResponse> {
+    return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t), ip);
+  }
+
   /**
-   * Readiness: pings the store (its `ping()`, else a read of the keys) and
-   * names the signing key. Cheap: one ping per second at most, shared by
-   * concurrent callers; a ping slower than 2 s counts as down.
+   * Logs a request the token, revocation or introspection endpoint refused
+   * with a 4xx other than a failed client authentication or a 429 (those
+   * are client.auth_failed and client.rate_limited): `token.refused`,
+   * `revocation.refused` or `introspection.refused`, with a bounded `reason`,
+   * the `error` code and status sent, `detail`, the `client_id` once the
+   * client is authenticated, and `ip`. At info for the first of a reason and
+   * client (or address, before authentication) in a minute, the rest at debug.
    */
-  health(): Promise<IssuerHealth> {
-    const now = this.now();
-    if (this.lastHealth && now - this.lastHealth.at < HEALTH_TTL_MS) return this.lastHealth.value;
-    const value = this.checkHealth();
-    this.lastHealth = { at: now, value };
-    return value;
+  refused(endpoint: 'token' | 'revocation' | 'introspection', error: OAuthError, source: { clientId?: string; ip?: string }): void {
+    const reason = refusalReason(error);
+    const detail = error.detail !== undefined && error.detail !== reason ? error.detail : error.description;
+    const line = {
+      event: `${endpoint}.refused`,
+      reason,
+      error: error.code,
+      status: error.status,
+      detail: detail.slice(0, 300),
+      ...(source.clientId !== undefined && { client_id: source.clientId }),
+      ip: source.ip,
+    };
+    const who = source.clientId !== undefined ? `client:${source.clientId}` : `ip:${source.ip}`;
+    // a DPoP proof's checks are told apart (htu, replayed…): one misconfiguration does not hide another
+    const kind = error instanceof InvalidDpopProofError ? `:${error.reason}` : '';
+    this.refusalLog.report('info', `${endpoint}|${reason}${kind}|${who}`, line, `${endpoint} request refused: ${reason}`);
   }
-
-  private async checkHealth(): Promise<IssuerHealth> {
-    let store: IssuerHealth['store'];
-    try {
-      await this.ready();
-      const watched = this.watched!;
-      await withTimeout<unknown>(watched.ping ? watched.ping() : watched.listKeys(), PING_TIMEOUT_MS);
-      // the ping reads: a store that fails writes (a full disk) answers it
-      store = this.storeHealth.state === 'read_only' ? 'read_only' : 'up';
-    } catch {
-      store = 'down';
-    }
-    let signingKid: string | null = null;
-    if (this.isReady) {
-      try {
-        signingKid = this.keys.current().kid;
-      } catch {
-        signingKid = null;
-      }
-    }
-    // a store only this instance writes (the embedded one on a full disk) takes it out of rotation; a shared one
-    // that cannot be written fails every instance alike, and taking them all out would refuse what still works
-    // (tokens for clients with a secret, protected routes)
-    const local = (this.store as { kind?: unknown } | undefined)?.kind === 'embedded';
-    const storeOk = store === 'up' || (store === 'read_only' && !local);
-    const health: IssuerHealth = { ok: storeOk && signingKid !== null, store, signingKid };
-    // asked now (a request with a DPoP proof may be long in coming), within the same ping timeout
-    if (this.replayHealth) health.dpopReplayStore = (await withTimeout(this.replayHealth.check(), PING_TIMEOUT_MS).catch(() => false)) ? 'up' : 'down';
-    return health;
-  }
-
-  async close(): Promise<void> {
-    this.stopTimers();
-    if (!this.readying) return;
-    await this.readying.catch(() => undefined);
-    // a ready() still opening the store when close() was called started its timers since
-    this.stopTimers();
-    await this.revocations.close();
-    await this.store?.close();
-  }
-}
-
-/** Rejects with StoreUnavailableError after `ms` unless `promise` settles first. */
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return withDeadline(promise, ms, () => new StoreUnavailableError(`no answer within ${ms} ms`));
 }

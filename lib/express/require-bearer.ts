@@ -1,29 +1,16 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type passport from 'passport';
-import { Strategy as BearerStrategy } from 'passport-http-bearer';
-import { DPOP_ALGORITHMS, requestHtu, verifyDpopProof, type CheckedDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from '../core/dpop';
-import { accessTokenHash } from '../jwt/dpop-proof';
+import { DPOP_ALGORITHMS, type DpopVerifyOptions } from '../core/dpop';
 import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
-import {
-  bearerChallenge,
-  dpopChallenge,
-  InsufficientScopeError,
-  InvalidDpopProofError,
-  InvalidRequestError,
-  InvalidTokenError,
-  MissingTokenError,
-  TemporarilyUnavailableError,
-  toOAuthError,
-  type OAuthError,
-} from '../errors';
-import type { RefusedRequest, RejectionLog } from '../core/rejection-log';
-import { atMostEvery } from '../core/throttle';
-import { bearerCheck, dpopProofReason, type BearerCheck, type Counts } from '../metrics/counts';
+import { InsufficientScopeError, InvalidRequestError, MissingTokenError, TemporarilyUnavailableError } from '../errors';
+import type { RejectionLog } from '../core/rejection-log';
+import type { BearerCheck, Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
+import { bindingError, dpopRequests } from './bearer-dpop';
+import { bearerRefusals, refusedRequest, type Scheme } from './bearer-refusals';
+import { strategyRunner } from './bearer-strategy';
 import { repeatedAuthorization } from './headers';
 import { queryNames } from './read-form';
-import { sendError } from './respond';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -37,14 +24,6 @@ declare global {
 
 /** The schemes, case-insensitive: RFC 6750 §2.1 "Bearer" 1*SP b64token, RFC 9449 §7.1 "DPoP" 1*SP token68 (the same characters). */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
-
-/** What token.rejected says of a refused request: the address (after `trust proxy`), the method and the path, never the query. */
-function refusedRequest(req: Request): RefusedRequest {
-  const url = req.originalUrl ?? req.url ?? '';
-  const end = url.indexOf('?');
-  const path = end === -1 ? url : url.slice(0, end);
-  return { ip: req.ip, method: req.method, path: path.length > 200 ? `${path.slice(0, 200)}...` : path };
-}
 
 /**
  * Whether `header` starts with the scheme `lower` (given in lower case),
@@ -83,63 +62,6 @@ export interface BearerDpopOptions {
   verify: DpopVerifyOptions;
 }
 
-/** Which scheme a request used, for the challenges of its answer. */
-type Scheme = 'none' | 'bearer' | 'dpop' | 'both';
-
-type StrategyDone = (err: unknown, auth: AccessTokenAuth | false) => void;
-
-/**
- * Runs the passport-http-bearer strategy the way passport's authenticate()
- * does (an object inheriting from the strategy, with success / fail / error
- * actions), without the middleware wrapper around it, which costs more than
- * the strategy itself on this hot path. One such object serves every request
- * of a middleware: the strategy reports synchronously while it runs (the
- * verify callback takes an asynchronous answer past it, to the request it
- * belongs to), so nothing is allocated per request.
- */
-function strategyRunner(
-  verify: (token: string) => AccessTokenAuth | Promise<AccessTokenAuth>,
-): (authorization: string, done: StrategyDone, known?: AccessTokenAuth) => void {
-  let current: StrategyDone | undefined;
-  /** The auth the caller already holds for this token (from the verified-token cache): the strategy's answer without verify(). */
-  let known: AccessTokenAuth | undefined;
-  const strategy = new BearerStrategy((token: string, verified: (err: unknown, auth?: AccessTokenAuth | false) => void) => {
-    let result: AccessTokenAuth | Promise<AccessTokenAuth>;
-    try {
-      result = known ?? verify(token);
-    } catch (err) {
-      return verified(err);
-    }
-    if (result instanceof Promise) {
-      const mine = current!;
-      result.then((auth) => mine(null, auth), (err: unknown) => mine(err, false));
-    } else verified(null, result);
-  });
-  const runner = Object.create(strategy) as passport.StrategyCreated<passport.Strategy>;
-  runner.success = (user) => current!(null, user as AccessTokenAuth);
-  runner.fail = () => current!(null, false);
-  runner.error = (err) => current!(err, false);
-  runner.pass = () => current!(null, false);
-  runner.redirect = () => current!(null, false);
-  // Only the Authorization header counts (tokens in the URL or body are refused
-  // before), so the strategy gets just that: it never touches Express's
-  // req.query getter, which parses the query string on every read.
-  const headers = { authorization: '' };
-  const request = { headers } as unknown as Request;
-  return (authorization, done, auth) => {
-    headers.authorization = authorization;
-    current = done;
-    known = auth;
-    try {
-      runner.authenticate(request, { session: false });
-    } finally {
-      current = undefined;
-      known = undefined;
-      headers.authorization = '';
-    }
-  };
-}
-
 export interface BearerMiddlewareOptions {
   verifier: AccessTokenVerifier;
   realm: string;
@@ -154,16 +76,6 @@ export interface BearerMiddlewareOptions {
   /** DPoP; default: allowed, when the caller knows its public URL. */
   dpop?: BearerDpopOptions;
 }
-
-/**
- * The DPoP proof each request passed, for the next requireBearer() on its
- * way (`app.use('/api', requireBearer())` and a route's own with a scope),
- * and the replay stores that spent its jti: a later layer on the same store
- * takes it as checked (the same request is no replay); one on another store
- * (say Redis after the process's memory) checks it and spends its jti there
- * too, or a proof replayed to another instance would pass it unasked.
- */
-const checkedProofs = new WeakMap<Request, { checked: CheckedDpopProof; stores: Set<ReplayStore> }>();
 
 /**
  * The protected-resource check. Only the Authorization header counts; the
@@ -192,54 +104,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
   };
   const runStrategy = strategyRunner((token) => verifier.verifyUncached(token));
 
-  /**
-   * The challenges of an answer: those of the schemes this route accepts, the
-   * error on the one used. A 503 (a key source or the replay store cannot be
-   * reached) carries them as every other refusal does (RFC 6750 §3), so a
-   * client reading only the challenge sees why too.
-   */
-  const challenges = (error: OAuthError, scheme: Scheme): string | string[] | undefined => {
-    if (error.status !== 401 && error.status !== 403 && error.status !== 400 && error.status !== 503) return undefined;
-    if (mode === 'disabled') return bearerChallenge(realm, error);
-    if (mode === 'required') return dpopChallenge(algs, error);
-    if (scheme === 'dpop') return [bearerChallenge(realm), dpopChallenge(algs, error)];
-    if (scheme === 'both') return [bearerChallenge(realm, error), dpopChallenge(algs, error)];
-    return [bearerChallenge(realm, error), dpopChallenge(algs)];
-  };
-
-  /**
-   * A 503 (the JWKS or the store could not be reached): one warn line a
-   * minute, so an operator sees why protected routes refuse without a line
-   * per request.
-   */
-  const unavailable = atMostEvery(60_000, (error: OAuthError): void => {
-    const dependency = error instanceof TemporarilyUnavailableError ? error.dependency : undefined;
-    logger.warn(
-      { event: 'bearer.unavailable', dependency, reason: error.detail ?? error.description },
-      dependency === 'dpop_replay_store'
-        ? 'requireBearer() cannot check DPoP proofs: the DPoP replay store is unavailable; answering 503'
-        : 'requireBearer() cannot check tokens: a key source is unavailable; answering 503',
-    );
-  });
-
-  /**
-   * Logs why (the scope check reports its own refusals, with the token's
-   * scopes) and answers. `auth`: the token, when it was verified before the
-   * refusal (a DPoP proof refused for a valid token): its client_id is logged.
-   */
-  const fail = (res: Response, err: unknown, scheme: Scheme = 'bearer', auth?: AccessTokenAuth): void => {
-    const error: OAuthError = toOAuthError(err);
-    if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts, refusedRequest(res.req));
-    else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {}, refusedRequest(res.req));
-    else if (error instanceof InvalidDpopProofError) rejections.report(dpopProofReason(error.reason), error.detail, auth ? { client_id: auth.clientId } : {}, refusedRequest(res.req));
-    else if (error.status === 503) unavailable(error);
-    else if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);
-    if (counts) counts[bearerCheck(error)]++;
-    sendError(res, error, challenges(error, scheme));
-  };
-
-  const binding = (description: string, detail: string, auth?: AccessTokenAuth): InvalidTokenError =>
-    new InvalidTokenError(description, { reason: 'dpop_binding', detail, facts: auth ? { client_id: auth.clientId } : undefined });
+  const fail = bearerRefusals({ realm, mode, algs, logger, rejections, counts });
 
   /** Scope check and hand-over, for either scheme. */
   const accept = (req: Request, res: Response, next: NextFunction, auth: AccessTokenAuth, scheme: Scheme): void => {
@@ -258,56 +123,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     next();
   };
 
-  /** `ath` of a verified token, computed once per token: the verifier's cache hands back the same auth object. */
-  const athByAuth = new WeakMap<AccessTokenAuth, string>();
-  const athOf = (auth: AccessTokenAuth): string => {
-    let ath = athByAuth.get(auth);
-    if (ath === undefined) athByAuth.set(auth, (ath = accessTokenHash(auth.token)));
-    return ath;
-  };
-
-  /** `Authorization: DPoP <token>`: the token as for Bearer (cached), then this request's proof (never cached). */
-  const dpopRequest = (req: Request, res: Response, next: NextFunction, token: string, known: AccessTokenAuth | undefined): void => {
-    const withAuth = (auth: AccessTokenAuth): void => {
-      const jkt = (auth.claims.cnf as { jkt?: unknown } | undefined)?.jkt;
-      if (typeof jkt !== 'string') return fail(res, binding('the access token is not DPoP-bound; send it as Bearer', 'DPoP scheme with a token without cnf.jkt', auth), 'dpop');
-      const proof = req.headers.dpop;
-      const seen = checkedProofs.get(req);
-      const checkedBefore = seen?.stores.has(dpop!.replay) ? seen.checked : undefined;
-      let verified;
-      try {
-        verified = verifyDpopProof(
-          proof,
-          { htm: req.method, htu: requestHtu(publicUrl, req.originalUrl), accessToken: token, accessTokenHash: athOf(auth), jkt, checkedBefore },
-          dpop!,
-        );
-      } catch (err) {
-        return fail(res, err instanceof InvalidTokenError ? binding(err.description, err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop', auth);
-      }
-      const passed = (result: VerifiedDpopProof): void => {
-        if (typeof proof === 'string') {
-          if (seen?.checked.proof === proof) seen.stores.add(dpop!.replay);
-          else checkedProofs.set(req, { checked: { proof, verified: result }, stores: new Set([dpop!.replay]) });
-        }
-        accept(req, res, next, auth, 'dpop');
-      };
-      if (verified instanceof Promise) verified.then(passed, (err: unknown) => fail(res, err, 'dpop', auth));
-      else passed(verified);
-    };
-    const verify = (): void => {
-      let result: AccessTokenAuth | Promise<AccessTokenAuth>;
-      try {
-        result = known ?? verifier.verifyUncached(token);
-      } catch (err) {
-        return fail(res, err, 'dpop');
-      }
-      if (result instanceof Promise) result.then(withAuth, (err: unknown) => fail(res, err, 'dpop'));
-      else withAuth(result);
-    };
-    const waiting = pending?.();
-    if (waiting) waiting.then(verify, (err: unknown) => fail(res, err, 'dpop'));
-    else verify();
-  };
+  const dpopRequest = dpop && dpopRequests({ verifier, pending, publicUrl, verify: dpop, fail, accept });
 
   /** Requests already checked once more after a wait for pending() (see afterPending). */
   const waited = new WeakSet<Request>();
@@ -344,7 +160,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
         if (afterPending(err, req, res, next, 'dpop')) return;
         return fail(res, err, 'dpop');
       }
-      return dpopRequest(req, res, next, token, known);
+      return dpopRequest!(req, res, next, token, known);
     }
     if (!header || !startsWithScheme(header, 'bearer')) return fail(res, new MissingTokenError(), 'none');
     const token = credentialsAfter(header, 6);
@@ -356,7 +172,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       if (afterPending(err, req, res, next, 'bearer')) return;
       return fail(res, err);
     }
-    if (mode === 'required') return fail(res, binding('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
+    if (mode === 'required') return fail(res, bindingError('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
 
     const done = (err: unknown, auth: AccessTokenAuth | false): void => {
       if (err) return fail(res, err);
@@ -366,7 +182,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
         if (mode !== 'disabled' && req.headers.dpop !== undefined) {
           return fail(res, new InvalidRequestError('send a DPoP-bound token with the DPoP scheme, not Bearer'), 'both');
         }
-        return fail(res, binding('the access token is DPoP-bound; send it with the DPoP scheme and a proof', 'DPoP-bound token sent as Bearer', auth));
+        return fail(res, bindingError('the access token is DPoP-bound; send it with the DPoP scheme and a proof', 'DPoP-bound token sent as Bearer', auth));
       }
       accept(req, res, next, auth, 'bearer');
     };

@@ -88,8 +88,8 @@ function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchang
       checkRequestLine(req, CREDENTIAL_PARAMS, 'client credentials must be sent in the request body or the Authorization header, never in the URL');
       const { params, scope, resource } = parseTokenRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
-      if (!credentials) throw server.noCredentials({ ip: req.ip });
-      const client = await server.authenticate(credentials, { ip: req.ip });
+      if (!credentials) throw server.clientAuth.noCredentials({ ip: req.ip });
+      const client = await server.clientAuth.authenticate(credentials, { ip: req.ip });
       (req as Timed)[CLIENT] = client.clientId;
       const scopes = grantScope(client, scope);
       // RFC 8707: which API the token is for, checked once the client is known
@@ -117,8 +117,8 @@ function tokenManagement(server: AuthorizationServer, answer: (client: ClientRec
       checkRequestLine(req, TOKEN_MANAGEMENT_PARAMS, 'credentials and tokens must be sent in the request body, never in the URL');
       const { params, token } = parseTokenManagementRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
-      if (!credentials) throw server.noCredentials({ ip: req.ip });
-      const client = await server.authenticate(credentials, { ip: req.ip });
+      if (!credentials) throw server.clientAuth.noCredentials({ ip: req.ip });
+      const client = await server.clientAuth.authenticate(credentials, { ip: req.ip });
       (req as Timed)[CLIENT] = client.clientId;
       if (token instanceof InvalidRequestError) throw token;
       await answer(client, token, res);
