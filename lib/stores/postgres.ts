@@ -5,10 +5,13 @@
  * it has been validated against a strict pattern and double-quoted.
  */
 import { Client, Pool, type ClientConfig, type PoolClient } from 'pg';
-import { StoreUnavailableError } from '../errors';
 import { samePublicKey } from '../jwt/thumbprint';
 import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientRecord, ClientSettings, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
 import { TurnBatch } from './turn-batch';
+import { classify, guarded } from './postgres-outage';
+import { inTransaction, isUniqueViolation, toDate, toDateOrNull } from './postgres-query';
+
+export { isPostgresUnavailable } from './postgres-outage';
 
 export interface PostgresStoreOptions {
   /** Used to create a pool when `pool` is not given (otherwise the usual PG* environment variables apply). */
@@ -187,72 +190,6 @@ interface KeyRow {
   token_ttl: number;
 }
 
-/** pg parses timestamptz into Date by default; a caller's pool may have custom parsers, so accept strings too. */
-function toDate(value: Date | string): Date {
-  return value instanceof Date ? value : new Date(value);
-}
-
-function toDateOrNull(value: Date | string | null): Date | null {
-  return value === null ? null : toDate(value);
-}
-
-/** Socket errors that mean the server cannot be reached (or stopped answering). */
-const CONNECTION_ERRNOS = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ECONNABORTED', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENOTFOUND', 'EAI_AGAIN',
-]);
-/** node-postgres's own messages for lost connections and its timeouts. */
-const CONNECTION_MESSAGES = /connection terminated|timeout exceeded when trying to connect|query read timeout|connection timeout|not queryable/i;
-
-/**
- * Whether `err` says the database cannot be reached or used right now, as
- * opposed to a bug or bad data: socket errors, node-postgres's lost-connection
- * and timeout errors, SQLSTATE class 08 (connection exception), 57P01-57P03
- * (shutting down, cannot connect now), 53300 (too many connections),
- * 57014 (a statement cancelled by statement_timeout), and what stops writes
- * while reads work: 53100 (disk full), 53200 (out of memory) and 25006 (a
- * read-only transaction: a standby, or default_transaction_read_only).
- */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '57014', '53100', '53200', '25006']);
-
-export function isPostgresUnavailable(err: unknown): boolean {
-  if (typeof err !== 'object' || err === null) return false;
-  if (err instanceof AggregateError) return err.errors.some(isPostgresUnavailable);
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string') {
-    if (CONNECTION_ERRNOS.has(code)) return true;
-    if (/^08[0-9A-Z]{3}$/.test(code) || UNAVAILABLE_SQLSTATES.has(code)) return true;
-  }
-  return err instanceof Error && CONNECTION_MESSAGES.test(err.message);
-}
-
-/** `err` as a StoreUnavailableError when it is one (see isPostgresUnavailable), else unchanged. */
-function classify(err: unknown): unknown {
-  if (err instanceof StoreUnavailableError || !isPostgresUnavailable(err)) return err;
-  const first = err instanceof AggregateError ? err.errors.find(isPostgresUnavailable) : err;
-  const reason = (first as Error).message || (first as { code?: string }).code || 'connection failed';
-  return new StoreUnavailableError(`PostgreSQL is unavailable: ${reason}`, { cause: err });
-}
-
-/** The same store, every method rejecting with StoreUnavailableError for an outage. */
-function guarded<T extends object>(store: T): T {
-  const out = { ...store } as Record<string, unknown>;
-  for (const [name, fn] of Object.entries(store)) {
-    if (typeof fn !== 'function') continue;
-    out[name] = async (...args: unknown[]) => {
-      try {
-        return await (fn as (...a: unknown[]) => Promise<unknown>).apply(store, args);
-      } catch (err) {
-        throw classify(err);
-      }
-    };
-  }
-  return out as T;
-}
-
-function isUniqueViolation(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
-}
-
 /** Groups join rows (already ordered by client, then secret newest first) into records. */
 function toClientRecords(rows: ClientSecretRow[]): ClientRecord[] {
   const records: ClientRecord[] = [];
@@ -299,36 +236,6 @@ function toStoredKey(row: KeyRow): StoredKey {
     retiredAt: toDateOrNull(row.retired_at),
     tokenTtl: Number(row.token_ttl),
   };
-}
-
-/** Listens for the 'error' a checked-out connection emits when it ends; the query in flight fails with it on its own. */
-const ignoreCheckedOutError = (): void => undefined;
-
-/** Runs `fn` in a transaction on one pooled connection; rolls back when it throws. */
-async function inTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  // The pool listens for 'error' only on idle connections: one that ends while checked out
-  // (PostgreSQL restarted, the network cut mid-transaction) would emit it with no listener,
-  // which ends the process. The failed query reports the outage to the caller.
-  client.on('error', ignoreCheckedOutError);
-  try {
-    await client.query('BEGIN');
-    const result = await fn(client);
-    await client.query('COMMIT');
-    client.removeListener('error', ignoreCheckedOutError);
-    client.release();
-    return result;
-  } catch (err) {
-    try {
-      await client.query('ROLLBACK');
-      client.removeListener('error', ignoreCheckedOutError);
-      client.release();
-    } catch (rollbackErr) {
-      // The connection is in an unknown state: destroy it rather than reuse it (it keeps the listener: it may still emit).
-      client.release(rollbackErr instanceof Error ? rollbackErr : true);
-    }
-    throw err;
-  }
 }
 
 /** Creates the schema if needed and applies missing migrations, serialised by an advisory lock; answers whether the schema had to be created. */
