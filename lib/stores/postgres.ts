@@ -6,9 +6,10 @@
  */
 import { Client, Pool, type ClientConfig, type PoolClient } from 'pg';
 import { samePublicKey } from '../jwt/thumbprint';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientRecord, ClientSettings, JtiUse, NewClient, Store, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientRecord, ClientSettings, JtiUse, NewClient, Store, StoredSecret } from './types';
 import { TurnBatch } from './turn-batch';
 import { classify, guarded } from './postgres-outage';
+import { postgresKeys } from './postgres-keys';
 import { migrate, quotedSchema } from './postgres-schema';
 import { inTransaction, isUniqueViolation, toDate, toDateOrNull } from './postgres-query';
 
@@ -43,9 +44,6 @@ export interface PostgresStore extends Store {
   readonly createdSchema: boolean;
 }
 
-/** Advisory-lock key (a bigint, passed as text) that serialises key-set changes; distinct from MIGRATION_LOCK (postgres-schema.ts), which serialises migrations. */
-const KEY_LOCK = '7310293881530437002';
-
 /** One row of the clients ⟕ client_secrets join (secret columns null for a client without secrets). */
 interface ClientSecretRow {
   client_id: string;
@@ -65,17 +63,6 @@ interface ClientSecretRow {
   hash: string | null;
   secret_created_at: Date | null;
   expires_at: Date | null;
-}
-
-interface KeyRow {
-  kid: string;
-  alg: string;
-  private_jwk: string;
-  public_jwk: string;
-  created_at: Date;
-  activates_at: Date;
-  retired_at: Date | null;
-  token_ttl: number;
 }
 
 /** Groups join rows (already ordered by client, then secret newest first) into records. */
@@ -111,19 +98,6 @@ function toClientRecords(rows: ClientSecretRow[]): ClientRecord[] {
     }
   }
   return records;
-}
-
-function toStoredKey(row: KeyRow): StoredKey {
-  return {
-    kid: row.kid,
-    alg: row.alg,
-    privateJwk: row.private_jwk,
-    publicJwk: row.public_jwk,
-    createdAt: toDate(row.created_at),
-    activatesAt: toDate(row.activates_at),
-    retiredAt: toDateOrNull(row.retired_at),
-    tokenTtl: Number(row.token_ttl),
-  };
 }
 
 export async function createPostgresStore(options: PostgresStoreOptions = {}): Promise<PostgresStore> {
@@ -166,6 +140,8 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
     throw classify(err);
   }
 
+  const keys = postgresKeys(pool, S);
+
   // One statement (hence one snapshot) for a client and its secrets.
   const selectClients = `
     SELECT c.client_id, c.name, c.scopes, c.grant_types, c.created_at, c.revoked_at, c.auth_method, c.jwks, c.jwks_uri,
@@ -175,23 +151,11 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       LEFT JOIN ${S}.token_generations g ON g.client_id = c.client_id
       LEFT JOIN ${S}.client_secrets s ON s.client_id = c.client_id`;
   const secretOrder = 's.created_at DESC NULLS LAST, s.id DESC NULLS LAST';
-  const selectKeys = `
-    SELECT kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl
-      FROM ${S}.signing_keys
-     ORDER BY created_at, activates_at, kid`;
 
   async function insertSecret(client: PoolClient, clientId: string, secret: StoredSecret): Promise<void> {
     await client.query(
       `INSERT INTO ${S}.client_secrets (client_id, hash, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
       [clientId, secret.hash, secret.createdAt, secret.expiresAt],
-    );
-  }
-
-  async function insertKey(client: PoolClient, key: StoredKey): Promise<void> {
-    await client.query(
-      `INSERT INTO ${S}.signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt, key.activatesAt, key.retiredAt, key.tokenTtl ?? 0],
     );
   }
 
@@ -395,57 +359,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
       return result.rowCount ?? 0;
     },
 
-    async listKeys() {
-      const { rows } = await pool.query<KeyRow>(selectKeys);
-      return rows.map(toStoredKey);
-    },
-
-    async insertFirstKey(key) {
-      return inTransaction(pool, async (tx) => {
-        await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [KEY_LOCK]);
-        const current = await tx.query(`SELECT 1 FROM ${S}.signing_keys WHERE retired_at IS NULL LIMIT 1`);
-        if (current.rowCount === 0) await insertKey(tx, key);
-        const { rows } = await tx.query<KeyRow>(selectKeys);
-        return rows.map(toStoredKey);
-      });
-    },
-
-    async rotateKey(key, expectedCurrent) {
-      return inTransaction(pool, async (tx) => {
-        await tx.query('SELECT pg_advisory_xact_lock($1::bigint)', [KEY_LOCK]);
-        const { rows } = await tx.query<{ kid: string }>(
-          `SELECT kid FROM ${S}.signing_keys WHERE retired_at IS NULL`,
-        );
-        const actual = new Set(rows.map((r) => r.kid));
-        const expected = new Set(expectedCurrent);
-        const same = actual.size === expected.size && [...expected].every((kid) => actual.has(kid));
-        if (!same) return false;
-        // as of key.createdAt: a pending key is withdrawn (retires as it would activate), the active ones sign until the new key does
-        await tx.query(
-          `UPDATE ${S}.signing_keys SET retired_at = activates_at WHERE activates_at > $1 AND (retired_at IS NULL OR retired_at > $1)`,
-          [key.createdAt],
-        );
-        await tx.query(
-          `UPDATE ${S}.signing_keys SET retired_at = $2 WHERE activates_at <= $1 AND (retired_at IS NULL OR retired_at > $1)`,
-          [key.createdAt, key.activatesAt],
-        );
-        await insertKey(tx, key);
-        return true;
-      });
-    },
-
-    async pruneKeys(retiredBefore, now) {
-      const result =
-        now === undefined
-          ? await pool.query(`DELETE FROM ${S}.signing_keys WHERE retired_at < $1`, [retiredBefore])
-          : await pool.query(`DELETE FROM ${S}.signing_keys WHERE retired_at < $1 AND retired_at + token_ttl * interval '1 second' < $2`, [retiredBefore, now]);
-      return result.rowCount ?? 0;
-    },
-
-    async raiseKeyTokenTtl(kids, tokenTtl) {
-      if (kids.length === 0) return;
-      await pool.query(`UPDATE ${S}.signing_keys SET token_ttl = $2 WHERE kid = ANY($1) AND token_ttl < $2`, [kids, tokenTtl]);
-    },
+    ...keys,
 
     async revokeToken({ jti, clientId, exp }) {
       await pool.query(
