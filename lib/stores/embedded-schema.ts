@@ -4,6 +4,11 @@
  */
 import type Database from 'better-sqlite3';
 
+/** Times are stored as epoch ms (INTEGER): a nullable one as a Date or null. */
+export const date = (ms: number | null): Date | null => (ms === null ? null : new Date(ms));
+/** Lists (scopes, grant types, resources, permissions) are stored as space-separated words (TEXT). */
+export const words = (text: string): string[] => (text === '' ? [] : text.split(' '));
+
 /** Triggers that count every change to `table` under `counter` in store_changes, whichever connection makes it. */
 function changeTriggers(table: string, counter: 'clients' | 'revocations'): string {
   return ['INSERT', 'UPDATE', 'DELETE']

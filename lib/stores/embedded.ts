@@ -4,9 +4,10 @@ import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { samePublicKey } from '../jwt/thumbprint';
 import { classify } from './embedded-outage';
-import { migrate } from './embedded-schema';
+import { embeddedKeys } from './embedded-keys';
+import { date, migrate, words } from './embedded-schema';
 import { TurnBatch } from './turn-batch';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, RevocationSnapshot, Store, StoredKey, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, RevocationSnapshot, Store, StoredSecret } from './types';
 
 export { isSqliteUnavailable } from './embedded-outage';
 
@@ -42,22 +43,9 @@ interface SecretRow {
   created_at: number;
   expires_at: number | null;
 }
-interface KeyRow {
-  kid: string;
-  alg: string;
-  private_jwk: string;
-  public_jwk: string;
-  created_at: number;
-  activates_at: number;
-  retired_at: number | null;
-  token_ttl: number;
-}
-
 /** Rows of one purge step (about half a millisecond of SQLite here), plus those sharing the last one's expiry. */
 const JTI_PURGE_CHUNK = 1000;
 
-const date = (ms: number | null): Date | null => (ms === null ? null : new Date(ms));
-const words = (text: string): string[] => (text === '' ? [] : text.split(' '));
 
 function toSecret(row: SecretRow): StoredSecret {
   return { hash: row.hash, createdAt: new Date(row.created_at), expiresAt: date(row.expires_at) };
@@ -79,19 +67,6 @@ function toClient(row: ClientRow, secrets: SecretRow[]): ClientRecord {
     permissions: words(row.permissions).filter((p): p is ClientPermission => p === 'introspect'),
     requireDpop: row.require_dpop === 1,
     tokenGeneration: row.token_generation,
-  };
-}
-
-function toKey(row: KeyRow): StoredKey {
-  return {
-    kid: row.kid,
-    alg: row.alg,
-    privateJwk: row.private_jwk,
-    publicJwk: row.public_jwk,
-    createdAt: new Date(row.created_at),
-    activatesAt: new Date(row.activates_at),
-    retiredAt: date(row.retired_at),
-    tokenTtl: row.token_ttl,
   };
 }
 
@@ -172,21 +147,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     capSecrets: db.prepare(
       'UPDATE client_secrets SET expires_at = ? WHERE client_id = ? AND (expires_at IS NULL OR expires_at > ?)',
     ),
-    keys: db.prepare<[], KeyRow>('SELECT * FROM signing_keys ORDER BY created_at, rowid'),
-    currentKids: db.prepare<[], { kid: string }>('SELECT kid FROM signing_keys WHERE retired_at IS NULL'),
-    insertKey: db.prepare(
-      'INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-    ),
-    // as of @now: the active keys not yet retired sign until @at; the pending ones are withdrawn (retire as they would activate)
-    retireActive: db.prepare<{ now: number; at: number }>(
-      'UPDATE signing_keys SET retired_at = @at WHERE activates_at <= @now AND (retired_at IS NULL OR retired_at > @now)',
-    ),
-    withdrawPending: db.prepare<{ now: number }>(
-      'UPDATE signing_keys SET retired_at = activates_at WHERE activates_at > @now AND (retired_at IS NULL OR retired_at > @now)',
-    ),
-    prune: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?'),
-    pruneExpired: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ? AND retired_at + token_ttl * 1000 < ?'),
-    raiseTokenTtl: db.prepare('UPDATE signing_keys SET token_ttl = ? WHERE kid = ? AND token_ttl < ?'),
     revokeToken: db.prepare('INSERT INTO revoked_tokens (jti, client_id, exp) VALUES (?, ?, ?) ON CONFLICT (jti) DO UPDATE SET exp = max(exp, excluded.exp)'),
     bumpGeneration: db.prepare<[string, number], { generation: number }>(
       'INSERT INTO token_generations (client_id, generation, updated_at) VALUES (?, 1, ?) ' +
@@ -198,10 +158,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     purgeRevokedTokens: db.prepare('DELETE FROM revoked_tokens WHERE exp <= ?'),
   };
 
-  const addKey = (key: StoredKey): void => {
-    q.insertKey.run(key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt.getTime(), key.activatesAt.getTime(), key.retiredAt?.getTime() ?? null, key.tokenTtl ?? 0);
-  };
-  const listKeys = (): StoredKey[] => q.keys.all().map(toKey);
+  const keys = embeddedKeys(db);
 
   // one read transaction, so a concurrent rotation is seen whole or not at all
   const readClient = db.transaction((clientId: string): ClientRecord | null => {
@@ -307,23 +264,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     q.insertSecret.run(clientId, secret.hash, secret.createdAt.getTime(), secret.expiresAt?.getTime() ?? null);
     return true;
   });
-  const raiseKeyTokenTtl = db.transaction((kids: string[], tokenTtl: number): void => {
-    for (const kid of kids) q.raiseTokenTtl.run(tokenTtl, kid, tokenTtl);
-  });
-  const insertFirstKey = db.transaction((key: StoredKey): StoredKey[] => {
-    if (q.currentKids.all().length === 0) addKey(key);
-    return listKeys();
-  });
-  const rotateKey = db.transaction((key: StoredKey, expected: string[]): boolean => {
-    const current = q.currentKids.all().map((r) => r.kid).sort();
-    const wanted = [...expected].sort();
-    if (current.length !== wanted.length || current.some((kid, i) => kid !== wanted[i])) return false;
-    q.withdrawPending.run({ now: key.createdAt.getTime() });
-    q.retireActive.run({ now: key.createdAt.getTime(), at: key.activatesAt.getTime() });
-    addKey(key);
-    return true;
-  });
-
   // one read transaction: the three lists as of one moment
   const listRevocations = db.transaction((nowMs: number, revokedSinceMs: number): RevocationSnapshot => {
     const tokens = q.liveRevokedTokens.all(nowMs).map((r) => ({ jti: r.jti, client_id: r.client_id, exp: Math.floor(r.exp / 1000) }));
@@ -447,13 +387,11 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
         await new Promise((resolve) => setImmediate(resolve));
       }
     },
-    listKeys: io(listKeys),
-    insertFirstKey: io((key: StoredKey) => insertFirstKey.immediate(key)),
-    rotateKey: io((key: StoredKey, expectedCurrent: string[]) => rotateKey.immediate(key, expectedCurrent)),
-    pruneKeys: io((retiredBefore: Date, now?: Date) =>
-      now === undefined ? q.prune.run(retiredBefore.getTime()).changes : q.pruneExpired.run(retiredBefore.getTime(), now.getTime()).changes,
-    ),
-    raiseKeyTokenTtl: io((kids: string[], tokenTtl: number) => raiseKeyTokenTtl.immediate(kids, tokenTtl)),
+    listKeys: io(keys.listKeys),
+    insertFirstKey: io(keys.insertFirstKey),
+    rotateKey: io(keys.rotateKey),
+    pruneKeys: io(keys.pruneKeys),
+    raiseKeyTokenTtl: io(keys.raiseKeyTokenTtl),
     ping: io((): void => {
       ping.get();
     }),
