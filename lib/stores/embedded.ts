@@ -5,9 +5,10 @@ import { LRUCache } from 'lru-cache';
 import { samePublicKey } from '../jwt/thumbprint';
 import { classify } from './embedded-outage';
 import { embeddedKeys } from './embedded-keys';
+import { embeddedRevocations } from './embedded-revocations';
 import { date, migrate, words } from './embedded-schema';
 import { TurnBatch } from './turn-batch';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, RevocationSnapshot, Store, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, Store, StoredSecret } from './types';
 
 export { isSqliteUnavailable } from './embedded-outage';
 
@@ -43,9 +44,9 @@ interface SecretRow {
   created_at: number;
   expires_at: number | null;
 }
+
 /** Rows of one purge step (about half a millisecond of SQLite here), plus those sharing the last one's expiry. */
 const JTI_PURGE_CHUNK = 1000;
-
 
 function toSecret(row: SecretRow): StoredSecret {
   return { hash: row.hash, createdAt: new Date(row.created_at), expiresAt: date(row.expires_at) };
@@ -147,18 +148,11 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     capSecrets: db.prepare(
       'UPDATE client_secrets SET expires_at = ? WHERE client_id = ? AND (expires_at IS NULL OR expires_at > ?)',
     ),
-    revokeToken: db.prepare('INSERT INTO revoked_tokens (jti, client_id, exp) VALUES (?, ?, ?) ON CONFLICT (jti) DO UPDATE SET exp = max(exp, excluded.exp)'),
-    bumpGeneration: db.prepare<[string, number], { generation: number }>(
-      'INSERT INTO token_generations (client_id, generation, updated_at) VALUES (?, 1, ?) ' +
-        'ON CONFLICT (client_id) DO UPDATE SET generation = generation + 1, updated_at = excluded.updated_at RETURNING generation',
-    ),
-    liveRevokedTokens: db.prepare<[number], { jti: string; client_id: string; exp: number }>('SELECT jti, client_id, exp FROM revoked_tokens WHERE exp > ?'),
-    generations: db.prepare<[], { client_id: string; generation: number }>('SELECT client_id, generation FROM token_generations WHERE generation > 0'),
-    revokedClients: db.prepare<[number], { client_id: string; revoked_at: number }>('SELECT client_id, revoked_at FROM clients WHERE revoked_at IS NOT NULL AND revoked_at >= ?'),
-    purgeRevokedTokens: db.prepare('DELETE FROM revoked_tokens WHERE exp <= ?'),
   };
 
+  let open = true;
   const keys = embeddedKeys(db);
+  const revocations = embeddedRevocations(db);
 
   // one read transaction, so a concurrent rotation is seen whole or not at all
   const readClient = db.transaction((clientId: string): ClientRecord | null => {
@@ -244,7 +238,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     const joined = (list: readonly string[] | undefined): string | null => (list === undefined ? null : list.join(' '));
     const dpop = c.requireDpop === undefined ? null : c.requireDpop ? 1 : 0;
     q.updateClient.run(c.name ?? null, joined(c.scopes), joined(c.resources), joined(c.permissions), dpop, clientId);
-    return { before, written, generation: written.revokeTokens ? q.bumpGeneration.get(clientId, at)!.generation : null };
+    return { before, written, generation: written.revokeTokens ? revocations.bumpGeneration(clientId, at) : null };
   });
   const removeClientKey = db.transaction((clientId: string, kid: string): boolean => {
     const jwks = liveKeys(clientId);
@@ -264,19 +258,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     q.insertSecret.run(clientId, secret.hash, secret.createdAt.getTime(), secret.expiresAt?.getTime() ?? null);
     return true;
   });
-  // one read transaction: the three lists as of one moment
-  const listRevocations = db.transaction((nowMs: number, revokedSinceMs: number): RevocationSnapshot => {
-    const tokens = q.liveRevokedTokens.all(nowMs).map((r) => ({ jti: r.jti, client_id: r.client_id, exp: Math.floor(r.exp / 1000) }));
-    const clients = new Map<string, { client_id: string; generation: number; revoked_at: number | null }>();
-    for (const g of q.generations.all()) clients.set(g.client_id, { client_id: g.client_id, generation: g.generation, revoked_at: null });
-    for (const r of q.revokedClients.all(revokedSinceMs)) {
-      const c = clients.get(r.client_id);
-      if (c) c.revoked_at = r.revoked_at;
-      else clients.set(r.client_id, { client_id: r.client_id, generation: 0, revoked_at: r.revoked_at });
-    }
-    return { tokens, clients: [...clients.values()] };
-  });
-
   /**
    * Assertion jtis, one written per private_key_jwt token request, go to
    * disk together: the calls of one event-loop turn (the requests that
@@ -307,7 +288,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     }
   });
 
-  let open = true;
   /** A store method: refused once closed; SQLite's outage errors become StoreUnavailableError. */
   const io =
     <A extends unknown[], R>(fn: (...args: A) => R) =>
@@ -395,18 +375,12 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     ping: io((): void => {
       ping.get();
     }),
-    revokeToken: io(({ jti, clientId, exp }: { jti: string; clientId: string; exp: Date }) => {
-      q.revokeToken.run(jti, clientId, exp.getTime());
-    }),
+    revokeToken: io(revocations.revokeToken),
     // found clients carry their generation: this connection's cache goes too (the trigger tells the others)
-    bumpTokenGeneration: io((clientId: string, at: Date) => wrote(() => q.bumpGeneration.get(clientId, at.getTime())!.generation)()),
-    listRevocations: io((now: Date, revokedSince: Date) => listRevocations(now.getTime(), revokedSince.getTime())),
-    purgeExpiredRevocations: io((now: Date) => {
-      return q.purgeRevokedTokens.run(now.getTime()).changes;
-    }),
-    // every change to a revoked token, a token generation or a client's revoked_at, by any connection
-    // (this one's too), moves the counter; other writes (assertion jtis, secrets, keys) leave it
-    revocationsVersion: io(() => q.changes.get('revocations') as number),
+    bumpTokenGeneration: io((clientId: string, at: Date) => wrote(() => revocations.bumpGeneration(clientId, at.getTime()))()),
+    listRevocations: io(revocations.listRevocations),
+    purgeExpiredRevocations: io(revocations.purgeExpiredRevocations),
+    revocationsVersion: io(revocations.revocationsVersion),
     async close() {
       if (!open) return;
       // jtis already accepted by this store are written before it closes (the write runs at once, inside flush())
