@@ -4,11 +4,11 @@ import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { samePublicKey } from '../jwt/thumbprint';
 import { classify } from './embedded-outage';
+import { embeddedJtis } from './embedded-jtis';
 import { embeddedKeys } from './embedded-keys';
 import { embeddedRevocations } from './embedded-revocations';
 import { date, migrate, words } from './embedded-schema';
-import { TurnBatch } from './turn-batch';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, Store, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, NewClient, Store, StoredSecret } from './types';
 
 export { isSqliteUnavailable } from './embedded-outage';
 
@@ -44,9 +44,6 @@ interface SecretRow {
   created_at: number;
   expires_at: number | null;
 }
-
-/** Rows of one purge step (about half a millisecond of SQLite here), plus those sharing the last one's expiry. */
-const JTI_PURGE_CHUNK = 1000;
 
 function toSecret(row: SecretRow): StoredSecret {
   return { hash: row.hash, createdAt: new Date(row.created_at), expiresAt: date(row.expires_at) };
@@ -134,15 +131,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       'UPDATE clients SET name = coalesce(?, name), scopes = coalesce(?, scopes), resources = coalesce(?, resources), ' +
         'permissions = coalesce(?, permissions), require_dpop = coalesce(?, require_dpop) WHERE client_id = ? AND revoked_at IS NULL',
     ),
-    consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (expires_at, client_id, jti_hash) VALUES (?, ?, ?)'),
-    syncNormal: db.prepare('PRAGMA synchronous = NORMAL'),
-    syncFull: db.prepare('PRAGMA synchronous = FULL'),
-    // the oldest JTI_PURGE_CHUNK rows expired before @before, and the others sharing the last one's expiry
-    purgeJtis: db.prepare<{ before: number }>(
-      // one upper bound, so that the scan of the key stops there (with two, SQLite scanned up to @before each time)
-      'DELETE FROM client_assertion_jtis WHERE expires_at < min(@before, ' +
-        `coalesce((SELECT expires_at FROM client_assertion_jtis ORDER BY expires_at LIMIT 1 OFFSET ${JTI_PURGE_CHUNK - 1}) + 1, @before))`,
-    ),
     insertSecret: db.prepare('INSERT INTO client_secrets (client_id, hash, created_at, expires_at) VALUES (?, ?, ?, ?)'),
     revoke: db.prepare('UPDATE clients SET revoked_at = ? WHERE client_id = ? AND revoked_at IS NULL'),
     capSecrets: db.prepare(
@@ -153,6 +141,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
   let open = true;
   const keys = embeddedKeys(db);
   const revocations = embeddedRevocations(db);
+  const jtis = embeddedJtis(db, path, () => open);
 
   // one read transaction, so a concurrent rotation is seen whole or not at all
   const readClient = db.transaction((clientId: string): ClientRecord | null => {
@@ -258,36 +247,6 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     q.insertSecret.run(clientId, secret.hash, secret.createdAt.getTime(), secret.expiresAt?.getTime() ?? null);
     return true;
   });
-  /**
-   * Assertion jtis, one written per private_key_jwt token request, go to
-   * disk together: the calls of one event-loop turn (the requests that
-   * arrived together) wait for the check phase, then share one transaction
-   * and one WAL commit, each with its own answer. Its commit does not wait
-   * for the disk (WAL with synchronous NORMAL: safe against a crash of the
-   * process, durable at the next FULL commit or checkpoint; a power loss may
-   * forget the last jtis); everything else stays synchronous FULL. No
-   * trigger counts it (store_changes), so it leaves client caches and
-   * revocation lists alone, this connection's and other connections'.
-   */
-  /** Runs `write` with synchronous NORMAL (its commit does not wait for the disk), then FULL again: the jti writes and purges. */
-  const withoutWaitingForDisk = <T>(write: () => T): T => {
-    q.syncNormal.run();
-    try {
-      return write();
-    } finally {
-      q.syncFull.run();
-    }
-  };
-  const insertJtis = db.transaction((batch: JtiUse[]): boolean[] => batch.map((j) => q.consumeJti.run(j.expiresAt.getTime(), j.clientId, j.jtiHash).changes === 1));
-  // consumeJti() refuses calls once closed, and close() writes the pending turn first: the store is open here
-  const jtis = new TurnBatch<JtiUse, boolean>((batch) => {
-    try {
-      return withoutWaitingForDisk(() => insertJtis.immediate(batch));
-    } catch (err) {
-      throw classify(err, path);
-    }
-  });
-
   /** A store method: refused once closed; SQLite's outage errors become StoreUnavailableError. */
   const io =
     <A extends unknown[], R>(fn: (...args: A) => R) =>
@@ -344,29 +303,8 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
       if (done?.written) cache.clear(); // as wrote() does, for a write only: nothing to change leaves the cache alone
       return done;
     }),
-    // a jti is kept only until its assertion expires (at most 300 s); written with the turn's others (TurnBatch)
-    consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean> {
-      if (!open) return Promise.reject(new Error('the embedded store is closed'));
-      return jtis.add({ clientId, jtiHash, expiresAt });
-    },
-    // in chunks, the event loop served between them: at thousands of assertions a second, one
-    // DELETE of a minute's expired jtis (350,000 rows) held every request for a quarter of a second
-    async purgeJtis(before: Date): Promise<number> {
-      let purged = 0;
-      for (;;) {
-        if (!open) throw new Error('the embedded store is closed');
-        let n: number;
-        try {
-          // as for the writes: a purge lost in a power cut is done again
-          n = withoutWaitingForDisk(() => q.purgeJtis.run({ before: before.getTime() }).changes);
-        } catch (err) {
-          throw classify(err, path);
-        }
-        purged += n;
-        if (n < JTI_PURGE_CHUNK) return purged;
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-    },
+    consumeJti: jtis.consumeJti,
+    purgeJtis: jtis.purgeJtis,
     listKeys: io(keys.listKeys),
     insertFirstKey: io(keys.insertFirstKey),
     rotateKey: io(keys.rotateKey),
