@@ -6,9 +6,9 @@
  */
 import type Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
-import { samePublicKey } from '../jwt/thumbprint';
+import { authMethodOf, jwksOf, keySetOf, permissionsOf, withKeyAdded, withKeyRemoved } from './client-fields';
 import { date, words } from './embedded-schema';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, NewClient, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, NewClient, StoredSecret } from './types';
 
 interface ClientRow {
   client_id: string;
@@ -46,11 +46,11 @@ function toClient(row: ClientRow, secrets: SecretRow[]): ClientRecord {
     createdAt: new Date(row.created_at),
     revokedAt: date(row.revoked_at),
     secrets: secrets.map(toSecret),
-    authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
-    jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
+    authMethod: authMethodOf(row.auth_method),
+    jwks: jwksOf(row.jwks),
     jwksUri: row.jwks_uri,
     resources: words(row.resources),
-    permissions: words(row.permissions).filter((p): p is ClientPermission => p === 'introspect'),
+    permissions: permissionsOf(words(row.permissions)),
     requireDpop: row.require_dpop === 1,
     tokenGeneration: row.token_generation,
   };
@@ -152,15 +152,14 @@ export function embeddedClients(db: Database.Database, bumpGeneration: (clientId
   const liveKeys = (clientId: string): ClientJwks | null => {
     const row = q.client.get(clientId);
     if (!row || row.revoked_at !== null || row.auth_method !== 'private_key_jwt' || row.jwks_uri !== null) return null;
-    return row.jwks === null ? { keys: [] } : (JSON.parse(row.jwks) as ClientJwks);
+    return keySetOf(row.jwks);
   };
   const addClientKey = db.transaction((clientId: string, jwk: ClientPublicJwk, maxKeys: number): AddClientKeyResult => {
     const jwks = liveKeys(clientId);
     if (!jwks) return 'unknown_client';
-    if (jwks.keys.some((k) => k.kid === jwk.kid)) return 'duplicate_kid';
-    if (jwks.keys.some((k) => samePublicKey(k, jwk))) return 'duplicate_key';
-    if (jwks.keys.length >= maxKeys) return 'too_many_keys';
-    q.setJwks.run(JSON.stringify({ keys: [...jwks.keys, jwk] }), clientId);
+    const added = withKeyAdded(jwks, jwk, maxKeys);
+    if (typeof added === 'string') return added;
+    q.setJwks.run(JSON.stringify(added), clientId);
     return 'added';
   });
   const updateClient = db.transaction((clientId: string, decide: (current: ClientSettings) => ClientSettingsChange | null, at: number) => {
@@ -178,8 +177,9 @@ export function embeddedClients(db: Database.Database, bumpGeneration: (clientId
   });
   const removeClientKey = db.transaction((clientId: string, kid: string): boolean => {
     const jwks = liveKeys(clientId);
-    if (!jwks || jwks.keys.length <= 1 || !jwks.keys.some((k) => k.kid === kid)) return false;
-    q.setJwks.run(JSON.stringify({ keys: jwks.keys.filter((k) => k.kid !== kid) }), clientId);
+    const remaining = jwks && withKeyRemoved(jwks, kid);
+    if (!remaining) return false;
+    q.setJwks.run(JSON.stringify(remaining), clientId);
     return true;
   });
   const revokeClient = db.transaction((clientId: string, at: number): boolean => {

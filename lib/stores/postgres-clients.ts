@@ -5,10 +5,10 @@
  * client's row locked where it reads before it writes.
  */
 import type { Pool, PoolClient } from 'pg';
-import { samePublicKey } from '../jwt/thumbprint';
+import { authMethodOf, jwksOf, keySetOf, permissionsOf, withKeyAdded, withKeyRemoved } from './client-fields';
 import { inTransaction, isUniqueViolation, toDate, toDateOrNull } from './postgres-query';
 import { bumpGeneration } from './postgres-revocations';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientRecord, ClientSettings, ClientStore, NewClient, StoredSecret } from './types';
+import type { AddClientKeyResult, ClientJwks, ClientRecord, ClientSettings, ClientStore, NewClient, StoredSecret } from './types';
 
 /** One row of the clients ⟕ client_secrets join (secret columns null for a client without secrets). */
 interface ClientSecretRow {
@@ -45,11 +45,11 @@ function toClientRecords(rows: ClientSecretRow[]): ClientRecord[] {
         createdAt: toDate(row.created_at),
         revokedAt: toDateOrNull(row.revoked_at),
         secrets: [],
-        authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
-        jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
+        authMethod: authMethodOf(row.auth_method),
+        jwks: jwksOf(row.jwks),
         jwksUri: row.jwks_uri,
         resources: [...row.resources],
-        permissions: row.permissions.filter((p): p is ClientPermission => p === 'introspect'),
+        permissions: permissionsOf(row.permissions),
         requireDpop: row.require_dpop,
         tokenGeneration: Number(row.token_generation),
       };
@@ -95,7 +95,7 @@ export function postgresClients(
       [clientId],
     );
     if (rows.length === 0) return null;
-    return rows[0].jwks === null ? { keys: [] } : (JSON.parse(rows[0].jwks) as ClientJwks);
+    return keySetOf(rows[0].jwks);
   }
 
   return {
@@ -184,10 +184,9 @@ export function postgresClients(
       return inTransaction(pool, async (tx) => {
         const jwks = await lockedKeys(tx, clientId);
         if (!jwks) return 'unknown_client';
-        if (jwks.keys.some((k) => k.kid === jwk.kid)) return 'duplicate_kid';
-        if (jwks.keys.some((k) => samePublicKey(k, jwk))) return 'duplicate_key';
-        if (jwks.keys.length >= maxKeys) return 'too_many_keys';
-        await tx.query(`UPDATE ${S}.clients SET jwks = $2 WHERE client_id = $1`, [clientId, JSON.stringify({ keys: [...jwks.keys, jwk] })]);
+        const added = withKeyAdded(jwks, jwk, maxKeys);
+        if (typeof added === 'string') return added;
+        await tx.query(`UPDATE ${S}.clients SET jwks = $2 WHERE client_id = $1`, [clientId, JSON.stringify(added)]);
         return 'added';
       });
     },
@@ -204,7 +203,7 @@ export function postgresClients(
           name: row.name,
           scopes: [...row.scopes],
           resources: [...row.resources],
-          permissions: row.permissions.filter((p): p is ClientPermission => p === 'introspect'),
+          permissions: permissionsOf(row.permissions),
           requireDpop: row.require_dpop,
         };
         const written = decide(before);
@@ -224,8 +223,9 @@ export function postgresClients(
     async removeClientKey(clientId, kid) {
       return inTransaction(pool, async (tx) => {
         const jwks = await lockedKeys(tx, clientId);
-        if (!jwks || jwks.keys.length <= 1 || !jwks.keys.some((k) => k.kid === kid)) return false;
-        await tx.query(`UPDATE ${S}.clients SET jwks = $2 WHERE client_id = $1`, [clientId, JSON.stringify({ keys: jwks.keys.filter((k) => k.kid !== kid) })]);
+        const remaining = jwks && withKeyRemoved(jwks, kid);
+        if (!remaining) return false;
+        await tx.query(`UPDATE ${S}.clients SET jwks = $2 WHERE client_id = $1`, [clientId, JSON.stringify(remaining)]);
         return true;
       });
     },
