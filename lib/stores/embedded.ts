@@ -1,11 +1,23 @@
+/**
+ * The embedded store (SQLite through better-sqlite3, one file under
+ * `dataDir`). This file opens it (folder, file mode, pragmas, migrations)
+ * and composes its parts, one file each: embedded-schema.ts (migrations,
+ * column decoding), embedded-clients.ts (with the client cache),
+ * embedded-keys.ts, embedded-revocations.ts, embedded-jtis.ts;
+ * embedded-outage.ts turns outages into StoreUnavailableError.
+ */
 import { chmodSync, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
-import { LRUCache } from 'lru-cache';
-import { StoreUnavailableError } from '../errors';
-import { samePublicKey } from '../jwt/thumbprint';
-import { TurnBatch } from './turn-batch';
-import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, JtiUse, NewClient, RevocationSnapshot, Store, StoredKey, StoredSecret } from './types';
+import { embeddedClients } from './embedded-clients';
+import { embeddedJtis } from './embedded-jtis';
+import { embeddedKeys } from './embedded-keys';
+import { classify } from './embedded-outage';
+import { embeddedRevocations } from './embedded-revocations';
+import { migrate } from './embedded-schema';
+import type { Store } from './types';
+
+export { isSqliteUnavailable } from './embedded-outage';
 
 /**
  * The default store: one SQLite database (`store.sqlite`) under `dataDir`,
@@ -15,204 +27,6 @@ import type { AddClientKeyResult, ClientJwks, ClientPermission, ClientPublicJwk,
 export interface EmbeddedStore extends Store {
   readonly kind: 'embedded';
   readonly path: string;
-}
-
-/** Triggers that count every change to `table` under `counter` in store_changes, whichever connection makes it. */
-function changeTriggers(table: string, counter: 'clients' | 'revocations'): string {
-  return ['INSERT', 'UPDATE', 'DELETE']
-    .map((op) => `CREATE TRIGGER ${table}_${op.toLowerCase()}_changes AFTER ${op} ON ${table} BEGIN UPDATE store_changes SET n = n + 1 WHERE name = '${counter}'; END;`)
-    .join('\n   ');
-}
-
-const MIGRATIONS: string[] = [
-  `CREATE TABLE clients (
-     client_id   TEXT PRIMARY KEY,
-     name        TEXT NOT NULL,
-     scopes      TEXT NOT NULL,
-     grant_types TEXT NOT NULL,
-     created_at  INTEGER NOT NULL,
-     revoked_at  INTEGER
-   );
-   CREATE TABLE client_secrets (
-     id          INTEGER PRIMARY KEY AUTOINCREMENT,
-     client_id   TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
-     hash        TEXT NOT NULL,
-     created_at  INTEGER NOT NULL,
-     expires_at  INTEGER
-   );
-   CREATE INDEX client_secrets_client ON client_secrets(client_id);
-   CREATE TABLE signing_keys (
-     kid          TEXT PRIMARY KEY,
-     alg          TEXT NOT NULL,
-     private_jwk  TEXT NOT NULL,
-     public_jwk   TEXT NOT NULL,
-     created_at   INTEGER NOT NULL,
-     activates_at INTEGER NOT NULL,
-     retired_at   INTEGER
-   );`,
-  // private_key_jwt clients (issue 9): the auth method, the public key set, used assertion jtis
-  `ALTER TABLE clients ADD COLUMN auth_method TEXT NOT NULL DEFAULT 'client_secret';
-   ALTER TABLE clients ADD COLUMN jwks TEXT;
-   CREATE TABLE client_assertion_jtis (
-     client_id  TEXT NOT NULL,
-     jti_hash   TEXT NOT NULL,
-     expires_at INTEGER NOT NULL,
-     PRIMARY KEY (client_id, jti_hash)
-   ) WITHOUT ROWID;
-   CREATE INDEX client_assertion_jtis_expiry ON client_assertion_jtis(expires_at);`,
-  // private_key_jwt clients that publish their keys at a URL
-  `ALTER TABLE clients ADD COLUMN jwks_uri TEXT;`,
-  // resources (RFC 8707), permissions, DPoP-only clients; revocations: denylisted tokens until exp, per-client token generations
-  `ALTER TABLE clients ADD COLUMN resources TEXT NOT NULL DEFAULT '';
-   ALTER TABLE clients ADD COLUMN permissions TEXT NOT NULL DEFAULT '';
-   ALTER TABLE clients ADD COLUMN require_dpop INTEGER NOT NULL DEFAULT 0;
-   CREATE TABLE revoked_tokens (
-     jti       TEXT PRIMARY KEY,
-     client_id TEXT NOT NULL,
-     exp       INTEGER NOT NULL
-   ) WITHOUT ROWID;
-   CREATE INDEX revoked_tokens_exp ON revoked_tokens(exp);
-   CREATE TABLE token_generations (
-     client_id  TEXT PRIMARY KEY,
-     generation INTEGER NOT NULL,
-     updated_at INTEGER NOT NULL
-   ) WITHOUT ROWID;`,
-  // used assertion jtis ordered by expiry: one B-tree, new rows at its end (a random (client, hash)
-  // key with an expiry index wrote two or three scattered pages per token request), purged from its start
-  `CREATE TABLE client_assertion_jtis_by_expiry (
-     expires_at INTEGER NOT NULL,
-     client_id  TEXT NOT NULL,
-     jti_hash   TEXT NOT NULL,
-     PRIMARY KEY (expires_at, client_id, jti_hash)
-   ) WITHOUT ROWID;
-   INSERT INTO client_assertion_jtis_by_expiry (expires_at, client_id, jti_hash) SELECT expires_at, client_id, jti_hash FROM client_assertion_jtis;
-   DROP TABLE client_assertion_jtis;
-   ALTER TABLE client_assertion_jtis_by_expiry RENAME TO client_assertion_jtis;`,
-  // what other connections' commits changed: PRAGMA data_version moves for any table, so each
-  // assertion jti written by one cluster worker emptied the other workers' client caches and
-  // reloaded their revocations; these counters move only with the tables those depend on
-  `CREATE TABLE store_changes (
-     name TEXT PRIMARY KEY,
-     n    INTEGER NOT NULL
-   ) WITHOUT ROWID;
-   INSERT INTO store_changes (name, n) VALUES ('clients', 0), ('revocations', 0);
-   ${changeTriggers('clients', 'clients')}
-   ${changeTriggers('client_secrets', 'clients')}
-   ${changeTriggers('revoked_tokens', 'revocations')}
-   ${changeTriggers('token_generations', 'revocations')}
-   CREATE TRIGGER clients_revoked_changes AFTER UPDATE OF revoked_at ON clients
-     BEGIN UPDATE store_changes SET n = n + 1 WHERE name = 'revocations'; END;`,
-  // a found client carries its token generation: a new one (revoke-tokens, an update that takes
-  // something away) empties the other connections' client caches too
-  ['INSERT', 'UPDATE', 'DELETE']
-    .map((op) => `CREATE TRIGGER token_generations_${op.toLowerCase()}_client_changes AFTER ${op} ON token_generations BEGIN UPDATE store_changes SET n = n + 1 WHERE name = 'clients'; END;`)
-    .join('\n   '),
-  // the longest token lifetime any process signs with a key (seconds): a retired key is pruned after that
-  `ALTER TABLE signing_keys ADD COLUMN token_ttl INTEGER NOT NULL DEFAULT 0;`,
-];
-
-interface ClientRow {
-  client_id: string;
-  name: string;
-  scopes: string;
-  grant_types: string;
-  created_at: number;
-  revoked_at: number | null;
-  auth_method: string;
-  jwks: string | null;
-  jwks_uri: string | null;
-  resources: string;
-  permissions: string;
-  require_dpop: number;
-  /** From token_generations (0 without a row). */
-  token_generation: number;
-}
-interface SecretRow {
-  client_id: string;
-  hash: string;
-  created_at: number;
-  expires_at: number | null;
-}
-interface KeyRow {
-  kid: string;
-  alg: string;
-  private_jwk: string;
-  public_jwk: string;
-  created_at: number;
-  activates_at: number;
-  retired_at: number | null;
-  token_ttl: number;
-}
-
-/** Rows of one purge step (about half a millisecond of SQLite here), plus those sharing the last one's expiry. */
-const JTI_PURGE_CHUNK = 1000;
-
-const date = (ms: number | null): Date | null => (ms === null ? null : new Date(ms));
-const words = (text: string): string[] => (text === '' ? [] : text.split(' '));
-
-function toSecret(row: SecretRow): StoredSecret {
-  return { hash: row.hash, createdAt: new Date(row.created_at), expiresAt: date(row.expires_at) };
-}
-
-function toClient(row: ClientRow, secrets: SecretRow[]): ClientRecord {
-  return {
-    clientId: row.client_id,
-    name: row.name,
-    scopes: words(row.scopes),
-    grantTypes: words(row.grant_types),
-    createdAt: new Date(row.created_at),
-    revokedAt: date(row.revoked_at),
-    secrets: secrets.map(toSecret),
-    authMethod: row.auth_method === 'private_key_jwt' ? 'private_key_jwt' : 'client_secret',
-    jwks: row.jwks === null ? null : (JSON.parse(row.jwks) as ClientJwks),
-    jwksUri: row.jwks_uri,
-    resources: words(row.resources),
-    permissions: words(row.permissions).filter((p): p is ClientPermission => p === 'introspect'),
-    requireDpop: row.require_dpop === 1,
-    tokenGeneration: row.token_generation,
-  };
-}
-
-function toKey(row: KeyRow): StoredKey {
-  return {
-    kid: row.kid,
-    alg: row.alg,
-    privateJwk: row.private_jwk,
-    publicJwk: row.public_jwk,
-    createdAt: new Date(row.created_at),
-    activatesAt: new Date(row.activates_at),
-    retiredAt: date(row.retired_at),
-    tokenTtl: row.token_ttl,
-  };
-}
-
-/**
- * SQLite result codes (extended ones start with the primary's name) that say
- * the file cannot be used right now: read-only, full, I/O error, cannot be
- * opened, locked past busy_timeout, damaged or not a database; and the file
- * system's own errors for the folder and file.
- */
-const SQLITE_UNAVAILABLE = /^SQLITE_(READONLY|FULL|IOERR|CANTOPEN|BUSY|LOCKED|CORRUPT|NOTADB|PERM)/;
-const FS_UNAVAILABLE = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO']);
-
-export function isSqliteUnavailable(err: unknown): boolean {
-  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
-  return typeof code === 'string' && (SQLITE_UNAVAILABLE.test(code) || FS_UNAVAILABLE.has(code));
-}
-
-/** `err` as a StoreUnavailableError when it is one (see isSqliteUnavailable), else unchanged. */
-function classify(err: unknown, path: string): unknown {
-  if (!isSqliteUnavailable(err)) return err;
-  const { code, message } = err as { code: string; message?: string };
-  return new StoreUnavailableError(`the embedded store ${path} is unavailable: ${message || code} (${code})`, { cause: err });
-}
-
-function migrate(db: Database.Database): void {
-  db.transaction(() => {
-    const version = db.pragma('user_version', { simple: true }) as number;
-    for (let v = version; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]);
-    if (version < MIGRATIONS.length) db.pragma(`user_version = ${MIGRATIONS.length}`);
-  }).immediate();
 }
 
 /**
@@ -258,236 +72,12 @@ export async function openEmbeddedStore(options: { dataDir: string }): Promise<E
 }
 
 function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
-  const q = {
-    dataVersion: db.prepare('PRAGMA data_version').pluck(),
-    changes: db.prepare<[string], number>('SELECT n FROM store_changes WHERE name = ?').pluck(),
-    client: db.prepare<[string], ClientRow>(
-      'SELECT c.*, coalesce(g.generation, 0) AS token_generation FROM clients c LEFT JOIN token_generations g ON g.client_id = c.client_id WHERE c.client_id = ?',
-    ),
-    secrets: db.prepare<[string], SecretRow>('SELECT * FROM client_secrets WHERE client_id = ? ORDER BY created_at DESC, id DESC'),
-    allClients: db.prepare<[], ClientRow>(
-      'SELECT c.*, coalesce(g.generation, 0) AS token_generation FROM clients c LEFT JOIN token_generations g ON g.client_id = c.client_id ORDER BY c.created_at, c.rowid',
-    ),
-    allSecrets: db.prepare<[], SecretRow>('SELECT * FROM client_secrets ORDER BY created_at DESC, id DESC'),
-    insertClient: db.prepare(
-      'INSERT INTO clients (client_id, name, scopes, grant_types, created_at, revoked_at, auth_method, jwks, jwks_uri, resources, permissions, require_dpop) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)',
-    ),
-    setJwks: db.prepare('UPDATE clients SET jwks = ? WHERE client_id = ?'),
-    // a NULL leaves the column as it is
-    updateClient: db.prepare<[string | null, string | null, string | null, string | null, number | null, string]>(
-      'UPDATE clients SET name = coalesce(?, name), scopes = coalesce(?, scopes), resources = coalesce(?, resources), ' +
-        'permissions = coalesce(?, permissions), require_dpop = coalesce(?, require_dpop) WHERE client_id = ? AND revoked_at IS NULL',
-    ),
-    consumeJti: db.prepare('INSERT OR IGNORE INTO client_assertion_jtis (expires_at, client_id, jti_hash) VALUES (?, ?, ?)'),
-    syncNormal: db.prepare('PRAGMA synchronous = NORMAL'),
-    syncFull: db.prepare('PRAGMA synchronous = FULL'),
-    // the oldest JTI_PURGE_CHUNK rows expired before @before, and the others sharing the last one's expiry
-    purgeJtis: db.prepare<{ before: number }>(
-      // one upper bound, so that the scan of the key stops there (with two, SQLite scanned up to @before each time)
-      'DELETE FROM client_assertion_jtis WHERE expires_at < min(@before, ' +
-        `coalesce((SELECT expires_at FROM client_assertion_jtis ORDER BY expires_at LIMIT 1 OFFSET ${JTI_PURGE_CHUNK - 1}) + 1, @before))`,
-    ),
-    insertSecret: db.prepare('INSERT INTO client_secrets (client_id, hash, created_at, expires_at) VALUES (?, ?, ?, ?)'),
-    revoke: db.prepare('UPDATE clients SET revoked_at = ? WHERE client_id = ? AND revoked_at IS NULL'),
-    capSecrets: db.prepare(
-      'UPDATE client_secrets SET expires_at = ? WHERE client_id = ? AND (expires_at IS NULL OR expires_at > ?)',
-    ),
-    keys: db.prepare<[], KeyRow>('SELECT * FROM signing_keys ORDER BY created_at, rowid'),
-    currentKids: db.prepare<[], { kid: string }>('SELECT kid FROM signing_keys WHERE retired_at IS NULL'),
-    insertKey: db.prepare(
-      'INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-    ),
-    // as of @now: the active keys not yet retired sign until @at; the pending ones are withdrawn (retire as they would activate)
-    retireActive: db.prepare<{ now: number; at: number }>(
-      'UPDATE signing_keys SET retired_at = @at WHERE activates_at <= @now AND (retired_at IS NULL OR retired_at > @now)',
-    ),
-    withdrawPending: db.prepare<{ now: number }>(
-      'UPDATE signing_keys SET retired_at = activates_at WHERE activates_at > @now AND (retired_at IS NULL OR retired_at > @now)',
-    ),
-    prune: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?'),
-    pruneExpired: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ? AND retired_at + token_ttl * 1000 < ?'),
-    raiseTokenTtl: db.prepare('UPDATE signing_keys SET token_ttl = ? WHERE kid = ? AND token_ttl < ?'),
-    revokeToken: db.prepare('INSERT INTO revoked_tokens (jti, client_id, exp) VALUES (?, ?, ?) ON CONFLICT (jti) DO UPDATE SET exp = max(exp, excluded.exp)'),
-    bumpGeneration: db.prepare<[string, number], { generation: number }>(
-      'INSERT INTO token_generations (client_id, generation, updated_at) VALUES (?, 1, ?) ' +
-        'ON CONFLICT (client_id) DO UPDATE SET generation = generation + 1, updated_at = excluded.updated_at RETURNING generation',
-    ),
-    liveRevokedTokens: db.prepare<[number], { jti: string; client_id: string; exp: number }>('SELECT jti, client_id, exp FROM revoked_tokens WHERE exp > ?'),
-    generations: db.prepare<[], { client_id: string; generation: number }>('SELECT client_id, generation FROM token_generations WHERE generation > 0'),
-    revokedClients: db.prepare<[number], { client_id: string; revoked_at: number }>('SELECT client_id, revoked_at FROM clients WHERE revoked_at IS NOT NULL AND revoked_at >= ?'),
-    purgeRevokedTokens: db.prepare('DELETE FROM revoked_tokens WHERE exp <= ?'),
-  };
-
-  const addKey = (key: StoredKey): void => {
-    q.insertKey.run(key.kid, key.alg, key.privateJwk, key.publicJwk, key.createdAt.getTime(), key.activatesAt.getTime(), key.retiredAt?.getTime() ?? null, key.tokenTtl ?? 0);
-  };
-  const listKeys = (): StoredKey[] => q.keys.all().map(toKey);
-
-  // one read transaction, so a concurrent rotation is seen whole or not at all
-  const readClient = db.transaction((clientId: string): ClientRecord | null => {
-    const row = q.client.get(clientId);
-    return row ? toClient(row, q.secrets.all(clientId)) : null;
-  });
-
-  // Found clients are kept in memory until a client changes. SQLite's
-  // data_version moves whenever another connection (the CLI, another
-  // process) commits, whatever it wrote; only then is the clients counter
-  // (store_changes, kept by triggers) read, and the cache emptied if it
-  // moved. This connection's own writes clear the cache directly. So a
-  // revoke from the CLI counts from the next request, a lookup costs one
-  // PRAGMA instead of a transaction and two queries, and the assertion jtis
-  // other cluster workers write leave the cache alone.
-  const cache = new LRUCache<string, ClientRecord>({ max: 10_000 });
-  let seenVersion = q.dataVersion.get() as number;
-  let seenClientChanges = q.changes.get('clients') as number;
-  const findClient = (clientId: string): ClientRecord | null => {
-    const version = q.dataVersion.get() as number;
-    if (version !== seenVersion) {
-      // read after data_version: a change committed in between is seen now, or moves data_version again
-      seenVersion = version;
-      const changes = q.changes.get('clients') as number;
-      if (changes !== seenClientChanges) {
-        cache.clear();
-        seenClientChanges = changes;
-      }
-    }
-    const hit = cache.get(clientId);
-    if (hit) return hit;
-    const client = readClient(clientId);
-    if (client) cache.set(clientId, client);
-    return client;
-  };
-  const wrote = <A extends unknown[], R>(fn: (...args: A) => R) => (...args: A): R => {
-    try {
-      return fn(...args);
-    } finally {
-      cache.clear();
-    }
-  };
-  const createClient = db.transaction((c: NewClient) => {
-    const jwks = c.jwks ? JSON.stringify(c.jwks) : null;
-    q.insertClient.run(
-      c.clientId,
-      c.name,
-      c.scopes.join(' '),
-      c.grantTypes.join(' '),
-      c.createdAt.getTime(),
-      c.authMethod ?? 'client_secret',
-      jwks,
-      c.jwksUri ?? null,
-      (c.resources ?? []).join(' '),
-      (c.permissions ?? []).join(' '),
-      c.requireDpop ? 1 : 0,
-    );
-    if (c.secret) q.insertSecret.run(c.clientId, c.secret.hash, c.secret.createdAt.getTime(), c.secret.expiresAt?.getTime() ?? null);
-  });
-  /** The live key-based client's key set, read inside the caller's transaction; null otherwise. */
-  const liveKeys = (clientId: string): ClientJwks | null => {
-    const row = q.client.get(clientId);
-    if (!row || row.revoked_at !== null || row.auth_method !== 'private_key_jwt' || row.jwks_uri !== null) return null;
-    return row.jwks === null ? { keys: [] } : (JSON.parse(row.jwks) as ClientJwks);
-  };
-  const addClientKey = db.transaction((clientId: string, jwk: ClientPublicJwk, maxKeys: number): AddClientKeyResult => {
-    const jwks = liveKeys(clientId);
-    if (!jwks) return 'unknown_client';
-    if (jwks.keys.some((k) => k.kid === jwk.kid)) return 'duplicate_kid';
-    if (jwks.keys.some((k) => samePublicKey(k, jwk))) return 'duplicate_key';
-    if (jwks.keys.length >= maxKeys) return 'too_many_keys';
-    q.setJwks.run(JSON.stringify({ keys: [...jwks.keys, jwk] }), clientId);
-    return 'added';
-  });
-  const updateClient = db.transaction((clientId: string, decide: (current: ClientSettings) => ClientSettingsChange | null, at: number) => {
-    const row = q.client.get(clientId);
-    if (!row || row.revoked_at !== null) return null;
-    const client = toClient(row, []);
-    const before: ClientSettings = { name: client.name, scopes: client.scopes, resources: client.resources, permissions: client.permissions, requireDpop: client.requireDpop };
-    const written = decide(before);
-    if (!written) return { before, written, generation: null };
-    const c = written.changes;
-    const joined = (list: readonly string[] | undefined): string | null => (list === undefined ? null : list.join(' '));
-    const dpop = c.requireDpop === undefined ? null : c.requireDpop ? 1 : 0;
-    q.updateClient.run(c.name ?? null, joined(c.scopes), joined(c.resources), joined(c.permissions), dpop, clientId);
-    return { before, written, generation: written.revokeTokens ? q.bumpGeneration.get(clientId, at)!.generation : null };
-  });
-  const removeClientKey = db.transaction((clientId: string, kid: string): boolean => {
-    const jwks = liveKeys(clientId);
-    if (!jwks || jwks.keys.length <= 1 || !jwks.keys.some((k) => k.kid === kid)) return false;
-    q.setJwks.run(JSON.stringify({ keys: jwks.keys.filter((k) => k.kid !== kid) }), clientId);
-    return true;
-  });
-  const revokeClient = db.transaction((clientId: string, at: number): boolean => {
-    if (q.revoke.run(at, clientId).changes === 0) return false;
-    q.capSecrets.run(at, clientId, at);
-    return true;
-  });
-  const rotateSecret = db.transaction((clientId: string, secret: StoredSecret, keepOldUntil: number): boolean => {
-    const row = q.client.get(clientId);
-    if (!row || row.revoked_at !== null) return false;
-    q.capSecrets.run(keepOldUntil, clientId, keepOldUntil);
-    q.insertSecret.run(clientId, secret.hash, secret.createdAt.getTime(), secret.expiresAt?.getTime() ?? null);
-    return true;
-  });
-  const raiseKeyTokenTtl = db.transaction((kids: string[], tokenTtl: number): void => {
-    for (const kid of kids) q.raiseTokenTtl.run(tokenTtl, kid, tokenTtl);
-  });
-  const insertFirstKey = db.transaction((key: StoredKey): StoredKey[] => {
-    if (q.currentKids.all().length === 0) addKey(key);
-    return listKeys();
-  });
-  const rotateKey = db.transaction((key: StoredKey, expected: string[]): boolean => {
-    const current = q.currentKids.all().map((r) => r.kid).sort();
-    const wanted = [...expected].sort();
-    if (current.length !== wanted.length || current.some((kid, i) => kid !== wanted[i])) return false;
-    q.withdrawPending.run({ now: key.createdAt.getTime() });
-    q.retireActive.run({ now: key.createdAt.getTime(), at: key.activatesAt.getTime() });
-    addKey(key);
-    return true;
-  });
-
-  // one read transaction: the three lists as of one moment
-  const listRevocations = db.transaction((nowMs: number, revokedSinceMs: number): RevocationSnapshot => {
-    const tokens = q.liveRevokedTokens.all(nowMs).map((r) => ({ jti: r.jti, client_id: r.client_id, exp: Math.floor(r.exp / 1000) }));
-    const clients = new Map<string, { client_id: string; generation: number; revoked_at: number | null }>();
-    for (const g of q.generations.all()) clients.set(g.client_id, { client_id: g.client_id, generation: g.generation, revoked_at: null });
-    for (const r of q.revokedClients.all(revokedSinceMs)) {
-      const c = clients.get(r.client_id);
-      if (c) c.revoked_at = r.revoked_at;
-      else clients.set(r.client_id, { client_id: r.client_id, generation: 0, revoked_at: r.revoked_at });
-    }
-    return { tokens, clients: [...clients.values()] };
-  });
-
-  /**
-   * Assertion jtis, one written per private_key_jwt token request, go to
-   * disk together: the calls of one event-loop turn (the requests that
-   * arrived together) wait for the check phase, then share one transaction
-   * and one WAL commit, each with its own answer. Its commit does not wait
-   * for the disk (WAL with synchronous NORMAL: safe against a crash of the
-   * process, durable at the next FULL commit or checkpoint; a power loss may
-   * forget the last jtis); everything else stays synchronous FULL. No
-   * trigger counts it (store_changes), so it leaves client caches and
-   * revocation lists alone, this connection's and other connections'.
-   */
-  /** Runs `write` with synchronous NORMAL (its commit does not wait for the disk), then FULL again: the jti writes and purges. */
-  const withoutWaitingForDisk = <T>(write: () => T): T => {
-    q.syncNormal.run();
-    try {
-      return write();
-    } finally {
-      q.syncFull.run();
-    }
-  };
-  const insertJtis = db.transaction((batch: JtiUse[]): boolean[] => batch.map((j) => q.consumeJti.run(j.expiresAt.getTime(), j.clientId, j.jtiHash).changes === 1));
-  // consumeJti() refuses calls once closed, and close() writes the pending turn first: the store is open here
-  const jtis = new TurnBatch<JtiUse, boolean>((batch) => {
-    try {
-      return withoutWaitingForDisk(() => insertJtis.immediate(batch));
-    } catch (err) {
-      throw classify(err, path);
-    }
-  });
-
   let open = true;
+  const keys = embeddedKeys(db);
+  const revocations = embeddedRevocations(db);
+  const clients = embeddedClients(db, revocations.bumpGeneration);
+  const jtis = embeddedJtis(db, path, () => open);
+
   /** A store method: refused once closed; SQLite's outage errors become StoreUnavailableError. */
   const io =
     <A extends unknown[], R>(fn: (...args: A) => R) =>
@@ -509,86 +99,34 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     async findClient(clientId: string) {
       if (!open) throw new Error('the embedded store is closed');
       try {
-        return findClient(clientId);
+        return clients.findClient(clientId);
       } catch (err) {
         throw classify(err, path);
       }
     },
-    createClient: io((client: NewClient) => {
-      try {
-        wrote(createClient)(client);
-      } catch (err) {
-        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new Error(`client id ${client.clientId} exists already`);
-        throw err;
-      }
-    }),
-    listClients: io((): ClientRecord[] => {
-      const secrets = new Map<string, SecretRow[]>();
-      for (const s of q.allSecrets.all()) {
-        const list = secrets.get(s.client_id);
-        if (list) list.push(s);
-        else secrets.set(s.client_id, [s]);
-      }
-      return q.allClients.all().map((row) => toClient(row, secrets.get(row.client_id) ?? []));
-    }),
-    revokeClient: io((clientId: string, at: Date) => {
-      return wrote(revokeClient.immediate)(clientId, at.getTime());
-    }),
-    rotateSecret: io((clientId: string, secret: StoredSecret, keepOldUntil: Date | null) =>
-      wrote(rotateSecret.immediate)(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime()),
-    ),
-    addClientKey: io((clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys)),
-    removeClientKey: io((clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid)),
-    updateClient: io((clientId: string, decide: (current: ClientSettings) => ClientSettingsChange | null, at: Date) => {
-      const done = updateClient.immediate(clientId, decide, at.getTime());
-      if (done?.written) cache.clear(); // as wrote() does, for a write only: nothing to change leaves the cache alone
-      return done;
-    }),
-    // a jti is kept only until its assertion expires (at most 300 s); written with the turn's others (TurnBatch)
-    consumeJti(clientId: string, jtiHash: string, expiresAt: Date): Promise<boolean> {
-      if (!open) return Promise.reject(new Error('the embedded store is closed'));
-      return jtis.add({ clientId, jtiHash, expiresAt });
-    },
-    // in chunks, the event loop served between them: at thousands of assertions a second, one
-    // DELETE of a minute's expired jtis (350,000 rows) held every request for a quarter of a second
-    async purgeJtis(before: Date): Promise<number> {
-      let purged = 0;
-      for (;;) {
-        if (!open) throw new Error('the embedded store is closed');
-        let n: number;
-        try {
-          // as for the writes: a purge lost in a power cut is done again
-          n = withoutWaitingForDisk(() => q.purgeJtis.run({ before: before.getTime() }).changes);
-        } catch (err) {
-          throw classify(err, path);
-        }
-        purged += n;
-        if (n < JTI_PURGE_CHUNK) return purged;
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-    },
-    listKeys: io(listKeys),
-    insertFirstKey: io((key: StoredKey) => insertFirstKey.immediate(key)),
-    rotateKey: io((key: StoredKey, expectedCurrent: string[]) => rotateKey.immediate(key, expectedCurrent)),
-    pruneKeys: io((retiredBefore: Date, now?: Date) =>
-      now === undefined ? q.prune.run(retiredBefore.getTime()).changes : q.pruneExpired.run(retiredBefore.getTime(), now.getTime()).changes,
-    ),
-    raiseKeyTokenTtl: io((kids: string[], tokenTtl: number) => raiseKeyTokenTtl.immediate(kids, tokenTtl)),
+    createClient: io(clients.createClient),
+    listClients: io(clients.listClients),
+    revokeClient: io(clients.revokeClient),
+    rotateSecret: io(clients.rotateSecret),
+    addClientKey: io(clients.addClientKey),
+    removeClientKey: io(clients.removeClientKey),
+    updateClient: io(clients.updateClient),
+    consumeJti: jtis.consumeJti,
+    purgeJtis: jtis.purgeJtis,
+    listKeys: io(keys.listKeys),
+    insertFirstKey: io(keys.insertFirstKey),
+    rotateKey: io(keys.rotateKey),
+    pruneKeys: io(keys.pruneKeys),
+    raiseKeyTokenTtl: io(keys.raiseKeyTokenTtl),
     ping: io((): void => {
       ping.get();
     }),
-    revokeToken: io(({ jti, clientId, exp }: { jti: string; clientId: string; exp: Date }) => {
-      q.revokeToken.run(jti, clientId, exp.getTime());
-    }),
+    revokeToken: io(revocations.revokeToken),
     // found clients carry their generation: this connection's cache goes too (the trigger tells the others)
-    bumpTokenGeneration: io((clientId: string, at: Date) => wrote(() => q.bumpGeneration.get(clientId, at.getTime())!.generation)()),
-    listRevocations: io((now: Date, revokedSince: Date) => listRevocations(now.getTime(), revokedSince.getTime())),
-    purgeExpiredRevocations: io((now: Date) => {
-      return q.purgeRevokedTokens.run(now.getTime()).changes;
-    }),
-    // every change to a revoked token, a token generation or a client's revoked_at, by any connection
-    // (this one's too), moves the counter; other writes (assertion jtis, secrets, keys) leave it
-    revocationsVersion: io(() => q.changes.get('revocations') as number),
+    bumpTokenGeneration: io((clientId: string, at: Date) => clients.wrote(() => revocations.bumpGeneration(clientId, at.getTime()))()),
+    listRevocations: io(revocations.listRevocations),
+    purgeExpiredRevocations: io(revocations.purgeExpiredRevocations),
+    revocationsVersion: io(revocations.revocationsVersion),
     async close() {
       if (!open) return;
       // jtis already accepted by this store are written before it closes (the write runs at once, inside flush())
