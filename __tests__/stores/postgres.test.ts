@@ -507,7 +507,7 @@ describeIfPostgres('PostgreSQL store', () => {
     };
     try {
       await store.createClient(client);
-      await expect(store.createClient(client)).rejects.toThrow(/"twice" already exists/);
+      await expect(store.createClient(client)).rejects.toThrow('client id "twice" exists already');
     } finally {
       await store.close();
     }

@@ -201,7 +201,7 @@ export function embeddedClients(db: Database.Database, bumpGeneration: (clientId
       try {
         wrote(createClient)(client);
       } catch (err) {
-        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new Error(`client id ${client.clientId} exists already`);
+        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new Error(`client id ${JSON.stringify(client.clientId)} exists already`);
         throw err;
       }
     },

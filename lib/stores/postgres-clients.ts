@@ -129,7 +129,7 @@ export function postgresClients(
           );
         } catch (err) {
           if (isUniqueViolation(err)) {
-            throw new Error(`Client id ${JSON.stringify(client.clientId)} already exists`, { cause: err });
+            throw new Error(`client id ${JSON.stringify(client.clientId)} exists already`, { cause: err });
           }
           throw err;
         }
