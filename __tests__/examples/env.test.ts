@@ -10,7 +10,7 @@ import { startServer } from '../../examples/server';
 import { tempDir } from '../helpers/app';
 import { compiledExamples, runUntil, type Exit } from '../helpers/compiled-example';
 
-const examples = compiledExamples('env');
+const examples = compiledExamples();
 const SERVER_JS = examples.script('server');
 const RESOURCE_SERVER_JS = examples.script('resource-server');
 const LISTENING = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/;
@@ -56,12 +56,8 @@ describe('the examples refuse a bad environment value with one line (compiled, a
 
   beforeAll(() => {
     writeFileSync(aFile, '');
-    examples.build();
+    return examples.build();
   }, 130_000);
-
-  afterAll(() => {
-    examples.remove();
-  });
 
   const serverCases: [string, NodeJS.ProcessEnv, RegExp][] = [
     ['WORKERS=abc', { WORKERS: 'abc' }, /WORKERS must be a whole number from 0 to 256, got "abc"/],
