@@ -5,7 +5,8 @@
  * line; while it prepares the store, it stops after the step in progress
  * (startPrimary rejects with a StopSignal, exit 0); later, each worker gets
  * SIGTERM (one still starting stops in the same way) and the primary exits 0
- * once they all have.
+ * once they all have, or at once when none is running (all waiting to be
+ * restarted).
  */
 import cluster from 'node:cluster';
 import { createDemoClient } from './demo-client';
@@ -26,7 +27,10 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
       stopping = true;
       preparing.abort(new StopSignal(signal));
       if (!forked) return;
-      for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+      const running = Object.values(cluster.workers ?? {});
+      for (const worker of running) worker?.process.kill('SIGTERM');
+      // none to wait for: all dead, waiting for their restart (which `stopping` cancels)
+      if (running.length === 0) process.exit(0);
     });
   }
   const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger, preparing.signal);

@@ -124,6 +124,23 @@ describe('SIGTERM during start-up (compiled, as a real process)', () => {
     expect(p.stderr()).toBe('');
   }, 30_000);
 
+  it('WORKERS=1, no worker running (one waiting out its restart pause): the primary exits 0 at once, not after the pause', async () => {
+    // the port taken: each worker fails at start, and the pause before the next doubles (1 s, 2 s, 4 s)
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    try {
+      const p = start({ DATA_DIR: tempDir(), DEMO_CLIENT: '0', WORKERS: '1', PORT: String((blocker.address() as net.AddressInfo).port) });
+      await p.line((l) => l.event === 'worker.exit' && Number(l.restart_in_ms) >= 4000);
+      const signalled = Date.now();
+      p.child.kill('SIGTERM');
+      expect(await p.exited).toEqual({ code: 0, signal: null });
+      expect(Date.now() - signalled).toBeLessThan(2000);
+      expect(p.lines().find(stopping)).toMatchObject({ signal: 'SIGTERM', starting: false, pid: p.child.pid });
+    } finally {
+      await new Promise<void>((resolve) => blocker.close(() => resolve()));
+    }
+  }, 30_000);
+
   describeIfPostgres('while waiting for PostgreSQL', () => {
     const url = new URL(postgresUrl());
     const target = { host: url.hostname, port: Number(url.port || 5432) };
