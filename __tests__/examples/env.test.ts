@@ -18,7 +18,8 @@ const LISTENING = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/;
 /**
  * Runs a compiled example until it logs server.listening, then (after
  * `onListening`, by default one GET /health: once that is answered, the
- * signal handlers are in place) SIGTERM; or until it exits by itself.
+ * resource server's signal handlers are in place too; the orders server's
+ * are from its start) SIGTERM; or until it exits by itself.
  */
 function run(script: string, env: NodeJS.ProcessEnv, onListening?: (url: string) => Promise<void>): Promise<Exit> {
   return runUntil(script, env, LISTENING, async (stdout) => {
