@@ -1,20 +1,49 @@
 /**
  * WORKERS=N: the primary prepares the store (and the demo client) once, then
  * forks N workers that each run the server; a worker that dies is replaced.
+ * SIGTERM or SIGINT, from the primary's start on: one `server.stopping`
+ * line; while it prepares the store, it stops after the step in progress
+ * (startPrimary rejects with a StopSignal, exit 0); later, each worker gets
+ * SIGTERM (one still starting stops in the same way) and the primary exits 0
+ * once they all have, or at once when none is running (all waiting to be
+ * restarted).
  */
 import cluster from 'node:cluster';
 import { createDemoClient } from './demo-client';
 import { boolFromEnv, issuerFromEnv, loggerFromEnv } from './env';
+import { STOP_SIGNALS, StopSignal } from './shutdown';
 
 export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   // DEMO_CLIENT=0 (or false, no, off): none, as for one process (no secret printed into a stdout a log collector keeps)
   const demoClient = boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
-  const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger);
-  if (demoClient) await createDemoClient(issuer, publicUrl, console.log);
-  await issuer.close();
-  redis?.disconnect();
+  // handled before the store is opened: a signal while the primary prepares it found no handler, and killed it
+  const preparing = new AbortController();
+  let forked = false;
   let stopping = false;
+  for (const signal of STOP_SIGNALS) {
+    process.once(signal, () => {
+      if (!stopping) logger.info({ event: 'server.stopping', signal, starting: !forked }, forked ? `${signal}: stopping the workers` : `${signal} during start-up: stopping after the step in progress`);
+      stopping = true;
+      preparing.abort(new StopSignal(signal));
+      if (!forked) return;
+      const running = Object.values(cluster.workers ?? {});
+      for (const worker of running) worker?.process.kill('SIGTERM');
+      // none to wait for: all dead, waiting for their restart (which `stopping` cancels)
+      if (running.length === 0) process.exit(0);
+    });
+  }
+  const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger, preparing.signal);
+  try {
+    preparing.signal.throwIfAborted();
+    // once begun, the demo client is created and printed (a client stored with its secret never shown would be of no use)
+    if (demoClient) await createDemoClient(issuer, publicUrl, console.log);
+  } finally {
+    await issuer.close();
+    redis?.disconnect();
+  }
+  preparing.signal.throwIfAborted();
+  forked = true;
   const forkedAt = new Map<number, number>();
   const fork = (): void => {
     const worker = cluster.fork();
@@ -39,10 +68,4 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
       if (!stopping) fork();
     }, delayMs);
   });
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    process.once(signal, () => {
-      stopping = true;
-      for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
-    });
-  }
 }

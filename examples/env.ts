@@ -122,8 +122,13 @@ export interface IssuerFromEnv {
   trustProxy: TrustProxy;
 }
 
-/** Opens the store (and Redis), creates the issuer and waits until it is ready. */
-export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger): Promise<IssuerFromEnv> {
+/**
+ * Opens the store (and Redis), creates the issuer and waits until it is ready.
+ * `signal` aborted meanwhile (SIGTERM during the start-up): the step in
+ * progress (opening the store, the issuer's ready()) ends, then what was
+ * opened is closed and the promise rejects with the signal's reason.
+ */
+export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger, signal?: AbortSignal): Promise<IssuerFromEnv> {
   const port = portFromEnv(env, 3000);
   if (env.DATABASE_URL && !env.ISSUER) {
     logger.warn(
@@ -162,8 +167,10 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
   const redisPrefix = env.REDIS_KEY_PREFIX || 'ecc:';
   // prom-client is loaded only when metrics are asked for
   const metrics = wantMetrics ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
+  let issuer: Issuer | undefined;
   try {
-    const issuer = createIssuer({
+    signal?.throwIfAborted();
+    issuer = createIssuer({
       issuer: publicUrl,
       audience: env.AUDIENCE || `${publicUrl}/api`,
       store,
@@ -183,9 +190,11 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger)
       metrics: metrics ? { registry: metrics } : undefined,
     });
     await issuer.ready();
+    signal?.throwIfAborted();
     return { issuer, publicUrl, redis, metrics, trustProxy };
   } catch (err) {
-    await store.close();
+    // stopped: the issuer is closed as a running one is (its timers, then the store); failed: the store
+    await (signal?.aborted && issuer ? issuer.close() : store.close());
     redis?.disconnect();
     throw err;
   }

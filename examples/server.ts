@@ -15,7 +15,7 @@ import { startPrimary } from './cluster';
 import { createDemoClient } from './demo-client';
 import { boolFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
 import { createApp } from './orders-app';
-import { closeOnSignals, gracefulClose } from './shutdown';
+import { gracefulClose, serveUntilSignal, StopSignal, within } from './shutdown';
 import { listen } from './http-server';
 
 export { createApp } from './orders-app';
@@ -27,25 +27,44 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/**
+ * `signal` (serveUntilSignal's, in server.ts's own start): once it is aborted, the start-up takes no further
+ * step, closes what it opened and rejects with the signal's reason; the step in progress is let end.
+ */
 export async function startServer(
   env: NodeJS.ProcessEnv = process.env,
   print: (line: string) => void = console.log,
-  options: { demoClient?: boolean } = {},
+  options: { demoClient?: boolean; signal?: AbortSignal } = {},
 ): Promise<RunningServer> {
+  const { signal } = options;
   const port = portFromEnv(env, 3000);
   // DEMO_CLIENT=0 (or false, no, off): no demo client, so no secret is printed into a stdout that a log collector keeps
   const demoClient = options.demoClient !== false && boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
-  const { issuer, publicUrl, redis, metrics, trustProxy } = await issuerFromEnv(env, logger);
-  if (demoClient) await createDemoClient(issuer, publicUrl, print);
-
-  const { server, url } = await listen(createApp(issuer, { metrics, trustProxy }), port, env.HOST);
-  logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
-
-  const close = gracefulClose(server, async () => {
+  const { issuer, publicUrl, redis, metrics, trustProxy } = await issuerFromEnv(env, logger, signal);
+  const release = async (): Promise<void> => {
     await issuer.close();
     await redis?.quit().catch(() => undefined);
-  });
+  };
+
+  let listening: Awaited<ReturnType<typeof listen>>;
+  try {
+    signal?.throwIfAborted();
+    // once begun, the demo client is created and printed: a client stored with its secret never shown would be of no use
+    if (demoClient) await createDemoClient(issuer, publicUrl, print);
+    signal?.throwIfAborted();
+    listening = await listen(createApp(issuer, { metrics, trustProxy }), port, env.HOST);
+  } catch (err) {
+    await within(5_000, release());
+    throw err;
+  }
+  const { server, url } = listening;
+  const close = gracefulClose(server, release);
+  if (signal?.aborted) {
+    await close();
+    signal.throwIfAborted();
+  }
+  logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
   return { server, issuer, url, close };
 }
 
@@ -54,10 +73,16 @@ if (require.main === module) {
   const main = async (): Promise<void> => {
     const workers = intFromEnv(process.env, 'WORKERS', 0, 0, 256);
     if (workers > 0 && cluster.isPrimary) return startPrimary(workers);
-    const running = await startServer(process.env, console.log, { demoClient: !cluster.isWorker });
-    closeOnSignals(running.close);
+    // SIGTERM and SIGINT are handled from here on, before the store is opened (see serveUntilSignal)
+    await serveUntilSignal(loggerFromEnv(process.env), async (signal) => {
+      const running = await startServer(process.env, console.log, { demoClient: !cluster.isWorker, signal });
+      return running.close;
+    });
+    process.exit(0);
   };
   main().catch((err: Error) => {
+    // stopped by a signal during the start-up: its line is logged, what was opened is closed
+    if (err instanceof StopSignal) process.exit(0);
     // a worker writes into the primary's JSON log, so a JSON line (the primary then logs worker.exit)
     if (cluster.isWorker) loggerFromEnv(process.env).error({ event: 'worker.start_failed', err: err.message }, `worker failed to start: ${err.message}`);
     else console.error(`error: ${err.message}`);

@@ -3,9 +3,11 @@
  * `Connection: close` and each keep-alive connection is ended as soon as it
  * is idle; in-flight requests get 10 s at most, and closing the store and
  * Redis 5 s more (a stalled database would hold its pool's end for ever).
+ * And SIGTERM or SIGINT answered from the start-up on (serveUntilSignal).
  */
 import type { Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
 
 /** Returns close(): stops accepting, lets in-flight requests finish, then runs `release` (store, Redis), waiting for it `releaseMs` at most. */
 export function gracefulClose(server: Server, release: () => Promise<void>, releaseMs = 5_000): () => Promise<void> {
@@ -39,8 +41,8 @@ export function gracefulClose(server: Server, release: () => Promise<void>, rele
     }).then(() => within(releaseMs, release())));
 }
 
-/** `work`, or nothing more to wait for after `ms`. */
-function within(ms: number, work: Promise<void>): Promise<void> {
+/** `work`, or nothing more to wait for after `ms`; never rejects. */
+export function within(ms: number, work: Promise<void>): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const given = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, ms);
@@ -49,11 +51,49 @@ function within(ms: number, work: Promise<void>): Promise<void> {
   return Promise.race([work.catch(() => undefined), given]).finally(() => clearTimeout(timer));
 }
 
-/** SIGTERM or SIGINT: close, then exit 0. */
-export function closeOnSignals(close: () => Promise<void>): void {
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    process.once(signal, () => {
-      void close().then(() => process.exit(0));
-    });
+export const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+
+/** What a start-up stopped by SIGTERM or SIGINT rejects with, once it closed what it had opened: the entry points exit 0. */
+export class StopSignal extends Error {
+  constructor(readonly signal: NodeJS.Signals) {
+    super(`stopped by ${signal}`);
+    this.name = 'StopSignal';
   }
+}
+
+/**
+ * Runs `start` with SIGTERM and SIGINT handled from before it opens
+ * anything, and resolves once a signal stopped the server (then exit 0).
+ *
+ * Handlers installed only once the server listened left a signal that came
+ * during the start-up (an orchestrator stopping a container that had just
+ * started) to the default action: the process killed, nothing closed,
+ * nothing said. Now the first signal, whenever it comes, is one
+ * `server.stopping` line (`starting`: whether the server was still starting)
+ * and then:
+ * - the server up (`start` resolved with its close()): the graceful close;
+ * - still starting: `start`'s AbortSignal is aborted (reason: a StopSignal).
+ *   start lets the step in progress end (opening the store, a query: the
+ *   store's own timeouts bound them), takes no further step, closes what it
+ *   opened and rejects with the StopSignal, as does this promise. A start-up
+ *   that fails meanwhile for a reason of its own rejects with that error.
+ * Each handler answers once: the same signal again gets the default action
+ * (a second Ctrl-C ends a stop that takes too long).
+ */
+export async function serveUntilSignal(logger: Logger, start: (signal: AbortSignal) => Promise<() => Promise<void>>): Promise<void> {
+  const stop = new AbortController();
+  let up = false;
+  const signalled = new Promise<void>((resolve) => {
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (stop.signal.aborted) return;
+      logger.info({ event: 'server.stopping', signal, starting: !up }, up ? `${signal}: closing` : `${signal} during start-up: stopping after the step in progress`);
+      stop.abort(new StopSignal(signal));
+      resolve();
+    };
+    for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
+  });
+  const close = await start(stop.signal);
+  up = true;
+  await signalled;
+  await close();
 }

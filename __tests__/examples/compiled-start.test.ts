@@ -1,15 +1,15 @@
 /**
  * `npm start` runs the compiled example (node dist/examples/server.js). The
- * example is compiled here into a folder of its own inside the package (so
- * node_modules resolves and no other test's dist/ is touched), then started
- * as a real process.
+ * example is compiled into a folder of the test run's own (the build the
+ * example tests share, __tests__/helpers/compiled-example.ts: no dist/ is
+ * touched), then started as a real process.
  */
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { tempDir } from '../helpers/app';
 import { ROOT, compiledExamples, runUntil, type Exit } from '../helpers/compiled-example';
 
-const examples = compiledExamples('start');
+const examples = compiledExamples();
 const SERVER_JS = examples.script('server');
 
 /** Runs the compiled server until it prints `until` (then SIGTERM) or exits by itself. */
@@ -19,12 +19,8 @@ function run(env: NodeJS.ProcessEnv, until?: RegExp, onMatch?: (stdout: string) 
 
 describe('the compiled example (npm start)', () => {
   beforeAll(() => {
-    examples.build();
+    return examples.build();
   }, 130_000);
-
-  afterAll(() => {
-    examples.remove();
-  });
 
   it('npm start is node dist/examples/server.js; npm run dev keeps ts-node; the package ships no example', () => {
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));

@@ -10,7 +10,7 @@ import { startServer } from '../../examples/server';
 import { tempDir } from '../helpers/app';
 import { compiledExamples, runUntil, type Exit } from '../helpers/compiled-example';
 
-const examples = compiledExamples('env');
+const examples = compiledExamples();
 const SERVER_JS = examples.script('server');
 const RESOURCE_SERVER_JS = examples.script('resource-server');
 const LISTENING = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/;
@@ -18,7 +18,8 @@ const LISTENING = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/;
 /**
  * Runs a compiled example until it logs server.listening, then (after
  * `onListening`, by default one GET /health: once that is answered, the
- * signal handlers are in place) SIGTERM; or until it exits by itself.
+ * resource server's signal handlers are in place too; the orders server's
+ * are from its start) SIGTERM; or until it exits by itself.
  */
 function run(script: string, env: NodeJS.ProcessEnv, onListening?: (url: string) => Promise<void>): Promise<Exit> {
   return runUntil(script, env, LISTENING, async (stdout) => {
@@ -56,12 +57,8 @@ describe('the examples refuse a bad environment value with one line (compiled, a
 
   beforeAll(() => {
     writeFileSync(aFile, '');
-    examples.build();
+    return examples.build();
   }, 130_000);
-
-  afterAll(() => {
-    examples.remove();
-  });
 
   const serverCases: [string, NodeJS.ProcessEnv, RegExp][] = [
     ['WORKERS=abc', { WORKERS: 'abc' }, /WORKERS must be a whole number from 0 to 256, got "abc"/],

@@ -14,13 +14,15 @@
 const path = require('node:path');
 
 const dist = process.env.EXAMPLE_DIST || path.resolve(__dirname, '..', '..', 'dist', 'examples');
-const { intFromEnv, issuerFromEnv, loggerFromEnv } = require(path.join(dist, 'env.js'));
+const { issuerFromEnv, loggerFromEnv, portFromEnv } = require(path.join(dist, 'env.js'));
 const { createDemoClient } = require(path.join(dist, 'demo-client.js'));
 const { createApp } = require(path.join(dist, 'orders-app.js'));
 const { listen } = require(path.join(dist, 'http-server.js'));
 
 async function main() {
   const env = process.env;
+  // read as the example reads it (examples/env.ts: a whole number from 0 to 65535), before anything is opened
+  const port = portFromEnv(env, 3000);
   const logger = loggerFromEnv(env);
   const { issuer, publicUrl, metrics } = await issuerFromEnv(env, logger);
   await createDemoClient(issuer, publicUrl, console.log);
@@ -32,7 +34,7 @@ async function main() {
     next();
   };
   const app = createApp({ router: () => issuer.router(), health: () => issuer.health(), requireBearer: () => setAuth }, { metrics });
-  await listen(app, intFromEnv(env, 'PORT', 3000), env.HOST);
+  await listen(app, port, env.HOST);
   const stop = () => issuer.close().finally(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
