@@ -83,9 +83,15 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
 }
 
 if (require.main === module) {
+  // handled from the start: a signal before the server listens (nothing to close yet: no store, no poll
+  // before the first request) ends the process at once, exit 0, rather than by the signal's default action
+  let running: RunningResourceServer | undefined;
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => (running ? void running.close().then(() => process.exit(0)) : process.exit(0)));
+  }
   startResourceServer().then(
-    (running) => {
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void running.close().then(() => process.exit(0)));
+    (started) => {
+      running = started;
     },
     (err: Error) => {
       console.error(`error: ${err.message}`);
