@@ -242,12 +242,11 @@ export class TokenCache {
     entry.failures++;
     entry.lastError = error;
     const n = Math.min(entry.failures - 1, 20);
-    const delay =
-      error.retryAfter !== undefined
-        ? error.retryAfter * 1000
-        : error.permanent
-          ? Math.min(300_000, 10_000 * 2 ** n) * (0.75 + 0.25 * Math.random())
-          : Math.min(30_000, 1_000 * 2 ** n) * (0.5 + 0.5 * Math.random());
+    const backoff = error.permanent
+      ? Math.min(300_000, 10_000 * 2 ** n) * (0.75 + 0.25 * Math.random())
+      : Math.min(30_000, 1_000 * 2 ** n) * (0.5 + 0.5 * Math.random());
+    // a Retry-After is waited out, but never less than the backoff: 0, or a date already past, does not turn it off
+    const delay = error.retryAfter === undefined ? backoff : Math.max(error.retryAfter * 1000, backoff);
     entry.blockedAt = now;
     entry.blockedUntil = now + delay;
     // the endpoint's Retry-After, or an answer about the client itself, is not about this scope or resource alone
@@ -264,7 +263,8 @@ export class TokenCache {
       retryAfter: Math.ceil(delay / 1000),
       tokenStillValid: token !== undefined && now < token.usableUntil,
     });
-    return error.retryAfter === undefined ? error.again(Math.ceil(delay / 1000)) : error;
+    const wait = Math.ceil(delay / 1000);
+    return wait === error.retryAfter ? error : error.again(wait);
   }
 
   /** A new token for `entry`: by way of the shared store when there is one, else straight from the endpoint. */

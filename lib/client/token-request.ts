@@ -116,7 +116,7 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
       status: response.status,
       error,
       error_description: text(json?.error_description),
-      retryAfter: response.status === 429 || response.status === 503 ? retryAfterSeconds(response.headers.get('retry-after'), settings.now()) : undefined,
+      retryAfter: response.status === 429 || response.status === 503 ? retryAfterSeconds(response.headers.get('retry-after'), settings.now(), response.headers.get('date')) : undefined,
     });
   }
 }
