@@ -4,7 +4,7 @@
  * Retry-After that holds for every scope.
  */
 import { TokenEndpointError, type FetchLike } from '../../lib/client';
-import { useClientFixture } from './fakes';
+import { gate, until, useClientFixture } from './fakes';
 
 const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
 const { client, tokenRequests } = fx;
@@ -99,5 +99,52 @@ describe('Retry-After as an HTTP-date', () => {
     expect(await failure(client().getToken())).toMatchObject({ status: 503, retryAfter: 20 });
     fx.endpoint.reply = () => ({ status: 503, headers: { 'retry-after': new Date(fx.time.t + 40_000).toUTCString() }, body: {} });
     expect(await failure(client({ fetch: withoutDate }).getToken())).toMatchObject({ status: 503, retryAfter: 40 });
+  });
+});
+
+describe('which success lifts a Retry-After', () => {
+  it('a success for another scope that was sent before the Retry-After came does not lift it', async () => {
+    const slow = gate();
+    fx.endpoint.reply = async (req, n) => {
+      if (req.form.get('scope') === 'slow') {
+        await slow.promise;
+        return { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } };
+      }
+      return n === 2 ? { status: 503, headers: { 'retry-after': '30' }, body: { error: 'temporarily_unavailable' } } : { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } };
+    };
+    const c = client();
+    const first = c.getToken({ scope: 'slow' });
+    await until(() => tokenRequests() === 1, 'the slow request');
+    expect(await failure(c.getToken({ scope: 'a' }))).toMatchObject({ status: 503, retryAfter: 30 });
+    slow.open();
+    expect((await first).accessToken).toBe('tok-1');
+    fx.time.advance(1);
+    expect(await failure(c.getToken({ scope: 'c' }))).toMatchObject({ status: 503, retryAfter: 29 });
+    expect(await failure(c.getToken({ scope: 'a' }))).toMatchObject({ status: 503, retryAfter: 29 });
+    expect(tokenRequests()).toBe(2);
+    // once it ends, the first success for any scope lifts it for the others at once
+    fx.time.advance(29.1);
+    expect((await c.getToken({ scope: 'c' })).accessToken).toBe('tok-3');
+    expect((await c.getToken({ scope: 'a' })).accessToken).toBe('tok-4');
+  });
+
+  it('nor one that was sent before an invalid_client came', async () => {
+    const slow = gate();
+    fx.endpoint.reply = async (req, n) => {
+      if (req.form.get('scope') === 'slow') {
+        await slow.promise;
+        return { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 3600 } };
+      }
+      return { status: 401, body: { error: 'invalid_client' } };
+    };
+    const c = client();
+    const first = c.getToken({ scope: 'slow' });
+    await until(() => tokenRequests() === 1, 'the slow request');
+    expect(await failure(c.getToken({ scope: 'a' }))).toMatchObject({ status: 401, error: 'invalid_client' });
+    slow.open();
+    await first;
+    fx.time.advance(1);
+    expect(await failure(c.getToken({ scope: 'b' }))).toMatchObject({ status: 401, error: 'invalid_client' });
+    expect(tokenRequests()).toBe(2);
   });
 });

@@ -215,6 +215,8 @@ export class TokenCache {
   // ---- token requests
 
   private start(entry: Entry, reason: TokenRequestReason, rejected: string | undefined): Promise<CachedToken> {
+    // a success lifts the client's block only if it was sent after that block was set: one sent before says nothing of it
+    const block = this.clientBlock;
     const pending = this.obtain(entry, reason, rejected).then(
       (token) => {
         if (entry.inflight === pending) entry.inflight = undefined;
@@ -222,7 +224,7 @@ export class TokenCache {
         entry.failures = 0;
         entry.blockedUntil = 0;
         entry.lastError = undefined;
-        this.clientBlock = undefined;
+        if (this.clientBlock === block) this.clientBlock = undefined;
         return token;
       },
       (err: unknown) => {
