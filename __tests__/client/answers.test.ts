@@ -66,6 +66,47 @@ describe('expires_in', () => {
   });
 });
 
+describe('server text in error messages', () => {
+  it('a 500 KB error_description: the message carries its first 200 characters and an ellipsis, the error_description property all of it', async () => {
+    const description = `d${'x'.repeat(499_999)}`;
+    answer({ error: 'invalid_request', error_description: description }, 400);
+    const c = client();
+    const err = await failure(c.getToken());
+    expect(err).toMatchObject({ status: 400, error: 'invalid_request' });
+    expect(err.error_description).toBe(description);
+    expect(err.message).toBe(`token request failed (HTTP 400): invalid_request: ${description.slice(0, 200)}…`);
+    // and so does the error every caller gets while the backoff runs
+    const again = await failure(c.getToken());
+    expect(again.error_description).toBe(description);
+    expect(again.message).toBe(err.message);
+    expect(tokenRequests()).toBe(1);
+  });
+
+  it('a 100 KB error code: cut in the message, whole in the error property', async () => {
+    const code = 'e'.repeat(100_000);
+    answer({ error: code }, 400);
+    const err = await failure(client().getToken());
+    expect(err.error).toBe(code);
+    expect(err.message.length).toBeLessThan(300);
+  });
+
+  it('a 400 KB expires_in is not echoed whole', async () => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: `-${'9'.repeat(400_000)}` });
+    const err = await failure(client().getToken());
+    expect(err).toMatchObject({ status: 200, error: 'invalid_response' });
+    expect(err.message.length).toBeLessThan(300);
+    expect(err.error_description!.length).toBeLessThan(300);
+  });
+
+  it('text of our own is not cut: a long issuer is named whole when the metadata names another', async () => {
+    const issuer = `${fx.endpoint.url}/${'tenant-'.repeat(30)}`;
+    fx.endpoint.reply = (req) => (req.path.startsWith('/.well-known/') ? { body: { issuer: `${issuer}/`, token_endpoint: `${fx.endpoint.url}/token` } } : { body: {} });
+    const err = await failure(client({ tokenEndpoint: undefined, issuer }).getToken());
+    expect(err.error).toBe('invalid_metadata');
+    expect(err.message).toContain(`not ${JSON.stringify(issuer)}: the issuer option must be exactly the issuer the server announces (RFC 8414 §3.3)`);
+  });
+});
+
 describe('token_type', () => {
   it('a type the client does not know (RFC 6749 §7.1) is refused; bearer in any case is taken', async () => {
     answer({ access_token: 'tok', token_type: 'mac', expires_in: 3600 });

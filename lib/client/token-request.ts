@@ -1,5 +1,5 @@
 import type { ClientAuthContext, ClientAuthentication } from './auth';
-import { TokenEndpointError } from './errors';
+import { clip, endpointError, TokenEndpointError } from './errors';
 import { AnswerTooLargeError, deadline, networkReason, readJsonObject, retryAfterSeconds, type FetchLike } from './http';
 import type { ProofOfPossession } from './proof-of-possession';
 
@@ -112,7 +112,7 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
       settings.onNonceRetry();
       continue;
     }
-    throw new TokenEndpointError({
+    throw endpointError({
       status: response.status,
       error,
       error_description: text(json?.error_description),
@@ -137,6 +137,6 @@ function tokenResponse(status: number, json: Record<string, unknown> | undefined
     return refuse(`token_type ${JSON.stringify(tokenType.slice(0, 40))} is not one this client can use (RFC 6749 §7.1): Bearer${pop ? ` or ${pop.scheme}` : ''}`);
   }
   const expiresIn = lifetimeOf(json.expires_in);
-  if (expiresIn === null) return refuse(`expires_in ${JSON.stringify(json.expires_in)}: the token has expired already`);
+  if (expiresIn === null) return refuse(`expires_in ${clip(JSON.stringify(json.expires_in), 40)}: the token has expired already`);
   return { accessToken, tokenType, expiresIn, scope: text(json.scope), sentAt };
 }
