@@ -55,6 +55,36 @@ describe('expires_in', () => {
     expect(err.message).toContain('expired already');
   });
 
+  it.each([1e-9, 0.5, 0.999, '0.5', '1e-9'])('%p (under 1 s: every call would ask again) is refused as invalid_response', async (expiresIn) => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: expiresIn });
+    const c = client();
+    const err = await failure(c.getToken());
+    expect(err).toMatchObject({ status: 200, error: 'invalid_response' });
+    expect(err.message).toContain('under 1 s');
+    // refused, it is backed off from like any other failure: not one token request per call
+    for (let i = 0; i < 5; i++) await failure(c.getToken());
+    expect(tokenRequests()).toBe(1);
+  });
+
+  it.each([
+    [90.5, 90_500],
+    ['90.5', 90_500],
+    ['120', 120_000],
+    [' 120 ', 120_000],
+    ['1.2e2', 120_000],
+    [1, 1_000],
+  ])('%p is a lifetime of %p ms: a string holding a number counts as that number', async (expiresIn, ms) => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: expiresIn });
+    const t0 = fx.time.t;
+    expect((await client().getToken()).expiresAt.getTime()).toBe(t0 + ms);
+  });
+
+  it.each([['soon'], ['90 s'], ['0x5a'], [true], [null]])('%p is not a number: the default lifetime (300 s) applies', async (expiresIn) => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: expiresIn });
+    const t0 = fx.time.t;
+    expect((await client().getToken()).expiresAt.getTime()).toBe(t0 + 300_000);
+  });
+
   it.each([1e12, 1e13, Infinity])('%p is counted as 24 h: a real expiry, renewed after it', async (expiresIn) => {
     fx.endpoint.reply = (_req, n) => ({ body: `{"access_token":"tok-${n}","token_type":"Bearer","expires_in":${expiresIn === Infinity ? '1e400' : expiresIn}}` });
     const c = client();

@@ -46,16 +46,19 @@ function codeOfStatus(status: number): string {
   return status >= 500 ? 'server_error' : 'invalid_response';
 }
 
+/** A JSON number as text (RFC 8259 §6), leading zeros allowed: what a string `expires_in` may hold. */
+const NUMBER_TEXT = /^-?\d+(\.\d+)?([eE][+-]?\d+)?$/;
+
 /**
- * `expires_in` in seconds: a number or a string of digits; a later one is
- * counted as MAX_LIFETIME_SECONDS. `undefined` when absent or unreadable (the
- * default lifetime applies), `null` when it says the token has expired
- * already (0 or less): such an answer is refused.
+ * `expires_in` in seconds: a number, or a string holding one (RFC 6749 §5.1
+ * says a number; many servers send a string), read alike; a later one is
+ * counted as MAX_LIFETIME_SECONDS. `undefined` when absent or not a number
+ * (the default lifetime applies). Under 1 s (0 or less: expired already) is
+ * returned as is, for the answer to be refused.
  */
-function lifetimeOf(raw: unknown): number | undefined | null {
-  const n = typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+function lifetimeOf(raw: unknown): number | undefined {
+  const n = typeof raw === 'string' && NUMBER_TEXT.test(raw.trim()) ? Number(raw) : raw;
   if (typeof n !== 'number' || Number.isNaN(n)) return undefined;
-  if (n <= 0) return null;
   return Math.min(n, MAX_LIFETIME_SECONDS);
 }
 
@@ -137,6 +140,10 @@ function tokenResponse(status: number, json: Record<string, unknown> | undefined
     return refuse(`token_type ${JSON.stringify(tokenType.slice(0, 40))} is not one this client can use (RFC 6749 §7.1): Bearer${pop ? ` or ${pop.scheme}` : ''}`);
   }
   const expiresIn = lifetimeOf(json.expires_in);
-  if (expiresIn === null) return refuse(`expires_in ${clip(JSON.stringify(json.expires_in), 40)}: the token has expired already`);
+  if (expiresIn !== undefined && expiresIn < 1) {
+    // under 1 s the token would expire before it is used, and each call would ask for another
+    const why = expiresIn <= 0 ? 'the token has expired already' : 'a lifetime under 1 s is too short to use';
+    return refuse(`expires_in ${clip(JSON.stringify(json.expires_in), 40)}: ${why}`);
+  }
   return { accessToken, tokenType, expiresIn, scope: text(json.scope), sentAt };
 }
