@@ -196,6 +196,32 @@ describe('bodies', () => {
     }
   });
 
+  it.each([
+    [200, 'network_error'],
+    [503, 'server_error'],
+  ])('a connection reset in the middle of a %i body: %s, not a refused answer', async (status, code) => {
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(status, { 'content-type': 'application/json', 'content-length': '500' });
+        res.write(status === 200 ? '{"access_token":"abc' : '{"error":"temporarily_unavailable"');
+        setTimeout(() => req.socket.destroy(), 20);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const c = createTokenClient({ tokenEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/token`, clientId: 'svc', clientSecret: 's' });
+      const err = await failure(c.getToken());
+      expect(err).toMatchObject({ status, error: code });
+      // a 200 that broke off says so; an error answer that broke off still says what its status says
+      if (status === 200) expect(err.message).toMatch(/^token request failed \(HTTP 200\): network_error: the answer broke off/);
+      await c.close();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   it('an answer over 1 MiB is refused while it is read', async () => {
     answer({ access_token: 'tok', token_type: 'Bearer', expires_in: 3600, padding: 'x'.repeat(1024 * 1024) });
     const err = await failure(client().getToken());
@@ -218,6 +244,28 @@ describe('discovery', () => {
     expect(err.message).toContain(why);
     expect(err.message).toContain('token_endpoint');
     expect(fx.endpoint.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
+  });
+});
+
+describe('discovery, a body that breaks off', () => {
+  it('is a failed metadata request (saying why), not a location without a document', async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '500' });
+      res.write('{"issuer":');
+      setTimeout(() => res.socket?.destroy(), 20);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const c = createTokenClient({ issuer, clientId: 'svc', clientSecret: 's' });
+      const err = await failure(c.getToken());
+      expect(err.error).toBe('discovery_failed');
+      expect(err.message).toContain(`metadata request to ${issuer}/.well-known/oauth-authorization-server failed: UND_ERR_SOCKET`);
+      await c.close();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
 

@@ -91,19 +91,13 @@ export function transportChecker(allowInsecureHttp: boolean, what: string, remem
 export const MAX_ANSWER_BYTES = 1024 * 1024;
 
 /**
- * Reads a JSON object body; `undefined` when the body is not one (or breaks
- * off). Throws `tooLarge` past MAX_ANSWER_BYTES, and the abort when `signal`
- * ended the read (a timeout or close() is that, not a bad body).
+ * Reads a JSON object body; `undefined` when the body is not one. Throws
+ * `tooLarge` past MAX_ANSWER_BYTES, and the read's own error when the body
+ * breaks off (a connection reset, or a timeout or close() aborting the
+ * read): that is a failed request, not an answer that holds nothing.
  */
-export async function readJsonObject(response: Response, signal?: AbortSignal): Promise<Record<string, unknown> | undefined> {
-  let text: string;
-  try {
-    text = await readCapped(response, MAX_ANSWER_BYTES, answerTooLarge);
-  } catch (err) {
-    if (err instanceof AnswerTooLargeError) throw err;
-    if (signal?.aborted) throw err;
-    return undefined;
-  }
+export async function readJsonObject(response: Response): Promise<Record<string, unknown> | undefined> {
+  const text = await readCapped(response, MAX_ANSWER_BYTES, answerTooLarge);
   try {
     const value: unknown = JSON.parse(text);
     return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;

@@ -80,17 +80,26 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
     settings.onSend(attempt);
     const sentAt = settings.now();
     const limit = deadline(settings.timeoutMs, parent);
-    let response: Response;
+    let response: Response | undefined;
     let json: Record<string, unknown> | undefined;
     try {
       // a redirect is not followed: the credentials go to the configured endpoint only
-      response = await settings.fetch(url, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: limit.signal });
-      json = response.status >= 300 && response.status < 400 ? undefined : await readJsonObject(response, limit.signal);
+      const answer = await settings.fetch(url, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: limit.signal });
+      response = answer;
+      if (answer.status < 300 || answer.status >= 400) {
+        json = await readJsonObject(answer).catch((err: unknown) => {
+          // an error answer whose body broke off still says what its status says (and its Retry-After)
+          if (answer.ok || err instanceof AnswerTooLargeError || limit.signal.aborted) throw err;
+          return undefined;
+        });
+      }
     } catch (cause) {
       if (limit.timedOut()) throw new TokenEndpointError({ error: 'timeout', error_description: `no answer within ${settings.timeoutMs} ms`, cause });
       if (cause instanceof AnswerTooLargeError) throw new TokenEndpointError({ status: response!.status, error: 'invalid_response', error_description: cause.message });
       const why = networkReason(cause);
-      throw new TokenEndpointError({ error: 'network_error', error_description: `the token endpoint could not be reached${why ? ` (${why})` : ''}`, cause });
+      // a token answer that broke off (a reset connection) is a network failure, not an answer without a token
+      const what = response === undefined ? 'the token endpoint could not be reached' : 'the answer broke off';
+      throw new TokenEndpointError({ status: response?.status, error: 'network_error', error_description: `${what}${why ? ` (${why})` : ''}`, cause });
     } finally {
       limit.done();
     }
