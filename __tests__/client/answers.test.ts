@@ -55,6 +55,36 @@ describe('expires_in', () => {
     expect(err.message).toContain('expired already');
   });
 
+  it.each([1e-9, 0.5, 0.999, '0.5', '1e-9'])('%p (under 1 s: every call would ask again) is refused as invalid_response', async (expiresIn) => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: expiresIn });
+    const c = client();
+    const err = await failure(c.getToken());
+    expect(err).toMatchObject({ status: 200, error: 'invalid_response' });
+    expect(err.message).toContain('under 1 s');
+    // refused, it is backed off from like any other failure: not one token request per call
+    for (let i = 0; i < 5; i++) await failure(c.getToken());
+    expect(tokenRequests()).toBe(1);
+  });
+
+  it.each([
+    [90.5, 90_500],
+    ['90.5', 90_500],
+    ['120', 120_000],
+    [' 120 ', 120_000],
+    ['1.2e2', 120_000],
+    [1, 1_000],
+  ])('%p is a lifetime of %p ms: a string holding a number counts as that number', async (expiresIn, ms) => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: expiresIn });
+    const t0 = fx.time.t;
+    expect((await client().getToken()).expiresAt.getTime()).toBe(t0 + ms);
+  });
+
+  it.each([['soon'], ['90 s'], ['0x5a'], [true], [null]])('%p is not a number: the default lifetime (300 s) applies', async (expiresIn) => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: expiresIn });
+    const t0 = fx.time.t;
+    expect((await client().getToken()).expiresAt.getTime()).toBe(t0 + 300_000);
+  });
+
   it.each([1e12, 1e13, Infinity])('%p is counted as 24 h: a real expiry, renewed after it', async (expiresIn) => {
     fx.endpoint.reply = (_req, n) => ({ body: `{"access_token":"tok-${n}","token_type":"Bearer","expires_in":${expiresIn === Infinity ? '1e400' : expiresIn}}` });
     const c = client();
@@ -63,6 +93,47 @@ describe('expires_in', () => {
     expect(token.expiresAt.getTime()).toBe(t0 + 86_400_000);
     fx.time.advance(86_400);
     expect((await c.getToken()).accessToken).toBe('tok-2');
+  });
+});
+
+describe('server text in error messages', () => {
+  it('a 500 KB error_description: the message carries its first 200 characters and an ellipsis, the error_description property all of it', async () => {
+    const description = `d${'x'.repeat(499_999)}`;
+    answer({ error: 'invalid_request', error_description: description }, 400);
+    const c = client();
+    const err = await failure(c.getToken());
+    expect(err).toMatchObject({ status: 400, error: 'invalid_request' });
+    expect(err.error_description).toBe(description);
+    expect(err.message).toBe(`token request failed (HTTP 400): invalid_request: ${description.slice(0, 200)}…`);
+    // and so does the error every caller gets while the backoff runs
+    const again = await failure(c.getToken());
+    expect(again.error_description).toBe(description);
+    expect(again.message).toBe(err.message);
+    expect(tokenRequests()).toBe(1);
+  });
+
+  it('a 100 KB error code: cut in the message, whole in the error property', async () => {
+    const code = 'e'.repeat(100_000);
+    answer({ error: code }, 400);
+    const err = await failure(client().getToken());
+    expect(err.error).toBe(code);
+    expect(err.message.length).toBeLessThan(300);
+  });
+
+  it('a 400 KB expires_in is not echoed whole', async () => {
+    answer({ access_token: 'tok', token_type: 'Bearer', expires_in: `-${'9'.repeat(400_000)}` });
+    const err = await failure(client().getToken());
+    expect(err).toMatchObject({ status: 200, error: 'invalid_response' });
+    expect(err.message.length).toBeLessThan(300);
+    expect(err.error_description!.length).toBeLessThan(300);
+  });
+
+  it('text of our own is not cut: a long issuer is named whole when the metadata names another', async () => {
+    const issuer = `${fx.endpoint.url}/${'tenant-'.repeat(30)}`;
+    fx.endpoint.reply = (req) => (req.path.startsWith('/.well-known/') ? { body: { issuer: `${issuer}/`, token_endpoint: `${fx.endpoint.url}/token` } } : { body: {} });
+    const err = await failure(client({ tokenEndpoint: undefined, issuer }).getToken());
+    expect(err.error).toBe('invalid_metadata');
+    expect(err.message).toContain(`not ${JSON.stringify(issuer)}: the issuer option must be exactly the issuer the server announces (RFC 8414 §3.3)`);
   });
 });
 
@@ -125,6 +196,32 @@ describe('bodies', () => {
     }
   });
 
+  it.each([
+    [200, 'network_error'],
+    [503, 'server_error'],
+  ])('a connection reset in the middle of a %i body: %s, not a refused answer', async (status, code) => {
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(status, { 'content-type': 'application/json', 'content-length': '500' });
+        res.write(status === 200 ? '{"access_token":"abc' : '{"error":"temporarily_unavailable"');
+        setTimeout(() => req.socket.destroy(), 20);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const c = createTokenClient({ tokenEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/token`, clientId: 'svc', clientSecret: 's' });
+      const err = await failure(c.getToken());
+      expect(err).toMatchObject({ status, error: code });
+      // a 200 that broke off says so; an error answer that broke off still says what its status says
+      if (status === 200) expect(err.message).toMatch(/^token request failed \(HTTP 200\): network_error: the answer broke off/);
+      await c.close();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   it('an answer over 1 MiB is refused while it is read', async () => {
     answer({ access_token: 'tok', token_type: 'Bearer', expires_in: 3600, padding: 'x'.repeat(1024 * 1024) });
     const err = await failure(client().getToken());
@@ -147,6 +244,28 @@ describe('discovery', () => {
     expect(err.message).toContain(why);
     expect(err.message).toContain('token_endpoint');
     expect(fx.endpoint.requests.filter((r) => r.method === 'POST')).toHaveLength(0);
+  });
+});
+
+describe('discovery, a body that breaks off', () => {
+  it('is a failed metadata request (saying why), not a location without a document', async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '500' });
+      res.write('{"issuer":');
+      setTimeout(() => res.socket?.destroy(), 20);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const c = createTokenClient({ issuer, clientId: 'svc', clientSecret: 's' });
+      const err = await failure(c.getToken());
+      expect(err.error).toBe('discovery_failed');
+      expect(err.message).toContain(`metadata request to ${issuer}/.well-known/oauth-authorization-server failed: UND_ERR_SOCKET`);
+      await c.close();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
 

@@ -246,13 +246,13 @@ describe('9. hygiene', () => {
     }
   });
 
-  it('Retry-After as an HTTP date counts from now; a longer one than an hour is held for an hour', async () => {
+  it("Retry-After as an HTTP date counts from the answer's Date header; a longer one than an hour is held for an hour", async () => {
     const c = client();
     fx.endpoint.reply = (req, n) =>
       n === 1
-        ? { status: 503, headers: { 'retry-after': new Date(fx.time.t + 90_000).toUTCString() }, body: { error: 'temporarily_unavailable' } }
+        ? { status: 503, headers: { date: new Date(fx.time.t).toUTCString(), 'retry-after': new Date(fx.time.t + 90_000).toUTCString() }, body: { error: 'temporarily_unavailable' } }
         : n === 2
-          ? { status: 429, headers: { 'retry-after': '86400' }, body: { error: 'slow_down' } }
+          ? { status: 429, headers: { date: new Date(fx.time.t).toUTCString(), 'retry-after': '86400' }, body: { error: 'slow_down' } }
           : { body: { access_token: `tok-${n}`, token_type: 'Bearer' } };
     await expect(c.getToken()).rejects.toMatchObject({ status: 503, retryAfter: 90 });
     fx.time.advance(90);

@@ -32,6 +32,8 @@ export interface CachedToken {
 export class Entry {
   token: CachedToken | undefined;
   inflight: Promise<CachedToken> | undefined;
+  /** When `inflight` was sent (performance.now()): past the skew, calls wait for it only so long after that. */
+  inflightSince = 0;
   failures = 0;
   /** When the backoff below was set: a clock read earlier than this stepped back, and the backoff no longer counts. */
   blockedAt = 0;

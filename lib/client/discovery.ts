@@ -39,7 +39,7 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
         }
         continue;
       }
-      doc = await readJsonObject(response, limit.signal);
+      doc = await readJsonObject(response);
     } catch (cause) {
       const reason = cause instanceof AnswerTooLargeError ? cause.message : limit.timedOut() ? `no answer within ${timeoutMs} ms` : networkReason(cause);
       const why = reason ? `: ${reason}` : '';

@@ -17,6 +17,24 @@ export interface TokenEndpointErrorInit {
 
 const DISCOVERY_ERRORS = new Set(['discovery_failed', 'invalid_metadata']);
 
+/** How many characters of the token endpoint's own text a message repeats: an answer may hold anything, and messages end up in logs. */
+export const ECHOED_CHARS = 200;
+
+/** `text` cut to `max` characters with an ellipsis when longer (never half a surrogate pair). */
+export function clip(text: string, max = ECHOED_CHARS): string {
+  if (text.length <= max) return text;
+  const code = text.charCodeAt(max - 1);
+  return `${text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max)}…`;
+}
+
+/** Marks an init whose `error_description` is the token endpoint's own text, not a sentence of this client's (see endpointError()). */
+const FROM_ENDPOINT = Symbol('error_description from the token endpoint');
+
+type Init = TokenEndpointErrorInit & { [FROM_ENDPOINT]?: boolean };
+
+/** The errors whose error_description is the token endpoint's own text, for again(). */
+const fromEndpoint = new WeakSet<TokenEndpointError>();
+
 export class TokenEndpointError extends Error {
   readonly code = 'ERR_TOKEN_ENDPOINT';
   /** HTTP status of the token endpoint's answer; `undefined` when there was none. */
@@ -26,21 +44,31 @@ export class TokenEndpointError extends Error {
   /** Seconds until this client sends the next token request for the same key. */
   readonly retryAfter: number | undefined;
 
+  /**
+   * The message repeats at most ECHOED_CHARS characters of `error` (a real
+   * code is far shorter) and of a description that is the token endpoint's
+   * own text; the `error` and `error_description` properties hold them whole.
+   */
   constructor(init: TokenEndpointErrorInit) {
     const where = init.status === undefined ? 'no answer' : `HTTP ${init.status}`;
     // discovery's errors come before any token request: said as such (its status is the metadata request's)
     const what = DISCOVERY_ERRORS.has(init.error) ? 'token endpoint discovery failed' : 'token request failed';
-    super(`${what} (${where}): ${init.error}${init.error_description ? `: ${init.error_description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
+    const echoed = (init as Init)[FROM_ENDPOINT] === true;
+    const description = init.error_description && (echoed ? clip(init.error_description) : init.error_description);
+    super(`${what} (${where}): ${clip(init.error)}${description ? `: ${description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
     this.name = 'TokenEndpointError';
     this.status = init.status;
     this.error = init.error;
     this.error_description = init.error_description;
     this.retryAfter = init.retryAfter;
+    if (echoed) fromEndpoint.add(this);
   }
 
   /** The same failure, seen later: `retryAfter` is what is left of the wait. */
   again(retryAfter: number): TokenEndpointError {
-    return new TokenEndpointError({ status: this.status, error: this.error, error_description: this.error_description, retryAfter, cause: this });
+    const init: Init = { status: this.status, error: this.error, error_description: this.error_description, retryAfter, cause: this };
+    if (fromEndpoint.has(this)) init[FROM_ENDPOINT] = true;
+    return new TokenEndpointError(init);
   }
 
   /** A 4xx other than 408 and 429: asking again soon gets the same answer (bad credentials, scope, endpoint). */
@@ -56,4 +84,14 @@ export class TokenClientClosedError extends Error {
     super('the token client is closed', options);
     this.name = 'TokenClientClosedError';
   }
+}
+
+/**
+ * The error of a token endpoint's error answer, its `error_description` the
+ * endpoint's own text: the message carries at most ECHOED_CHARS characters
+ * of it (and again() the same), the property all of it.
+ */
+export function endpointError(init: TokenEndpointErrorInit): TokenEndpointError {
+  const marked: Init = { ...init, [FROM_ENDPOINT]: true };
+  return new TokenEndpointError(marked);
 }

@@ -28,8 +28,14 @@ export function deadline(ms: number, parent: AbortSignal): { signal: AbortSignal
   };
 }
 
-/** Seconds from a `Retry-After` header (delay-seconds or HTTP-date), at most one hour; `undefined` when absent or unreadable. */
-export function retryAfterSeconds(value: string | null, now: number): number | undefined {
+/**
+ * Seconds from a `Retry-After` header (delay-seconds or HTTP-date), at most
+ * one hour; `undefined` when absent or unreadable. An HTTP-date counts from
+ * the answer's own `Date` header when it has a readable one (RFC 9110
+ * §10.2.3), so a server whose clock differs from ours gets the wait it asked
+ * for; else from `now`. A date already past is 0.
+ */
+export function retryAfterSeconds(value: string | null, now: number, date?: string | null): number | undefined {
   if (value === null) return undefined;
   const text = value.trim();
   let seconds: number;
@@ -37,7 +43,8 @@ export function retryAfterSeconds(value: string | null, now: number): number | u
   else {
     const at = Date.parse(text);
     if (Number.isNaN(at)) return undefined;
-    seconds = Math.max(0, Math.ceil((at - now) / 1000));
+    const sent = date == null ? NaN : Date.parse(date);
+    seconds = Math.max(0, Math.ceil((at - (Number.isNaN(sent) ? now : sent)) / 1000));
   }
   return Math.min(seconds, 3600);
 }
@@ -84,19 +91,13 @@ export function transportChecker(allowInsecureHttp: boolean, what: string, remem
 export const MAX_ANSWER_BYTES = 1024 * 1024;
 
 /**
- * Reads a JSON object body; `undefined` when the body is not one (or breaks
- * off). Throws `tooLarge` past MAX_ANSWER_BYTES, and the abort when `signal`
- * ended the read (a timeout or close() is that, not a bad body).
+ * Reads a JSON object body; `undefined` when the body is not one. Throws
+ * `tooLarge` past MAX_ANSWER_BYTES, and the read's own error when the body
+ * breaks off (a connection reset, or a timeout or close() aborting the
+ * read): that is a failed request, not an answer that holds nothing.
  */
-export async function readJsonObject(response: Response, signal?: AbortSignal): Promise<Record<string, unknown> | undefined> {
-  let text: string;
-  try {
-    text = await readCapped(response, MAX_ANSWER_BYTES, answerTooLarge);
-  } catch (err) {
-    if (err instanceof AnswerTooLargeError) throw err;
-    if (signal?.aborted) throw err;
-    return undefined;
-  }
+export async function readJsonObject(response: Response): Promise<Record<string, unknown> | undefined> {
+  const text = await readCapped(response, MAX_ANSWER_BYTES, answerTooLarge);
   try {
     const value: unknown = JSON.parse(text);
     return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;

@@ -7,6 +7,12 @@ import { TokenEndpoint } from './token-endpoint';
 
 const noop = (): void => undefined;
 
+/**
+ * Past the skew with a token still valid, how long (real time) after a
+ * renewal was sent calls wait for it; past that, they get the token held.
+ */
+export const RENEWAL_WAIT_MS = 1000;
+
 /** Token endpoint errors about the client, not the scope or resource asked for (RFC 6749 §5.2). */
 const CLIENT_ERRORS = new Set(['invalid_client', 'unauthorized_client', 'unsupported_grant_type']);
 
@@ -131,24 +137,65 @@ export class TokenCache {
       if (this.config.onEvent) this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'memory' });
       return token;
     }
+    // past the skew, not expired: renewed, but the call does not stall on it (see heldOrRenewed())
+    if (token !== undefined && now < token.stored.expiresAt) return this.heldOrRenewed(entry, token, now, signal);
     let pending = entry.inflight;
     if (pending === undefined) {
       const refusal = this.refusal(entry, now);
-      if (refusal) {
-        // the endpoint fails (a backoff runs): the token held is used up to its expiry rather than none at all
-        if (token !== undefined && now < token.stored.expiresAt) return this.lastResort(entry, token);
-        return Promise.reject(refusal);
-      }
+      if (refusal) return Promise.reject(refusal);
       pending = this.start(entry, token === undefined ? 'initial' : 'expired', undefined);
     }
-    if (token !== undefined && now < token.stored.expiresAt) {
-      // within the skew and renewing: should the renewal fail, the token held still serves until it expires
-      pending = pending.catch((err: unknown) => {
-        if (this.closed || this.config.now() >= token.stored.expiresAt || entry.token !== token) throw err;
-        return this.lastResort(entry, token);
-      });
-    }
     return untilAborted(pending, signal);
+  }
+
+  /**
+   * A call past the skew of `token`, which has not expired: the renewed
+   * token when the renewal comes soon, else the token held. A renewal is
+   * started unless one runs or a backoff holds. Once a renewal of this token
+   * has failed, the call gets the token held at once (the endpoint fails: a
+   * wait would be for nothing, up to `timeout` each time a backoff ends);
+   * before that, it waits for the renewal until RENEWAL_WAIT_MS after the
+   * renewal was sent, then gets the token held while the renewal goes on.
+   * A healthy endpoint gives the new token; a slow or hanging one costs a
+   * call at most RENEWAL_WAIT_MS, once per token.
+   */
+  private heldOrRenewed(entry: Entry, token: CachedToken, now: number, signal: AbortSignal | null | undefined): CachedToken | Promise<CachedToken> {
+    let pending = entry.inflight;
+    if (pending === undefined) {
+      // a backoff or Retry-After runs: the token held is used up to its expiry rather than none at all
+      if (this.blockedUntil(entry, now) !== 0) return this.lastResort(entry, token);
+      pending = this.start(entry, 'expired', undefined);
+    }
+    if (entry.failures > 0) {
+      pending.catch(noop);
+      return this.lastResort(entry, token);
+    }
+    const left = RENEWAL_WAIT_MS - (performance.now() - entry.inflightSince);
+    if (left <= 0) {
+      pending.catch(noop);
+      return this.lastResort(entry, token);
+    }
+    // the token held serves while it is still the cached one, not expired, and the client is open; else the call waits on
+    const holds = (): boolean => !this.closed && entry.token === token && this.config.now() < token.stored.expiresAt;
+    const renewed = pending;
+    const bounded = new Promise<CachedToken>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (holds()) resolve(this.lastResort(entry, token));
+      }, left);
+      timer.unref();
+      renewed.then(
+        (next) => {
+          clearTimeout(timer);
+          resolve(next);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          if (holds()) resolve(this.lastResort(entry, token));
+          else reject(err);
+        },
+      );
+    });
+    return untilAborted(bounded, signal);
   }
 
   /** The token held, past the skew but not expired, while the endpoint fails. */
@@ -215,6 +262,8 @@ export class TokenCache {
   // ---- token requests
 
   private start(entry: Entry, reason: TokenRequestReason, rejected: string | undefined): Promise<CachedToken> {
+    // a success lifts the client's block only if it was sent after that block was set: one sent before says nothing of it
+    const block = this.clientBlock;
     const pending = this.obtain(entry, reason, rejected).then(
       (token) => {
         if (entry.inflight === pending) entry.inflight = undefined;
@@ -222,7 +271,7 @@ export class TokenCache {
         entry.failures = 0;
         entry.blockedUntil = 0;
         entry.lastError = undefined;
-        this.clientBlock = undefined;
+        if (this.clientBlock === block) this.clientBlock = undefined;
         return token;
       },
       (err: unknown) => {
@@ -231,6 +280,7 @@ export class TokenCache {
       },
     );
     entry.inflight = pending;
+    entry.inflightSince = performance.now();
     return pending;
   }
 
@@ -242,12 +292,11 @@ export class TokenCache {
     entry.failures++;
     entry.lastError = error;
     const n = Math.min(entry.failures - 1, 20);
-    const delay =
-      error.retryAfter !== undefined
-        ? error.retryAfter * 1000
-        : error.permanent
-          ? Math.min(300_000, 10_000 * 2 ** n) * (0.75 + 0.25 * Math.random())
-          : Math.min(30_000, 1_000 * 2 ** n) * (0.5 + 0.5 * Math.random());
+    const backoff = error.permanent
+      ? Math.min(300_000, 10_000 * 2 ** n) * (0.75 + 0.25 * Math.random())
+      : Math.min(30_000, 1_000 * 2 ** n) * (0.5 + 0.5 * Math.random());
+    // a Retry-After is waited out, but never less than the backoff: 0, or a date already past, does not turn it off
+    const delay = error.retryAfter === undefined ? backoff : Math.max(error.retryAfter * 1000, backoff);
     entry.blockedAt = now;
     entry.blockedUntil = now + delay;
     // the endpoint's Retry-After, or an answer about the client itself, is not about this scope or resource alone
@@ -264,7 +313,8 @@ export class TokenCache {
       retryAfter: Math.ceil(delay / 1000),
       tokenStillValid: token !== undefined && now < token.usableUntil,
     });
-    return error.retryAfter === undefined ? error.again(Math.ceil(delay / 1000)) : error;
+    const wait = Math.ceil(delay / 1000);
+    return wait === error.retryAfter ? error : error.again(wait);
   }
 
   /** A new token for `entry`: by way of the shared store when there is one, else straight from the endpoint. */

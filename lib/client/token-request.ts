@@ -1,5 +1,5 @@
 import type { ClientAuthContext, ClientAuthentication } from './auth';
-import { TokenEndpointError } from './errors';
+import { clip, endpointError, TokenEndpointError } from './errors';
 import { AnswerTooLargeError, deadline, networkReason, readJsonObject, retryAfterSeconds, type FetchLike } from './http';
 import type { ProofOfPossession } from './proof-of-possession';
 
@@ -46,16 +46,19 @@ function codeOfStatus(status: number): string {
   return status >= 500 ? 'server_error' : 'invalid_response';
 }
 
+/** A JSON number as text (RFC 8259 §6), leading zeros allowed: what a string `expires_in` may hold. */
+const NUMBER_TEXT = /^-?\d+(\.\d+)?([eE][+-]?\d+)?$/;
+
 /**
- * `expires_in` in seconds: a number or a string of digits; a later one is
- * counted as MAX_LIFETIME_SECONDS. `undefined` when absent or unreadable (the
- * default lifetime applies), `null` when it says the token has expired
- * already (0 or less): such an answer is refused.
+ * `expires_in` in seconds: a number, or a string holding one (RFC 6749 §5.1
+ * says a number; many servers send a string), read alike; a later one is
+ * counted as MAX_LIFETIME_SECONDS. `undefined` when absent or not a number
+ * (the default lifetime applies). Under 1 s (0 or less: expired already) is
+ * returned as is, for the answer to be refused.
  */
-function lifetimeOf(raw: unknown): number | undefined | null {
-  const n = typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+function lifetimeOf(raw: unknown): number | undefined {
+  const n = typeof raw === 'string' && NUMBER_TEXT.test(raw.trim()) ? Number(raw) : raw;
   if (typeof n !== 'number' || Number.isNaN(n)) return undefined;
-  if (n <= 0) return null;
   return Math.min(n, MAX_LIFETIME_SECONDS);
 }
 
@@ -77,17 +80,26 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
     settings.onSend(attempt);
     const sentAt = settings.now();
     const limit = deadline(settings.timeoutMs, parent);
-    let response: Response;
+    let response: Response | undefined;
     let json: Record<string, unknown> | undefined;
     try {
       // a redirect is not followed: the credentials go to the configured endpoint only
-      response = await settings.fetch(url, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: limit.signal });
-      json = response.status >= 300 && response.status < 400 ? undefined : await readJsonObject(response, limit.signal);
+      const answer = await settings.fetch(url, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: limit.signal });
+      response = answer;
+      if (answer.status < 300 || answer.status >= 400) {
+        json = await readJsonObject(answer).catch((err: unknown) => {
+          // an error answer whose body broke off still says what its status says (and its Retry-After)
+          if (answer.ok || err instanceof AnswerTooLargeError || limit.signal.aborted) throw err;
+          return undefined;
+        });
+      }
     } catch (cause) {
       if (limit.timedOut()) throw new TokenEndpointError({ error: 'timeout', error_description: `no answer within ${settings.timeoutMs} ms`, cause });
       if (cause instanceof AnswerTooLargeError) throw new TokenEndpointError({ status: response!.status, error: 'invalid_response', error_description: cause.message });
       const why = networkReason(cause);
-      throw new TokenEndpointError({ error: 'network_error', error_description: `the token endpoint could not be reached${why ? ` (${why})` : ''}`, cause });
+      // a token answer that broke off (a reset connection) is a network failure, not an answer without a token
+      const what = response === undefined ? 'the token endpoint could not be reached' : 'the answer broke off';
+      throw new TokenEndpointError({ status: response?.status, error: 'network_error', error_description: `${what}${why ? ` (${why})` : ''}`, cause });
     } finally {
       limit.done();
     }
@@ -112,11 +124,11 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
       settings.onNonceRetry();
       continue;
     }
-    throw new TokenEndpointError({
+    throw endpointError({
       status: response.status,
       error,
       error_description: text(json?.error_description),
-      retryAfter: response.status === 429 || response.status === 503 ? retryAfterSeconds(response.headers.get('retry-after'), settings.now()) : undefined,
+      retryAfter: response.status === 429 || response.status === 503 ? retryAfterSeconds(response.headers.get('retry-after'), settings.now(), response.headers.get('date')) : undefined,
     });
   }
 }
@@ -137,6 +149,10 @@ function tokenResponse(status: number, json: Record<string, unknown> | undefined
     return refuse(`token_type ${JSON.stringify(tokenType.slice(0, 40))} is not one this client can use (RFC 6749 §7.1): Bearer${pop ? ` or ${pop.scheme}` : ''}`);
   }
   const expiresIn = lifetimeOf(json.expires_in);
-  if (expiresIn === null) return refuse(`expires_in ${JSON.stringify(json.expires_in)}: the token has expired already`);
+  if (expiresIn !== undefined && expiresIn < 1) {
+    // under 1 s the token would expire before it is used, and each call would ask for another
+    const why = expiresIn <= 0 ? 'the token has expired already' : 'a lifetime under 1 s is too short to use';
+    return refuse(`expires_in ${clip(JSON.stringify(json.expires_in), 40)}: ${why}`);
+  }
   return { accessToken, tokenType, expiresIn, scope: text(json.scope), sentAt };
 }
