@@ -276,3 +276,56 @@ describe('redisTokenStore({ encryptionKey })', () => {
     expect(() => redisTokenStore({ client: memoryRedis(), encryptionKey: encryptionKey as Buffer })).toThrow(message);
   });
 });
+
+describe('redisTokenStore: a value in Redis that is not a token record', () => {
+  const keyA = randomBytes(32);
+
+  /** A client on `redis` that stored its token, then `garble` replaced the value; a second client reads it. Its token and events. */
+  async function readGarbled(garble: string, encryptionKey?: Buffer): Promise<{ token: string; events: TokenClientEvent[]; requests: number }> {
+    const redis = memoryRedis();
+    const endpoint = await fakeTokenEndpoint(120);
+    try {
+      const store = () => redisTokenStore({ client: redis, ...(encryptionKey ? { encryptionKey } : {}) });
+      const first = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'svc', clientSecret: 'x', store: store() });
+      await first.getToken();
+      await until(() => redis.data.size === 1, 'the stored token');
+      const [name] = [...redis.data.keys()];
+      redis.data.set(name, garble);
+      const events: TokenClientEvent[] = [];
+      const second = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'svc', clientSecret: 'x', store: store(), onEvent: (e) => events.push(e) });
+      const token = (await second.getToken()).accessToken;
+      await Promise.all([first.close(), second.close()]);
+      return { token, events, requests: endpoint.requests.length };
+    } finally {
+      await endpoint.close();
+    }
+  }
+
+  it.each([
+    ['not JSON', '{not json', undefined],
+    ['JSON but not a token record', JSON.stringify({ accessToken: 42 }), undefined],
+    ['JSON null', 'null', undefined],
+  ])('%s: a store.error (get) saying so, without the value, and the token endpoint is asked', async (_what, garble) => {
+    const { token, events, requests } = await readGarbled(garble);
+    expect(token).toBe('tok-2');
+    expect(requests).toBe(2);
+    const errors = events.filter((e) => e.type === 'store.error');
+    expect(errors).toEqual([{ type: 'store.error', operation: 'get', message: expect.stringMatching(/not a token record/) }]);
+    expect(JSON.stringify(errors)).not.toContain(garble);
+  });
+
+  it('a sealed value that opens to something other than a token record: a store.error (get)', async () => {
+    const redis = memoryRedis();
+    // sealed with the right key under the right name, but its content is not a token record
+    await redisTokenStore({ client: redis, encryptionKey: keyA }).set('k', { not: 'a token' } as unknown as StoredToken, 60_000);
+    await expect(redisTokenStore({ client: redis, encryptionKey: keyA }).get('k')).rejects.toThrow(/not a token record/);
+    redis.data.set('ecc:token:k', redis.data.get('ecc:token:k')!.slice(0, -4) + 'AAAA');
+    await expect(redisTokenStore({ client: redis, encryptionKey: keyA }).get('k')).rejects.toThrow(/could not be decrypted/);
+  });
+
+  it('garbled under an encryptionKey (a value that looks sealed but does not open): a store.error (get)', async () => {
+    const { token, events } = await readGarbled('v1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', keyA);
+    expect(token).toBe('tok-2');
+    expect(events.filter((e) => e.type === 'store.error')).toEqual([{ type: 'store.error', operation: 'get', message: expect.stringMatching(/could not be decrypted/) }]);
+  });
+});

@@ -149,9 +149,11 @@ export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
       try {
         value = JSON.parse(text);
       } catch {
-        return undefined;
+        value = undefined;
       }
-      return isStoredToken(value) ? value : undefined;
+      // (the value itself is never put in the message: it may hold a token)
+      if (!isStoredToken(value)) throw new Error('a stored value is not a token record (not JSON, or missing fields): it was not written by this package, or was damaged');
+      return value;
     },
     async set(key, token, ttlMs) {
       if (ttlMs < 1) return;
