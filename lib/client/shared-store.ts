@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import { cachedToken, type CachedToken, type Entry } from './cache-entry';
 import { TokenClientClosedError } from './errors';
 import type { ClientConfig, StoreOperation, TokenClientEvent, TokenRequestReason } from './options';
-import type { ReleaseLock, TokenStore } from './store';
+import type { ReleaseLock, StoredToken, TokenStore } from './store';
 import type { TokenEndpoint } from './token-endpoint';
+import { ACCESS_TOKEN_CHARS, MAX_LIFETIME_SECONDS } from './token-request';
 
 const noop = (): void => undefined;
 
@@ -29,6 +30,33 @@ interface Shared {
 function msUntil(end: number): number {
   const left = end - performance.now();
   return left < 1 ? 0 : left;
+}
+
+/**
+ * Why a stored entry cannot be used, `undefined` when it can. It is held to
+ * what a token endpoint's answer is held to (an access token an
+ * Authorization header can carry, a type this client sends, a lifetime the
+ * endpoint path could have given it: over 0, at most 24 h or `defaultTtl`),
+ * and must not have expired by this instance's clock: whoever can write to
+ * the store (another instance, a bug, whoever reaches Redis) could otherwise
+ * hand this one a token that splits its requests' headers, or one that never
+ * expires. The reason never quotes the value.
+ */
+function unusable(config: ClientConfig, found: unknown, now: number): string | undefined {
+  const t = found as { [K in keyof StoredToken]?: unknown };
+  if (typeof t !== 'object' || t === null || typeof t.accessToken !== 'string' || typeof t.tokenType !== 'string' || typeof t.scope !== 'string' || !Number.isFinite(t.expiresAt) || !Number.isFinite(t.lifetime)) {
+    return 'not a token record (accessToken, tokenType, scope, expiresAt, lifetime)';
+  }
+  if (!ACCESS_TOKEN_CHARS.test(t.accessToken)) return 'its access token holds characters an Authorization header cannot carry';
+  const type = t.tokenType.toLowerCase();
+  const pop = config.pop;
+  if (type !== 'bearer' && (pop === undefined || type !== pop.scheme.toLowerCase())) return `its token type is not one this client sends (Bearer${pop ? ` or ${pop.scheme}` : ''})`;
+  const lifetime = t.lifetime as number;
+  const longest = Math.max(MAX_LIFETIME_SECONDS * 1000, config.defaultTtlMs);
+  if (!(lifetime > 0 && lifetime <= longest)) return `its lifetime (${lifetime} ms) is not over 0 and at most ${longest} ms`;
+  const expiresAt = t.expiresAt as number;
+  if (now >= expiresAt) return `it expired ${now - expiresAt} ms ago by this instance's clock (a store should drop an entry when its ttlMs ends; or the instances' clocks differ)`;
+  return undefined;
 }
 
 /**
@@ -83,6 +111,13 @@ export class SharedStore {
     const store = this.store;
     const stored = await this.storeCall('get', () => store.get(key), limitMs);
     if (!stored) return undefined;
+    const now = this.config.now();
+    const why = unusable(this.config, stored, now);
+    if (why !== undefined) {
+      // a miss, told: the token request's answer overwrites the entry
+      this.emit({ type: 'store.error', operation: 'get', message: `a stored token was not used: ${why}` });
+      return undefined;
+    }
     if (stored.accessToken === rejected) {
       this.storeCall('delete', () => store.delete(key)).catch(noop);
       return undefined;
