@@ -158,6 +158,69 @@ describeIfRedis('redisTokenStore', () => {
     expect(finished[7] - finished[1]).toBeLessThan(500);
   });
 
+  it("get() reads the value and what is left of its key's life in one MULTI (GET, PTTL): ttlMs; no separate GET", async () => {
+    const r = connect();
+    const calls: string[] = [];
+    const spy: RedisLike = {
+      get: (k) => (calls.push('get'), r.get(k)),
+      set: (k, v, mode, ttl) => (calls.push('set'), r.set(k, v, mode, ttl)),
+      del: (k) => (calls.push('del'), r.del(k)),
+      multi: () => (calls.push('multi'), r.multi()),
+    };
+    const store = redisTokenStore({ client: spy, prefix });
+    const token: StoredToken = { accessToken: 'tok-m', tokenType: 'Bearer', scope: '', expiresAt: Date.now() + 3600_000, lifetime: 3600_000 };
+    await store.set('multi', token, 600_000);
+    const found = await store.get('multi');
+    expect(calls).toEqual(['set', 'multi']);
+    expect(found).toMatchObject(token);
+    expect(found!.ttlMs).toBeGreaterThan(590_000);
+    expect(found!.ttlMs).toBeLessThanOrEqual(600_000);
+    expect(await store.get('absent')).toBeUndefined();
+  });
+
+  it("a stored token's expiry is bounded by its key's time to live: a key that Redis drops in 90 s serves for 90 s, not the 120 s its record says", async () => {
+    const own = `${prefix}ttl:`;
+    const first = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'ttl', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix: own }) });
+    clients.push(first);
+    await first.getToken();
+    const r = connect();
+    let keys: string[] = [];
+    for (let i = 0; i < 100 && keys.length === 0; i++) {
+      keys = (await r.keys(`${own}*`)).filter((k) => !k.startsWith(`${own}lock:`));
+      if (keys.length === 0) await new Promise((res) => setTimeout(res, 10));
+    }
+    expect(keys).toHaveLength(1);
+    expect(await r.pexpire(keys[0], 90_000)).toBe(1);
+    const events: TokenClientEvent[] = [];
+    const second = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'ttl', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix: own }), onEvent: (e) => events.push(e) });
+    clients.push(second);
+    const before = Date.now();
+    const got = await second.getToken();
+    expect(got.accessToken).toBe('tok-1');
+    expect(got.expiresAt.getTime()).toBeGreaterThan(before + 85_000);
+    expect(got.expiresAt.getTime()).toBeLessThanOrEqual(Date.now() + 90_000);
+    expect(events.filter((e) => e.type === 'store.error')).toEqual([]);
+    expect(endpoint.requests).toHaveLength(1);
+  });
+
+  it('an instance whose clock is a day ahead stores a 2-minute token: another instance keeps it for 2 minutes, not a day', async () => {
+    const ahead = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'ahead', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix }), now: () => Date.now() + 86_400_000 });
+    clients.push(ahead);
+    await ahead.getToken();
+    let offset = 0;
+    const reader = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'ahead', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix }), now: () => Date.now() + offset, refreshWindow: 0 });
+    clients.push(reader);
+    let got = await reader.getToken();
+    for (let i = 0; i < 100 && got.accessToken !== 'tok-1'; i++) {
+      await new Promise((res) => setTimeout(res, 10)); // (the write runs in the background)
+      got = await reader.getToken();
+    }
+    expect(got.accessToken).toBe('tok-1');
+    expect(got.expiresAt.getTime()).toBeLessThanOrEqual(Date.now() + 120_000);
+    offset = 5 * 60_000;
+    expect((await reader.getToken()).accessToken).not.toBe('tok-1');
+  });
+
   it('a Redis that is down: calls go to the token endpoint, with store.error events', async () => {
     const down = new Redis({ port: 1, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
     connections.push(down);

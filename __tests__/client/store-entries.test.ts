@@ -5,7 +5,7 @@
  * client sends. Anything else is a store.error (get) that never quotes the
  * value, and the token endpoint is asked.
  */
-import type { StoredToken, TokenClientEvent } from '../../lib/client';
+import type { StoredToken, TokenClientEvent, TokenStore } from '../../lib/client';
 import { MemoryStore, useClientFixture } from './fakes';
 
 const fx = useClientFixture({ clientId: 'svc', clientSecret: 'x' });
@@ -79,5 +79,35 @@ describe('a stored entry the client cannot use is a store.error (get), never a t
     expect((await client({ store }).getToken()).accessToken).toBe('tok-2');
     await new Promise((r) => setTimeout(r, 10));
     expect(store.data.get(key)!.token.accessToken).toBe('tok-2');
+  });
+});
+describe('a stored expiry is bounded by what the entry itself says', () => {
+  it('an instance whose clock is a day ahead stores a 1-hour token: another instance uses it for at most its lifetime, not 25 hours', async () => {
+    const store = new MemoryStore();
+    const real = fx.time.now();
+    const ahead = client({ store, now: () => real + 24 * HOUR });
+    expect((await ahead.getToken()).accessToken).toBe('tok-1');
+    await new Promise((r) => setTimeout(r, 10));
+    const reader = client({ store, refreshWindow: 0 });
+    const got = await reader.getToken();
+    expect(got.accessToken).toBe('tok-1');
+    expect(got.expiresAt.getTime()).toBeLessThanOrEqual(real + HOUR);
+    fx.time.advance(5 * 3600);
+    expect((await reader.getToken()).accessToken).toBe('tok-2');
+    expect(fx.tokenRequests()).toBe(2);
+  });
+
+  it('a store that says how long it keeps the entry (ttlMs) bounds its expiry by that', async () => {
+    const entry: StoredToken = { accessToken: 'STORED', tokenType: 'Bearer', scope: '', expiresAt: fx.time.now() + HOUR, lifetime: HOUR };
+    // the store drops it 10 minutes from now (as Redis would with a shorter PX than the record says)
+    const dropped = fx.time.now() + 10 * 60_000;
+    const store = { get: async () => ({ ...entry, ttlMs: dropped - fx.time.now() }), set: async () => undefined, delete: async () => undefined } as TokenStore;
+    const c = client({ store, refreshWindow: 0 });
+    const got = await c.getToken();
+    expect(got.accessToken).toBe('STORED');
+    expect(got.expiresAt.getTime()).toBe(fx.time.now() + 10 * 60_000);
+    fx.time.advance(9 * 60 + 1); // within the skew (60 s) of the bounded expiry
+    expect((await c.getToken()).accessToken).toBe('tok-1');
+    expect(storeErrors()).toEqual([]);
   });
 });

@@ -38,9 +38,9 @@ export type { ClientAuthentication, ClientAuthContext, TokenRequestParts, Privat
 export { DpopProof } from './dpop';
 export type { DpopClientOptions } from './dpop';
 export type { ProofOfPossession, TokenProofRequest, ApiProofRequest, RefusedAnswer, Answer } from './proof-of-possession';
-export type { TokenStore, StoredToken, ReleaseLock } from './store';
+export type { TokenStore, StoredToken, FoundToken, ReleaseLock } from './store';
 export { redisTokenStore } from './redis-store';
-export type { RedisLike, RedisTokenStoreOptions, EncryptionKey } from './redis-store';
+export type { RedisLike, RedisMulti, RedisTokenStoreOptions, EncryptionKey } from './redis-store';
 export type { TokenClientOptions, TokenClientEvent, TokenRequestReason, StoreOperation, AuthMethod } from './options';
 export type { AccessToken, TokenParams } from './cache-entry';
 export type { FetchLike } from './http';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { cachedToken, type CachedToken, type Entry } from './cache-entry';
 import { TokenClientClosedError } from './errors';
 import type { ClientConfig, StoreOperation, TokenClientEvent, TokenRequestReason } from './options';
-import type { ReleaseLock, StoredToken, TokenStore } from './store';
+import type { FoundToken, ReleaseLock, StoredToken, TokenStore } from './store';
 import type { TokenEndpoint } from './token-endpoint';
 import { ACCESS_TOKEN_CHARS, MAX_LIFETIME_SECONDS } from './token-request';
 
@@ -57,6 +57,19 @@ function unusable(config: ClientConfig, found: unknown, now: number): string | u
   const expiresAt = t.expiresAt as number;
   if (now >= expiresAt) return `it expired ${now - expiresAt} ms ago by this instance's clock (a store should drop an entry when its ttlMs ends; or the instances' clocks differ)`;
   return undefined;
+}
+
+/**
+ * A stored entry as this instance uses it: its expiry no later than what is
+ * left of it. That is at most its lifetime from now (an instance whose clock
+ * runs ahead wrote an `expiresAt` too late by as much), and at most the
+ * store's `ttlMs` when it tells (counted from the write, whoever's clock).
+ */
+function bounded(found: FoundToken, now: number): StoredToken {
+  const ttl = found.ttlMs;
+  let expiresAt = Math.min(found.expiresAt, now + found.lifetime);
+  if (typeof ttl === 'number' && ttl >= 0) expiresAt = Math.min(expiresAt, now + ttl);
+  return { accessToken: found.accessToken, tokenType: found.tokenType, scope: found.scope, expiresAt, lifetime: found.lifetime };
 }
 
 /**
@@ -123,8 +136,8 @@ export class SharedStore {
       return undefined;
     }
     if (stored.accessToken === held) return undefined;
-    const token = cachedToken(this.config, stored);
-    if (this.config.now() >= token.usableUntil) return undefined;
+    const token = cachedToken(this.config, bounded(stored, now));
+    if (now >= token.usableUntil) return undefined;
     this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'store' });
     return token;
   }
