@@ -184,6 +184,28 @@ describe('9. transport and lifetime', () => {
     expect((await client().fetch(`http://localhost:${new URL(fx.api.url).port}/x`)).status).toBe(200);
   });
 
+  it('a *.localhost name is not loopback: no token or secret goes to it over plain http: (a resolver may answer anything for it)', async () => {
+    const sent: string[] = [];
+    const c = client({
+      fetch: async (input, init) => {
+        sent.push(String(input instanceof Request ? input.url : input));
+        return fetch(input, init);
+      },
+    });
+    for (const url of ['http://api.localhost/orders', 'http://x.localhost:8080/orders', 'http://localhost.example/orders']) {
+      await expect(c.fetch(url)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INSECURE_HTTP' });
+    }
+    expect(sent).toEqual([]);
+    expect(tokenRequests()).toBe(0);
+    for (const option of ['tokenEndpoint', 'issuer'] as const) {
+      expect(() => createTokenClient({ [option]: 'http://auth.localhost/token', clientId: 'x', clientSecret: 'y' })).toThrow(/plain HTTP/);
+    }
+    // loopback proper: localhost, 127.0.0.0/8 and [::1] need no option
+    for (const url of ['http://localhost/token', 'http://127.0.0.1/token', 'http://127.9.8.7/token', 'http://[::1]/token', 'http://LOCALHOST/token']) {
+      expect(() => createTokenClient({ tokenEndpoint: url, clientId: 'x', clientSecret: 'y' })).not.toThrow();
+    }
+  });
+
   it('close() stops background refresh: the request in flight is aborted, no token request after it, later calls reject', async () => {
     const c = client();
     await c.getToken();
