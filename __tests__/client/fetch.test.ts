@@ -148,6 +148,22 @@ describe('6. a 401 from the API', () => {
   });
 });
 
+describe("the caller's headers", () => {
+  it('an Authorization header the caller set (init.headers in any form, or on a Request) is replaced by the token; other headers are kept', async () => {
+    const c = client();
+    await c.fetch(`${fx.api.url}/a`, { headers: { Authorization: 'Basic Zm9vOmJhcg==', 'X-Caller': '1' } });
+    await c.fetch(`${fx.api.url}/b`, { headers: new Headers([['authorization', 'Bearer mine'], ['x-caller', '2']]) });
+    await c.fetch(`${fx.api.url}/c`, { headers: [['Authorization', 'Bearer mine'], ['X-Caller', '3']] });
+    await c.fetch(new Request(`${fx.api.url}/d`, { headers: { authorization: 'Basic xx', 'x-caller': '4' } }));
+    expect(fx.api.requests.map((r) => [r.path, r.headers.authorization, r.headers['x-caller']])).toEqual([
+      ['/a', 'Bearer tok-1', '1'],
+      ['/b', 'Bearer tok-1', '2'],
+      ['/c', 'Bearer tok-1', '3'],
+      ['/d', 'Bearer tok-1', '4'],
+    ]);
+  });
+});
+
 describe('9. transport and lifetime', () => {
   it('refuses to send a token over plain http: to a host that is not loopback', async () => {
     const c = client();
