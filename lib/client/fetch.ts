@@ -82,10 +82,11 @@ async function after401(call: Call, token: CachedToken, response: Response): Pro
   const { cache, url } = call;
   const canReplay = replayable(call.input, call.init);
   const pop = cache.config.pop;
-  if (pop !== undefined && token.scheme === pop.scheme && canReplay) {
+  if (pop !== undefined && token.scheme === pop.scheme) {
     const header = response.headers.get('www-authenticate');
     const error = header === null ? undefined : challengeError(header, pop.scheme) ?? undefined;
-    if (pop.retry({ kind: 'api', url, status: 401, headers: response.headers, error })) {
+    // shown even when the request cannot be sent again: the plug-in keeps the nonce for the next call
+    if (pop.retry({ kind: 'api', url, status: 401, headers: response.headers, error }) && canReplay) {
       cache.emit({ type: 'dpop.nonce_retry', kind: 'api' });
       await response.body?.cancel();
       response = await send(call, token);
