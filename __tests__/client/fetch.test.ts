@@ -25,6 +25,41 @@ describe('6. a 401 from the API', () => {
     expect(fx.events.find((e) => e.type === 'token.requested' && e.reason === 'renew_401')).toBeDefined();
   });
 
+  it('retry401: false (client option): a POST refused once gets its 401 back, sent once only; the token is still renewed for the next call', async () => {
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-1' ? refuse('invalid_token') : { body: {} });
+    const c = client({ retry401: false });
+    const res = await c.fetch(`${fx.api.url}/orders`, { method: 'POST', body: '{"item":"pears"}', headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(401);
+    expect(fx.api.requests.map((r) => [r.method, bearerOf(r), r.body])).toEqual([['POST', 'tok-1', '{"item":"pears"}']]);
+    expect(count('api.retry_401')).toBe(0);
+    await until(() => tokenRequests() === 2, 'the renewal');
+    expect((await c.fetch(`${fx.api.url}/next`)).status).toBe(200);
+    expect(bearerOf(fx.api.requests[1])).toBe('tok-2');
+  });
+
+  it('retry401 per call: { retry401: false } on a client that retries, { retry401: true } on one that does not', async () => {
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-1' ? refuse('invalid_token') : { body: {} });
+    const retrying = client();
+    expect((await retrying.fetch(`${fx.api.url}/a`, { method: 'POST', body: 'x' }, { retry401: false })).status).toBe(401);
+    expect(fx.api.requests).toHaveLength(1);
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-3' ? refuse('invalid_token') : { body: {} });
+    const once = client({ retry401: false, scope: 'other' });
+    expect((await once.fetch(`${fx.api.url}/b`, { method: 'POST', body: 'y' }, { retry401: true })).status).toBe(200);
+    expect(fx.api.requests.slice(1).map((r) => [r.path, bearerOf(r)])).toEqual([
+      ['/b', 'tok-3'],
+      ['/b', 'tok-4'],
+    ]);
+    expect(count('api.retry_401')).toBe(1);
+  });
+
+  it('retry401 must be true or false, as an option and per call', async () => {
+    expect(() => createTokenClient({ tokenEndpoint: fx.endpoint.tokenUrl, clientId: 'x', clientSecret: 'y', retry401: 'no' as unknown as boolean })).toThrow(
+      new TypeError('option retry401 must be true or false'),
+    );
+    await expect(client().fetch(`${fx.api.url}/x`, undefined, { retry401: 0 as unknown as boolean })).rejects.toThrow(new TypeError('fetch(): retry401 must be true or false'));
+    expect(fx.api.requests).toHaveLength(0);
+  });
+
   it('a 401 while a Retry-After runs asks for no token: the caller gets the 401, then the block error until it ends', async () => {
     const c = client();
     await c.getToken();

@@ -101,7 +101,10 @@ describe('client authentication', () => {
     expect(count('dpop.nonce_retry')).toBe(1);
   });
 
-  it('a nonce challenge to a request that cannot be sent again (a stream body) is not retried, but the plug-in still keeps its nonce for the next call', async () => {
+  it.each([
+    ['a stream body', () => ({ method: 'POST', body: new ReadableStream({ start: (ctl) => (ctl.enqueue(new TextEncoder().encode('abc')), ctl.close()) }), duplex: 'half' }), undefined],
+    ['retry401: false on the call', () => ({ method: 'POST', body: 'abc' }), { retry401: false }],
+  ])('a nonce challenge to a request that is not sent again (%s): the 401 goes back, and the plug-in still keeps its nonce for the next call', async (_what, init, params) => {
     fx.endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
     fx.api.reply = (req) => (req.headers.dpop === 'p-none' ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } } : { body: {} });
     let nonce = 'none';
@@ -113,8 +116,7 @@ describe('client authentication', () => {
         retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
       },
     });
-    const stream = new ReadableStream({ start: (ctl) => (ctl.enqueue(new TextEncoder().encode('abc')), ctl.close()) });
-    const res = await c.fetch(`${fx.api.url}/upload`, { method: 'POST', body: stream, duplex: 'half' } as RequestInit);
+    const res = await c.fetch(`${fx.api.url}/upload`, init() as RequestInit, params);
     expect(res.status).toBe(401);
     expect(count('dpop.nonce_retry')).toBe(0);
     expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);

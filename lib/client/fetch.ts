@@ -5,6 +5,12 @@ import type { TokenCache } from './token-client';
 
 type Input = string | URL | Request;
 
+/** The third argument of `client.fetch()`. */
+export interface FetchParams extends TokenParams {
+  /** This call only: send the request again after a 401 that refuses the token (see the client option `retry401`). */
+  retry401?: boolean;
+}
+
 /** Whether the request can be sent a second time: no body, or one held in memory (not a stream). */
 function replayable(input: Input, init: RequestInit | undefined): boolean {
   const body = init?.body;
@@ -45,6 +51,8 @@ interface Call {
   url: string;
   entry: Entry;
   signal: AbortSignal | null | undefined;
+  /** Whether a 401 may lead to sending the request again (the body permitting). */
+  retry: boolean;
 }
 
 function methodOf(call: Call): string {
@@ -54,17 +62,23 @@ function methodOf(call: Call): string {
 /**
  * `fetch` with the token attached. On a 401 that refuses the token: one
  * renewal shared by every call that sent the same token, and one retry when
- * the body can be sent again. Never sends a request without a token.
+ * the body can be sent again and `retry401` allows it. Never sends a request
+ * without a token.
  *
  * Not an async function: with the token cached, the call is the fetch itself
  * and one `then` (a look at the status), no further promise hops; anything
  * thrown on the way is a rejection all the same.
  */
-export function fetchWithToken(cache: TokenCache, input: Input, init: RequestInit | undefined, params: TokenParams | undefined): Promise<Response> {
+export function fetchWithToken(cache: TokenCache, input: Input, init: RequestInit | undefined, params: FetchParams | undefined): Promise<Response> {
   try {
     const url = urlOf(input);
     cache.checkApiUrl(url);
-    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal ?? (input instanceof Request ? input.signal : undefined) };
+    let retry = cache.config.retry401;
+    if (params !== undefined && params.retry401 !== undefined) {
+      if (typeof params.retry401 !== 'boolean') throw new TypeError('fetch(): retry401 must be true or false');
+      retry = params.retry401;
+    }
+    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal ?? (input instanceof Request ? input.signal : undefined), retry };
     const got = cache.token(call.entry, call.signal);
     if (got instanceof Promise) return got.then((token) => sendChecked(call, token));
     return sendChecked(call, got);
@@ -80,7 +94,7 @@ function sendChecked(call: Call, token: CachedToken): Promise<Response> {
 /** A 401 from the API: the proof-of-possession retry (a nonce), then one renewal and one retry when the token was refused. */
 async function after401(call: Call, token: CachedToken, response: Response): Promise<Response> {
   const { cache, url } = call;
-  const canReplay = replayable(call.input, call.init);
+  const canReplay = call.retry && replayable(call.input, call.init);
   const pop = cache.config.pop;
   if (pop !== undefined && token.scheme === pop.scheme) {
     const header = response.headers.get('www-authenticate');
