@@ -36,6 +36,7 @@ describe('a stored entry the client cannot use is a store.error (get), never a t
     ['expired a minute ago, with a negative lifetime', () => ({ expiresAt: fx.time.now() - 60_000, lifetime: -10 * HOUR }), /lifetime|expired/],
     ['expired a minute ago', () => ({ expiresAt: fx.time.now() - 60_000 }), /expired/],
     ['a lifetime of 0', () => ({ lifetime: 0 }), /lifetime/],
+    ['a lifetime under 1 s', () => ({ lifetime: 999 }), /lifetime/],
     ['a negative lifetime', () => ({ lifetime: -HOUR }), /lifetime/],
     ['a lifetime over 24 h', () => ({ expiresAt: fx.time.now() + HOUR, lifetime: 48 * HOUR }), /lifetime/],
     ['an access token with CR/LF', () => ({ accessToken: 'STORED\r\nX-Evil: 1' }), /characters/],

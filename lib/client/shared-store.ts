@@ -36,7 +36,8 @@ function msUntil(end: number): number {
  * Why a stored entry cannot be used, `undefined` when it can. It is held to
  * what a token endpoint's answer is held to (an access token an
  * Authorization header can carry, a type this client sends, a lifetime the
- * endpoint path could have given it: over 0, at most 24 h or `defaultTtl`),
+ * endpoint path could have given it: at least 1 s, as the token endpoint's
+ * `expires_in` must be, at most 24 h or `defaultTtl`),
  * and must not have expired by this instance's clock: whoever can write to
  * the store (another instance, a bug, whoever reaches Redis) could otherwise
  * hand this one a token that splits its requests' headers, or one that never
@@ -53,7 +54,7 @@ function unusable(config: ClientConfig, found: unknown, now: number): string | u
   if (type !== 'bearer' && (pop === undefined || type !== pop.scheme.toLowerCase())) return `its token type is not one this client sends (Bearer${pop ? ` or ${pop.scheme}` : ''})`;
   const lifetime = t.lifetime as number;
   const longest = Math.max(MAX_LIFETIME_SECONDS * 1000, config.defaultTtlMs);
-  if (!(lifetime > 0 && lifetime <= longest)) return `its lifetime (${lifetime} ms) is not over 0 and at most ${longest} ms`;
+  if (!(lifetime >= 1000 && lifetime <= longest)) return `its lifetime (${lifetime} ms) is not between 1000 and ${longest} ms`;
   const expiresAt = t.expiresAt as number;
   if (now >= expiresAt) return `it expired ${now - expiresAt} ms ago by this instance's clock (a store should drop an entry when its ttlMs ends; or the instances' clocks differ)`;
   return undefined;
