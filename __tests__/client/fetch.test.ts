@@ -2,7 +2,7 @@
 import { Readable } from 'node:stream';
 import { createTokenClient } from '../../lib/client';
 import { challengeError } from '../../lib/client/challenge';
-import { bearerOf, gate, until, useClientFixture } from './fakes';
+import { bearerOf, gate, until, useClientFixture, type Reply } from './fakes';
 
 const refuse = (error?: string) => ({ status: 401, headers: { 'www-authenticate': error ? `Bearer realm="api", error="${error}", error_description="no"` : 'Bearer realm="api"' } });
 const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
@@ -23,6 +23,41 @@ describe('6. a 401 from the API', () => {
     ]);
     expect(count('api.retry_401')).toBe(1);
     expect(fx.events.find((e) => e.type === 'token.requested' && e.reason === 'renew_401')).toBeDefined();
+  });
+
+  it('retry401: false (client option): a POST refused once gets its 401 back, sent once only; the token is still renewed for the next call', async () => {
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-1' ? refuse('invalid_token') : { body: {} });
+    const c = client({ retry401: false });
+    const res = await c.fetch(`${fx.api.url}/orders`, { method: 'POST', body: '{"item":"pears"}', headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(401);
+    expect(fx.api.requests.map((r) => [r.method, bearerOf(r), r.body])).toEqual([['POST', 'tok-1', '{"item":"pears"}']]);
+    expect(count('api.retry_401')).toBe(0);
+    await until(() => tokenRequests() === 2, 'the renewal');
+    expect((await c.fetch(`${fx.api.url}/next`)).status).toBe(200);
+    expect(bearerOf(fx.api.requests[1])).toBe('tok-2');
+  });
+
+  it('retry401 per call: { retry401: false } on a client that retries, { retry401: true } on one that does not', async () => {
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-1' ? refuse('invalid_token') : { body: {} });
+    const retrying = client();
+    expect((await retrying.fetch(`${fx.api.url}/a`, { method: 'POST', body: 'x' }, { retry401: false })).status).toBe(401);
+    expect(fx.api.requests).toHaveLength(1);
+    fx.api.reply = (req) => (bearerOf(req) === 'tok-3' ? refuse('invalid_token') : { body: {} });
+    const once = client({ retry401: false, scope: 'other' });
+    expect((await once.fetch(`${fx.api.url}/b`, { method: 'POST', body: 'y' }, { retry401: true })).status).toBe(200);
+    expect(fx.api.requests.slice(1).map((r) => [r.path, bearerOf(r)])).toEqual([
+      ['/b', 'tok-3'],
+      ['/b', 'tok-4'],
+    ]);
+    expect(count('api.retry_401')).toBe(1);
+  });
+
+  it('retry401 must be true or false, as an option and per call', async () => {
+    expect(() => createTokenClient({ tokenEndpoint: fx.endpoint.tokenUrl, clientId: 'x', clientSecret: 'y', retry401: 'no' as unknown as boolean })).toThrow(
+      new TypeError('option retry401 must be true or false'),
+    );
+    await expect(client().fetch(`${fx.api.url}/x`, undefined, { retry401: 0 as unknown as boolean })).rejects.toThrow(new TypeError('fetch(): retry401 must be true or false'));
+    expect(fx.api.requests).toHaveLength(0);
   });
 
   it('a 401 while a Retry-After runs asks for no token: the caller gets the 401, then the block error until it ends', async () => {
@@ -135,6 +170,52 @@ describe('6. a 401 from the API', () => {
     expect(fx.api.requests.map(bearerOf)).toEqual(['tok-1', 'tok-2']);
   });
 
+  it('a Request object with a body (POST) is retried with that body: a copy is kept before the first send', async () => {
+    fx.api.reply = (req, n) => (n === 1 ? refuse('invalid_token') : { body: { h: req.headers['x-trace'] } });
+    const c = client();
+    const res = await c.fetch(new Request(`${fx.api.url}/orders`, { method: 'POST', body: '{"item":"pears"}', headers: { 'x-trace': 't1', 'content-type': 'application/json' } }));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ h: 't1' });
+    expect(fx.api.requests.map((r) => [r.method, bearerOf(r), r.body, r.headers['content-type']])).toEqual([
+      ['POST', 'tok-1', '{"item":"pears"}', 'application/json'],
+      ['POST', 'tok-2', '{"item":"pears"}', 'application/json'],
+    ]);
+    expect(count('api.retry_401')).toBe(1);
+  });
+
+  it('a Request with a body meets a nonce challenge, then a refused token: sent three times, each with its body', async () => {
+    fx.endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
+    fx.api.reply = (req, n): Reply =>
+      n === 1
+        ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } }
+        : n === 2
+          ? { status: 401, headers: { 'www-authenticate': 'DPoP error="invalid_token"' } }
+          : { body: {} };
+    let nonce = 'none';
+    const c = client({
+      proofOfPossession: {
+        scheme: 'DPoP',
+        tokenRequest: () => undefined,
+        apiRequest: (r) => void r.headers.set('dpop', `p-${nonce}`),
+        retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
+      },
+    });
+    const res = await c.fetch(new Request(`${fx.api.url}/orders`, { method: 'PUT', body: 'hello' }));
+    expect(res.status).toBe(200);
+    expect(fx.api.requests.map((r) => [r.method, r.headers.authorization, r.body])).toEqual([
+      ['PUT', 'DPoP tok-1', 'hello'],
+      ['PUT', 'DPoP tok-1', 'hello'],
+      ['PUT', 'DPoP tok-2', 'hello'],
+    ]);
+  });
+
+  it('a Request with a body and retry401: false is sent once (no copy kept)', async () => {
+    fx.api.reply = () => refuse('invalid_token');
+    const c = client({ retry401: false });
+    expect((await c.fetch(new Request(`${fx.api.url}/orders`, { method: 'POST', body: 'once' }))).status).toBe(401);
+    expect(fx.api.requests.map((r) => r.body)).toEqual(['once']);
+  });
+
   it('an API that answers 401 to everything: 100 calls in 10 s cause at most 3 token requests, never one per call', async () => {
     fx.api.reply = () => refuse('invalid_token');
     const c = client();
@@ -145,6 +226,22 @@ describe('6. a 401 from the API', () => {
     expect(tokenRequests()).toBeLessThanOrEqual(3); // the first, then one renewal per minRenewalInterval (5 s)
     expect(tokenRequests()).toBeGreaterThanOrEqual(2);
     expect(fx.api.requests.length).toBe(100 + count('api.retry_401'));
+  });
+});
+
+describe("the caller's headers", () => {
+  it('an Authorization header the caller set (init.headers in any form, or on a Request) is replaced by the token; other headers are kept', async () => {
+    const c = client();
+    await c.fetch(`${fx.api.url}/a`, { headers: { Authorization: 'Basic Zm9vOmJhcg==', 'X-Caller': '1' } });
+    await c.fetch(`${fx.api.url}/b`, { headers: new Headers([['authorization', 'Bearer mine'], ['x-caller', '2']]) });
+    await c.fetch(`${fx.api.url}/c`, { headers: [['Authorization', 'Bearer mine'], ['X-Caller', '3']] });
+    await c.fetch(new Request(`${fx.api.url}/d`, { headers: { authorization: 'Basic xx', 'x-caller': '4' } }));
+    expect(fx.api.requests.map((r) => [r.path, r.headers.authorization, r.headers['x-caller']])).toEqual([
+      ['/a', 'Bearer tok-1', '1'],
+      ['/b', 'Bearer tok-1', '2'],
+      ['/c', 'Bearer tok-1', '3'],
+      ['/d', 'Bearer tok-1', '4'],
+    ]);
   });
 });
 
@@ -182,6 +279,28 @@ describe('9. transport and lifetime', () => {
     expect((await c.fetch('http://api.example/orders')).status).toBe(200);
     expect(seen).toEqual(['Bearer tok-1']);
     expect((await client().fetch(`http://localhost:${new URL(fx.api.url).port}/x`)).status).toBe(200);
+  });
+
+  it('a *.localhost name is not loopback: no token or secret goes to it over plain http: (a resolver may answer anything for it)', async () => {
+    const sent: string[] = [];
+    const c = client({
+      fetch: async (input, init) => {
+        sent.push(String(input instanceof Request ? input.url : input));
+        return fetch(input, init);
+      },
+    });
+    for (const url of ['http://api.localhost/orders', 'http://x.localhost:8080/orders', 'http://localhost.example/orders']) {
+      await expect(c.fetch(url)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_INSECURE_HTTP' });
+    }
+    expect(sent).toEqual([]);
+    expect(tokenRequests()).toBe(0);
+    for (const option of ['tokenEndpoint', 'issuer'] as const) {
+      expect(() => createTokenClient({ [option]: 'http://auth.localhost/token', clientId: 'x', clientSecret: 'y' })).toThrow(/plain HTTP/);
+    }
+    // loopback proper: localhost, 127.0.0.0/8 and [::1] need no option
+    for (const url of ['http://localhost/token', 'http://127.0.0.1/token', 'http://127.9.8.7/token', 'http://[::1]/token', 'http://LOCALHOST/token']) {
+      expect(() => createTokenClient({ tokenEndpoint: url, clientId: 'x', clientSecret: 'y' })).not.toThrow();
+    }
   });
 
   it('close() stops background refresh: the request in flight is aborted, no token request after it, later calls reject', async () => {

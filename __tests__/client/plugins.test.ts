@@ -101,6 +101,32 @@ describe('client authentication', () => {
     expect(count('dpop.nonce_retry')).toBe(1);
   });
 
+  it.each([
+    ['a stream body', () => ({ method: 'POST', body: new ReadableStream({ start: (ctl) => (ctl.enqueue(new TextEncoder().encode('abc')), ctl.close()) }), duplex: 'half' }), undefined],
+    ['retry401: false on the call', () => ({ method: 'POST', body: 'abc' }), { retry401: false }],
+  ])('a nonce challenge to a request that is not sent again (%s): the 401 goes back, and the plug-in still keeps its nonce for the next call', async (_what, init, params) => {
+    fx.endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
+    fx.api.reply = (req) => (req.headers.dpop === 'p-none' ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } } : { body: {} });
+    let nonce = 'none';
+    const c = client({
+      proofOfPossession: {
+        scheme: 'DPoP',
+        tokenRequest: () => undefined,
+        apiRequest: (r) => void r.headers.set('dpop', `p-${nonce}`),
+        retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
+      },
+    });
+    const res = await c.fetch(`${fx.api.url}/upload`, init() as RequestInit, params);
+    expect(res.status).toBe(401);
+    expect(count('dpop.nonce_retry')).toBe(0);
+    expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);
+    expect(fx.api.requests.map((r) => [r.path, r.headers.dpop])).toEqual([
+      ['/upload', 'p-none'],
+      ['/x', 'p-api-n'],
+    ]);
+    expect(fx.endpoint.requests).toHaveLength(1);
+  });
+
   it('a DPoP token without a proof-of-possession plug-in is refused, never sent as Bearer', async () => {
     fx.endpoint.reply = () => ({ body: { access_token: 'x', token_type: 'DPoP', expires_in: 60 } });
     await expect(client().fetch(`${fx.api.url}/x`)).rejects.toMatchObject({ error: 'invalid_response' });

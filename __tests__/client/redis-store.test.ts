@@ -158,6 +158,69 @@ describeIfRedis('redisTokenStore', () => {
     expect(finished[7] - finished[1]).toBeLessThan(500);
   });
 
+  it("get() reads the value and what is left of its key's life in one MULTI (GET, PTTL): ttlMs; no separate GET", async () => {
+    const r = connect();
+    const calls: string[] = [];
+    const spy: RedisLike = {
+      get: (k) => (calls.push('get'), r.get(k)),
+      set: (k, v, mode, ttl) => (calls.push('set'), r.set(k, v, mode, ttl)),
+      del: (k) => (calls.push('del'), r.del(k)),
+      multi: () => (calls.push('multi'), r.multi()),
+    };
+    const store = redisTokenStore({ client: spy, prefix });
+    const token: StoredToken = { accessToken: 'tok-m', tokenType: 'Bearer', scope: '', expiresAt: Date.now() + 3600_000, lifetime: 3600_000 };
+    await store.set('multi', token, 600_000);
+    const found = await store.get('multi');
+    expect(calls).toEqual(['set', 'multi']);
+    expect(found).toMatchObject(token);
+    expect(found!.ttlMs).toBeGreaterThan(590_000);
+    expect(found!.ttlMs).toBeLessThanOrEqual(600_000);
+    expect(await store.get('absent')).toBeUndefined();
+  });
+
+  it("a stored token's expiry is bounded by its key's time to live: a key that Redis drops in 90 s serves for 90 s, not the 120 s its record says", async () => {
+    const own = `${prefix}ttl:`;
+    const first = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'ttl', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix: own }) });
+    clients.push(first);
+    await first.getToken();
+    const r = connect();
+    let keys: string[] = [];
+    for (let i = 0; i < 100 && keys.length === 0; i++) {
+      keys = (await r.keys(`${own}*`)).filter((k) => !k.startsWith(`${own}lock:`));
+      if (keys.length === 0) await new Promise((res) => setTimeout(res, 10));
+    }
+    expect(keys).toHaveLength(1);
+    expect(await r.pexpire(keys[0], 90_000)).toBe(1);
+    const events: TokenClientEvent[] = [];
+    const second = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'ttl', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix: own }), onEvent: (e) => events.push(e) });
+    clients.push(second);
+    const before = Date.now();
+    const got = await second.getToken();
+    expect(got.accessToken).toBe('tok-1');
+    expect(got.expiresAt.getTime()).toBeGreaterThan(before + 85_000);
+    expect(got.expiresAt.getTime()).toBeLessThanOrEqual(Date.now() + 90_000);
+    expect(events.filter((e) => e.type === 'store.error')).toEqual([]);
+    expect(endpoint.requests).toHaveLength(1);
+  });
+
+  it('an instance whose clock is a day ahead stores a 2-minute token: another instance keeps it for 2 minutes, not a day', async () => {
+    const ahead = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'ahead', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix }), now: () => Date.now() + 86_400_000 });
+    clients.push(ahead);
+    await ahead.getToken();
+    let offset = 0;
+    const reader = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'ahead', clientSecret: 'x', store: redisTokenStore({ client: connect(), prefix }), now: () => Date.now() + offset, refreshWindow: 0 });
+    clients.push(reader);
+    let got = await reader.getToken();
+    for (let i = 0; i < 100 && got.accessToken !== 'tok-1'; i++) {
+      await new Promise((res) => setTimeout(res, 10)); // (the write runs in the background)
+      got = await reader.getToken();
+    }
+    expect(got.accessToken).toBe('tok-1');
+    expect(got.expiresAt.getTime()).toBeLessThanOrEqual(Date.now() + 120_000);
+    offset = 5 * 60_000;
+    expect((await reader.getToken()).accessToken).not.toBe('tok-1');
+  });
+
   it('a Redis that is down: calls go to the token endpoint, with store.error events', async () => {
     const down = new Redis({ port: 1, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
     connections.push(down);
@@ -274,5 +337,58 @@ describe('redisTokenStore({ encryptionKey })', () => {
   ])('a wrong key is a TypeError at creation (%#)', (encryptionKey, message) => {
     expect(() => redisTokenStore({ client: memoryRedis(), encryptionKey: encryptionKey as Buffer })).toThrow(TypeError);
     expect(() => redisTokenStore({ client: memoryRedis(), encryptionKey: encryptionKey as Buffer })).toThrow(message);
+  });
+});
+
+describe('redisTokenStore: a value in Redis that is not a token record', () => {
+  const keyA = randomBytes(32);
+
+  /** A client on `redis` that stored its token, then `garble` replaced the value; a second client reads it. Its token and events. */
+  async function readGarbled(garble: string, encryptionKey?: Buffer): Promise<{ token: string; events: TokenClientEvent[]; requests: number }> {
+    const redis = memoryRedis();
+    const endpoint = await fakeTokenEndpoint(120);
+    try {
+      const store = () => redisTokenStore({ client: redis, ...(encryptionKey ? { encryptionKey } : {}) });
+      const first = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'svc', clientSecret: 'x', store: store() });
+      await first.getToken();
+      await until(() => redis.data.size === 1, 'the stored token');
+      const [name] = [...redis.data.keys()];
+      redis.data.set(name, garble);
+      const events: TokenClientEvent[] = [];
+      const second = createTokenClient({ tokenEndpoint: endpoint.tokenUrl, clientId: 'svc', clientSecret: 'x', store: store(), onEvent: (e) => events.push(e) });
+      const token = (await second.getToken()).accessToken;
+      await Promise.all([first.close(), second.close()]);
+      return { token, events, requests: endpoint.requests.length };
+    } finally {
+      await endpoint.close();
+    }
+  }
+
+  it.each([
+    ['not JSON', '{not json', undefined],
+    ['JSON but not a token record', JSON.stringify({ accessToken: 42 }), undefined],
+    ['JSON null', 'null', undefined],
+  ])('%s: a store.error (get) saying so, without the value, and the token endpoint is asked', async (_what, garble) => {
+    const { token, events, requests } = await readGarbled(garble);
+    expect(token).toBe('tok-2');
+    expect(requests).toBe(2);
+    const errors = events.filter((e) => e.type === 'store.error');
+    expect(errors).toEqual([{ type: 'store.error', operation: 'get', message: expect.stringMatching(/not a token record/) }]);
+    expect(JSON.stringify(errors)).not.toContain(garble);
+  });
+
+  it('a sealed value that opens to something other than a token record: a store.error (get)', async () => {
+    const redis = memoryRedis();
+    // sealed with the right key under the right name, but its content is not a token record
+    await redisTokenStore({ client: redis, encryptionKey: keyA }).set('k', { not: 'a token' } as unknown as StoredToken, 60_000);
+    await expect(redisTokenStore({ client: redis, encryptionKey: keyA }).get('k')).rejects.toThrow(/not a token record/);
+    redis.data.set('ecc:token:k', redis.data.get('ecc:token:k')!.slice(0, -4) + 'AAAA');
+    await expect(redisTokenStore({ client: redis, encryptionKey: keyA }).get('k')).rejects.toThrow(/could not be decrypted/);
+  });
+
+  it('garbled under an encryptionKey (a value that looks sealed but does not open): a store.error (get)', async () => {
+    const { token, events } = await readGarbled('v1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', keyA);
+    expect(token).toBe('tok-2');
+    expect(events.filter((e) => e.type === 'store.error')).toEqual([{ type: 'store.error', operation: 'get', message: expect.stringMatching(/could not be decrypted/) }]);
   });
 });

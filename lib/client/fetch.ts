@@ -5,10 +5,17 @@ import type { TokenCache } from './token-client';
 
 type Input = string | URL | Request;
 
-/** Whether the request can be sent a second time: no body, or one held in memory (not a stream). */
-function replayable(input: Input, init: RequestInit | undefined): boolean {
+/** The third argument of `client.fetch()`. */
+export interface FetchParams extends TokenParams {
+  /** This call only: send the request again after a 401 that refuses the token (see the client option `retry401`). */
+  retry401?: boolean;
+}
+
+/** Whether the request can be sent a second time: no body, one held in memory (not a stream), or a Request's of which a copy was kept. */
+function replayable(call: Call): boolean {
+  const { input, init } = call;
   const body = init?.body;
-  if (body === undefined || body === null) return !(input instanceof Request) || input.body === null || init?.body === null;
+  if (body === undefined || body === null) return !(input instanceof Request) || input.body === null || body === null || call.spare !== undefined;
   if (typeof body === 'string' || body instanceof URLSearchParams || body instanceof ArrayBuffer || ArrayBuffer.isView(body)) return true;
   if (typeof Blob !== 'undefined' && body instanceof Blob) return true;
   if (typeof FormData !== 'undefined' && body instanceof FormData) return true;
@@ -45,6 +52,10 @@ interface Call {
   url: string;
   entry: Entry;
   signal: AbortSignal | null | undefined;
+  /** Whether a 401 may lead to sending the request again (the body permitting). */
+  retry: boolean;
+  /** A copy of a Request with a body, made before it is sent (its body is a stream that sending uses up): what is sent again. */
+  spare: Request | undefined;
 }
 
 function methodOf(call: Call): string {
@@ -54,17 +65,25 @@ function methodOf(call: Call): string {
 /**
  * `fetch` with the token attached. On a 401 that refuses the token: one
  * renewal shared by every call that sent the same token, and one retry when
- * the body can be sent again. Never sends a request without a token.
+ * the body can be sent again and `retry401` allows it. Never sends a request
+ * without a token.
  *
  * Not an async function: with the token cached, the call is the fetch itself
  * and one `then` (a look at the status), no further promise hops; anything
  * thrown on the way is a rejection all the same.
  */
-export function fetchWithToken(cache: TokenCache, input: Input, init: RequestInit | undefined, params: TokenParams | undefined): Promise<Response> {
+export function fetchWithToken(cache: TokenCache, input: Input, init: RequestInit | undefined, params: FetchParams | undefined): Promise<Response> {
   try {
     const url = urlOf(input);
     cache.checkApiUrl(url);
-    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal ?? (input instanceof Request ? input.signal : undefined) };
+    let retry = cache.config.retry401;
+    if (params !== undefined && params.retry401 !== undefined) {
+      if (typeof params.retry401 !== 'boolean') throw new TypeError('fetch(): retry401 must be true or false');
+      retry = params.retry401;
+    }
+    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal ?? (input instanceof Request ? input.signal : undefined), retry, spare: undefined };
+    // a Request's body can be sent once: a copy is kept for a retry (not when init replaces the body, nor when it is used up already)
+    if (retry && typeof input === 'object' && input instanceof Request && input.body !== null && init?.body === undefined && !input.bodyUsed) call.spare = input.clone();
     const got = cache.token(call.entry, call.signal);
     if (got instanceof Promise) return got.then((token) => sendChecked(call, token));
     return sendChecked(call, got);
@@ -80,15 +99,16 @@ function sendChecked(call: Call, token: CachedToken): Promise<Response> {
 /** A 401 from the API: the proof-of-possession retry (a nonce), then one renewal and one retry when the token was refused. */
 async function after401(call: Call, token: CachedToken, response: Response): Promise<Response> {
   const { cache, url } = call;
-  const canReplay = replayable(call.input, call.init);
+  const canReplay = call.retry && replayable(call);
   const pop = cache.config.pop;
-  if (pop !== undefined && token.scheme === pop.scheme && canReplay) {
+  if (pop !== undefined && token.scheme === pop.scheme) {
     const header = response.headers.get('www-authenticate');
     const error = header === null ? undefined : challengeError(header, pop.scheme) ?? undefined;
-    if (pop.retry({ kind: 'api', url, status: 401, headers: response.headers, error })) {
+    // shown even when the request cannot be sent again: the plug-in keeps the nonce for the next call
+    if (pop.retry({ kind: 'api', url, status: 401, headers: response.headers, error }) && canReplay) {
       cache.emit({ type: 'dpop.nonce_retry', kind: 'api' });
       await response.body?.cancel();
-      response = await send(call, token);
+      response = await send(again(call), token);
       if (response.status !== 401) return response;
     }
   }
@@ -97,7 +117,17 @@ async function after401(call: Call, token: CachedToken, response: Response): Pro
   if (next === undefined) return response;
   await response.body?.cancel();
   cache.emit({ type: 'api.retry_401', method: methodOf(call), url: where(url) });
-  return send(call, next);
+  return send(again(call), next);
+}
+
+/** The call, ready to be sent once more: a Request sent with its body takes the copy kept (and keeps a copy of that for another time). */
+function again(call: Call): Call {
+  const spare = call.spare;
+  if (spare !== undefined) {
+    call.input = spare;
+    call.spare = spare.clone();
+  }
+  return call;
 }
 
 /** The request with the token attached (and a proof when the token is bound to a key). A rejection for anything thrown. */

@@ -51,7 +51,8 @@ export function retryAfterSeconds(value: string | null, now: number, date?: stri
 
 /** http: to a loopback host (localhost, 127.0.0.0/8, ::1) is allowed without TLS. */
 export function isLoopbackHost(hostname: string): boolean {
-  return hostname === 'localhost' || hostname.endsWith('.localhost') || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
+  // not *.localhost: only a resolver with nss-myhostname (or the like) keeps those on loopback; others ask DNS
+  return hostname === 'localhost' || hostname === '[::1]' || hostname === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
 }
 
 /** Throws a TypeError for a URL a credential must not be sent to; returns the parsed URL (`undefined` for an https: string). */

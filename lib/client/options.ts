@@ -50,6 +50,14 @@ export interface TokenClientOptions {
   dpop?: DpopClientOptions;
   /** Allow tokens and secrets over http: to hosts other than loopback. */
   allowInsecureHttp?: boolean;
+  /**
+   * An API request refused with 401 (`invalid_token`, or no error) is sent
+   * once more with a new token when its body can be sent again (true). False:
+   * no request is ever sent twice, the 401 goes back to the caller (the token
+   * is renewed all the same for the next call). `fetch()` may say otherwise
+   * for one call.
+   */
+  retry401?: boolean;
   /** Clock in epoch milliseconds (tests). */
   now?: () => number;
 }
@@ -87,12 +95,13 @@ export interface ClientConfig {
   onEvent: ((event: TokenClientEvent) => void) | undefined;
   pop: ProofOfPossession | undefined;
   allowInsecureHttp: boolean;
+  retry401: boolean;
   now: () => number;
 }
 
 const KNOWN = new Set([
   'issuer', 'tokenEndpoint', 'clientId', 'clientSecret', 'privateKey', 'kid', 'authMethod', 'scope', 'resource', 'skew', 'defaultTtl', 'refreshWindow',
-  'minRenewalInterval', 'timeout', 'maxEntries', 'fetch', 'store', 'onEvent', 'proofOfPossession', 'dpop', 'allowInsecureHttp', 'now',
+  'minRenewalInterval', 'timeout', 'maxEntries', 'fetch', 'store', 'onEvent', 'proofOfPossession', 'dpop', 'allowInsecureHttp', 'retry401', 'now',
 ]);
 
 /** Scope set as one string: distinct tokens, sorted, so "b a" and "a b" are one key. */
@@ -185,6 +194,7 @@ export function parseOptions(options: TokenClientOptions): ClientConfig {
   for (const fn of ['fetch', 'onEvent', 'now'] as const) {
     if (options[fn] !== undefined && typeof options[fn] !== 'function') throw new TypeError(`option ${fn} must be a function`);
   }
+  if (options.retry401 !== undefined && typeof options.retry401 !== 'boolean') throw new TypeError('option retry401 must be true or false');
   const maxEntries = options.maxEntries ?? 1000;
   if (!Number.isInteger(maxEntries) || maxEntries < 1) throw new TypeError('option maxEntries must be a positive integer');
 
@@ -207,6 +217,7 @@ export function parseOptions(options: TokenClientOptions): ClientConfig {
     onEvent: options.onEvent,
     pop,
     allowInsecureHttp,
+    retry401: options.retry401 ?? true,
     now: options.now ?? Date.now,
   };
 }

@@ -1,9 +1,22 @@
 import { createCipheriv, createDecipheriv, KeyObject, randomBytes } from 'node:crypto';
-import type { ReleaseLock, StoredToken, TokenStore } from './store';
+import type { FoundToken, ReleaseLock, StoredToken, TokenStore } from './store';
+
+/** A MULTI … EXEC as ioredis chains it: the commands queued, sent in one round trip. */
+export interface RedisMulti {
+  get(key: string): RedisMulti;
+  pttl(key: string): RedisMulti;
+  exec(): Promise<Array<[Error | null, unknown]> | null>;
+}
 
 /** The commands used, as an ioredis client (or a cluster) has them. */
 export interface RedisLike {
   get(key: string): Promise<string | null>;
+  /**
+   * For reading a token with what is left of its key's time to live (GET and
+   * PTTL in one MULTI, one round trip), which bounds its expiry; a client
+   * without it reads with GET alone.
+   */
+  multi?(): RedisMulti;
   set(key: string, value: string, mode: 'PX', ttlMs: number): Promise<unknown>;
   del(key: string): Promise<number>;
   /** For the lock (two short scripts); a client without it gives a store without a lock. */
@@ -120,7 +133,8 @@ const FAILED_MARK_MS = 1000;
 
 /**
  * A TokenStore on Redis: one string key per token, expiring with the token
- * (`SET … PX`), its value sealed with `encryptionKey` when given; the lock
+ * (`SET … PX`), its value sealed with `encryptionKey` when given, read with
+ * what is left of its time to live (`GET` and `PTTL` in one `MULTI`); the lock
  * is a key of its own beside it (`SET … PX … NX` with a random value in a
  * script, released by a compare-and-delete script that may leave a
  * `failed:` mark for a second instead).
@@ -138,9 +152,22 @@ export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
   }
   const crypt = options.encryptionKey === undefined ? undefined : sealer(options.encryptionKey);
   const store: TokenStore = {
-    async get(key) {
+    async get(key): Promise<FoundToken | undefined> {
       const name = prefix + key;
-      const raw = await client.get(name);
+      let raw: string | null;
+      let ttlMs: number | undefined;
+      if (typeof client.multi === 'function') {
+        // the value and what is left of its key's life, in one round trip and one moment
+        const replies = await client.multi().get(name).pttl(name).exec();
+        if (!replies) throw new Error('MULTI (GET, PTTL) was aborted');
+        const [[getError, value], [ttlError, ttl]] = replies;
+        if (getError) throw getError;
+        raw = value === null || value === undefined ? null : String(value);
+        // (-1: no expiry, -2: gone; an error in PTTL alone leaves the expiry unbounded by it)
+        if (!ttlError && typeof ttl === 'number' && ttl >= 0) ttlMs = ttl;
+      } else {
+        raw = await client.get(name);
+      }
       if (raw === null) return undefined;
       // an entry that does not open is an error (store.error says why), not a silent miss
       if (!crypt && raw.startsWith(SEALED)) throw new Error('a stored token is sealed and this store has no encryptionKey');
@@ -149,9 +176,12 @@ export function redisTokenStore(options: RedisTokenStoreOptions): TokenStore {
       try {
         value = JSON.parse(text);
       } catch {
-        return undefined;
+        value = undefined;
       }
-      return isStoredToken(value) ? value : undefined;
+      // (the value itself is never put in the message: it may hold a token)
+      if (!isStoredToken(value)) throw new Error('a stored value is not a token record (not JSON, or missing fields): it was not written by this package, or was damaged');
+      const { accessToken, tokenType, scope, expiresAt, lifetime } = value;
+      return { accessToken, tokenType, scope, expiresAt, lifetime, ttlMs };
     },
     async set(key, token, ttlMs) {
       if (ttlMs < 1) return;

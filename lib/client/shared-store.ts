@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 import { cachedToken, type CachedToken, type Entry } from './cache-entry';
 import { TokenClientClosedError } from './errors';
 import type { ClientConfig, StoreOperation, TokenClientEvent, TokenRequestReason } from './options';
-import type { ReleaseLock, TokenStore } from './store';
+import type { FoundToken, ReleaseLock, StoredToken, TokenStore } from './store';
 import type { TokenEndpoint } from './token-endpoint';
+import { ACCESS_TOKEN_CHARS, MAX_LIFETIME_SECONDS } from './token-request';
 
 const noop = (): void => undefined;
 
@@ -29,6 +30,47 @@ interface Shared {
 function msUntil(end: number): number {
   const left = end - performance.now();
   return left < 1 ? 0 : left;
+}
+
+/**
+ * Why a stored entry cannot be used, `undefined` when it can. It is held to
+ * what a token endpoint's answer is held to (an access token an
+ * Authorization header can carry, a type this client sends, a lifetime the
+ * endpoint path could have given it: at least 1 s, as the token endpoint's
+ * `expires_in` must be, at most 24 h or `defaultTtl`),
+ * and must not have expired by this instance's clock: whoever can write to
+ * the store (another instance, a bug, whoever reaches Redis) could otherwise
+ * hand this one a token that splits its requests' headers, or one that never
+ * expires. The reason never quotes the value.
+ */
+function unusable(config: ClientConfig, found: unknown, now: number): string | undefined {
+  const t = found as { [K in keyof StoredToken]?: unknown };
+  if (typeof t !== 'object' || t === null || typeof t.accessToken !== 'string' || typeof t.tokenType !== 'string' || typeof t.scope !== 'string' || !Number.isFinite(t.expiresAt) || !Number.isFinite(t.lifetime)) {
+    return 'not a token record (accessToken, tokenType, scope, expiresAt, lifetime)';
+  }
+  if (!ACCESS_TOKEN_CHARS.test(t.accessToken)) return 'its access token holds characters an Authorization header cannot carry';
+  const type = t.tokenType.toLowerCase();
+  const pop = config.pop;
+  if (type !== 'bearer' && (pop === undefined || type !== pop.scheme.toLowerCase())) return `its token type is not one this client sends (Bearer${pop ? ` or ${pop.scheme}` : ''})`;
+  const lifetime = t.lifetime as number;
+  const longest = Math.max(MAX_LIFETIME_SECONDS * 1000, config.defaultTtlMs);
+  if (!(lifetime >= 1000 && lifetime <= longest)) return `its lifetime (${lifetime} ms) is not between 1000 and ${longest} ms`;
+  const expiresAt = t.expiresAt as number;
+  if (now >= expiresAt) return `it expired ${now - expiresAt} ms ago by this instance's clock (a store should drop an entry when its ttlMs ends; or the instances' clocks differ)`;
+  return undefined;
+}
+
+/**
+ * A stored entry as this instance uses it: its expiry no later than what is
+ * left of it. That is at most its lifetime from now (an instance whose clock
+ * runs ahead wrote an `expiresAt` too late by as much), and at most the
+ * store's `ttlMs` when it tells (counted from the write, whoever's clock).
+ */
+function bounded(found: FoundToken, now: number): StoredToken {
+  const ttl = found.ttlMs;
+  let expiresAt = Math.min(found.expiresAt, now + found.lifetime);
+  if (typeof ttl === 'number' && ttl >= 0) expiresAt = Math.min(expiresAt, now + ttl);
+  return { accessToken: found.accessToken, tokenType: found.tokenType, scope: found.scope, expiresAt, lifetime: found.lifetime };
 }
 
 /**
@@ -83,13 +125,20 @@ export class SharedStore {
     const store = this.store;
     const stored = await this.storeCall('get', () => store.get(key), limitMs);
     if (!stored) return undefined;
+    const now = this.config.now();
+    const why = unusable(this.config, stored, now);
+    if (why !== undefined) {
+      // a miss, told: the token request's answer overwrites the entry
+      this.emit({ type: 'store.error', operation: 'get', message: `a stored token was not used: ${why}` });
+      return undefined;
+    }
     if (stored.accessToken === rejected) {
       this.storeCall('delete', () => store.delete(key)).catch(noop);
       return undefined;
     }
     if (stored.accessToken === held) return undefined;
-    const token = cachedToken(this.config, stored);
-    if (this.config.now() >= token.usableUntil) return undefined;
+    const token = cachedToken(this.config, bounded(stored, now));
+    if (now >= token.usableUntil) return undefined;
     this.emit({ type: 'token.cache_hit', scope: entry.scope, resource: entry.resource, source: 'store' });
     return token;
   }

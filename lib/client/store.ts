@@ -10,6 +10,20 @@ export interface StoredToken {
 }
 
 /**
+ * What `TokenStore.get()` finds: the token as stored and, when the store can
+ * tell, how long it still keeps it.
+ */
+export interface FoundToken extends StoredToken {
+  /**
+   * Optional: milliseconds the store still keeps this entry (Redis: the
+   * key's PTTL, read with the value). It bounds the token's expiry: the
+   * entry's time to live counts from its write, where `expiresAt` is the
+   * writer's clock, which may run ahead of this instance's.
+   */
+  ttlMs?: number;
+}
+
+/**
  * Ends a lock taken with `TokenStore.lock()`. `failed`: no token came of it
  * (the request or the write failed), so callers waiting on the lock should
  * ask on their own (see `lock()`).
@@ -22,7 +36,8 @@ export type ReleaseLock = (failed?: boolean) => Promise<void>;
  * skipped with a `store.error` event, never fails a call.
  */
 export interface TokenStore {
-  get(key: string): Promise<StoredToken | null | undefined>;
+  /** The entry of `key`, with `ttlMs` when the store can tell what is left of it. */
+  get(key: string): Promise<FoundToken | null | undefined>;
   set(key: string, token: StoredToken, ttlMs: number): Promise<void>;
   delete(key: string): Promise<void>;
   /**

@@ -37,7 +37,7 @@ export const MAX_LIFETIME_SECONDS = 86_400;
  * Authorization header could not carry): anything else would be refused by
  * every request it is put in, or split the header.
  */
-const ACCESS_TOKEN_CHARS = /^[\x21-\x7e]+$/;
+export const ACCESS_TOKEN_CHARS = /^[\x21-\x7e]+$/;
 
 /** The code of a failed answer without an OAuth error in its body, from its status. */
 function codeOfStatus(status: number): string {
