@@ -37,8 +37,7 @@ function msUntil(end: number): number {
  * what a token endpoint's answer is held to (an access token an
  * Authorization header can carry, a type this client sends, a lifetime the
  * endpoint path could have given it: at least 1 s, as the token endpoint's
- * `expires_in` must be, at most 24 h or `defaultTtl`),
- * and must not have expired by this instance's clock: whoever can write to
+ * `expires_in` must be, at most 24 h or `defaultTtl`): whoever can write to
  * the store (another instance, a bug, whoever reaches Redis) could otherwise
  * hand this one a token that splits its requests' headers, or one that never
  * expires. The reason never quotes the value.
@@ -55,8 +54,6 @@ function unusable(config: ClientConfig, found: unknown, now: number): string | u
   const lifetime = t.lifetime as number;
   const longest = Math.max(MAX_LIFETIME_SECONDS * 1000, config.defaultTtlMs);
   if (!(lifetime >= 1000 && lifetime <= longest)) return `its lifetime (${lifetime} ms) is not between 1000 and ${longest} ms`;
-  const expiresAt = t.expiresAt as number;
-  if (now >= expiresAt) return `it expired ${now - expiresAt} ms ago by this instance's clock (a store should drop an entry when its ttlMs ends; or the instances' clocks differ)`;
   return undefined;
 }
 
@@ -132,6 +129,8 @@ export class SharedStore {
       this.emit({ type: 'store.error', operation: 'get', message: `a stored token was not used: ${why}` });
       return undefined;
     }
+    // expired by this instance's clock: a plain miss (a store that keeps entries past their ttlMs, or clocks that differ by a little)
+    if (now >= stored.expiresAt) return undefined;
     if (stored.accessToken === rejected) {
       this.storeCall('delete', () => store.delete(key)).catch(noop);
       return undefined;
