@@ -8,8 +8,8 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createTokenClient, TokenClientClosedError, TokenEndpointError } from '../../lib/client';
-import { fakeServer, gate, until, useClientFixture } from './fakes';
+import { createTokenClient, TokenClientClosedError } from '../../lib/client';
+import { endpointFailure, fakeServer, gate, until, useClientFixture } from './fakes';
 
 const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
 const { client, tokenRequests } = fx;
@@ -17,14 +17,7 @@ const { client, tokenRequests } = fx;
 const answer = (body: unknown, status = 200, headers: Record<string, string> = {}) => {
   fx.endpoint.reply = () => ({ status, headers, body });
 };
-const failure = async (p: Promise<unknown>): Promise<TokenEndpointError> => {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(TokenEndpointError);
-  return err as TokenEndpointError;
-};
+const failure = endpointFailure;
 
 describe('a token the client cannot send', () => {
   it.each([

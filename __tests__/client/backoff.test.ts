@@ -3,8 +3,8 @@
  * in every form it comes in, the backoff under it, and which success lifts a
  * Retry-After that holds for every scope.
  */
-import { TokenEndpointError, type FetchLike } from '../../lib/client';
-import { gate, until, useClientFixture } from './fakes';
+import type { FetchLike } from '../../lib/client';
+import { endpointFailure, gate, until, useClientFixture } from './fakes';
 
 const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
 const { client, tokenRequests } = fx;
@@ -17,14 +17,7 @@ const withoutDate: FetchLike = async (input, init) => {
   return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
 };
 
-const failure = async (p: Promise<unknown>): Promise<TokenEndpointError> => {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(TokenEndpointError);
-  return err as TokenEndpointError;
-};
+const failure = endpointFailure;
 
 describe('Retry-After that asks for no wait', () => {
   const unavailable = (headers: Record<string, string>) => () => ({ status: 503, headers, body: { error: 'temporarily_unavailable' } });

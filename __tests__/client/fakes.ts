@@ -5,7 +5,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createTokenClient, type ReleaseLock, type StoredToken, type TokenClient, type TokenClientEvent, type TokenClientOptions, type TokenStore } from '../../lib/client';
+import { createTokenClient, TokenEndpointError, type ProofOfPossession, type ReleaseLock, type StoredToken, type TokenClient, type TokenClientEvent, type TokenClientOptions, type TokenStore } from '../../lib/client';
 
 export interface Reply {
   status?: number;
@@ -115,13 +115,7 @@ export function clock(start = 1_800_000_000_000): Clock {
 }
 
 /** Waits (in real time, at most 5 s) until `check()` is true. */
-export async function until(check: () => boolean, what = 'condition'): Promise<void> {
-  const end = Date.now() + 5000;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+export { until } from '../helpers/until';
 
 export const bearerOf = (req: SeenRequest): string | undefined => req.headers.authorization?.replace(/^Bearer /, '');
 
@@ -207,4 +201,28 @@ export class LockingStore extends MemoryStore {
       else this.locks.delete(key);
     };
   }
+}
+
+/** What `p` rejects with, which must be a TokenEndpointError (the test fails otherwise). */
+export async function endpointFailure(p: Promise<unknown>): Promise<TokenEndpointError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(TokenEndpointError);
+  return err as TokenEndpointError;
+}
+
+/**
+ * A DPoP-like proof-of-possession plug-in whose API proof is `p-<nonce>`: it
+ * starts with `p-none` and takes the nonce of a `use_dpop_nonce` challenge.
+ */
+export function nonceKeepingPlugin(): ProofOfPossession {
+  let nonce = 'none';
+  return {
+    scheme: 'DPoP',
+    tokenRequest: () => undefined,
+    apiRequest: (r) => void r.headers.set('dpop', `p-${nonce}`),
+    retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
+  };
 }

@@ -2,7 +2,7 @@
 import { Readable } from 'node:stream';
 import { createTokenClient } from '../../lib/client';
 import { challengeError } from '../../lib/client/challenge';
-import { bearerOf, gate, until, useClientFixture, type Reply } from './fakes';
+import { bearerOf, gate, nonceKeepingPlugin, until, useClientFixture, type Reply } from './fakes';
 
 const refuse = (error?: string) => ({ status: 401, headers: { 'www-authenticate': error ? `Bearer realm="api", error="${error}", error_description="no"` : 'Bearer realm="api"' } });
 const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
@@ -191,15 +191,7 @@ describe('6. a 401 from the API', () => {
         : n === 2
           ? { status: 401, headers: { 'www-authenticate': 'DPoP error="invalid_token"' } }
           : { body: {} };
-    let nonce = 'none';
-    const c = client({
-      proofOfPossession: {
-        scheme: 'DPoP',
-        tokenRequest: () => undefined,
-        apiRequest: (r) => void r.headers.set('dpop', `p-${nonce}`),
-        retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
-      },
-    });
+    const c = client({ proofOfPossession: nonceKeepingPlugin() });
     const res = await c.fetch(new Request(`${fx.api.url}/orders`, { method: 'PUT', body: 'hello' }));
     expect(res.status).toBe(200);
     expect(fx.api.requests.map((r) => [r.method, r.headers.authorization, r.body])).toEqual([

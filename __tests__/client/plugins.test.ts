@@ -11,7 +11,7 @@ import {
   type TokenClientOptions,
   type TokenStore,
 } from '../../lib/client';
-import { MemoryStore, fakeServer, useClientFixture } from './fakes';
+import { MemoryStore, fakeServer, nonceKeepingPlugin, useClientFixture } from './fakes';
 
 const SECRET = 'a:b+c%d e/é';
 const fx = useClientFixture({ clientId: 'svc id', clientSecret: SECRET });
@@ -86,15 +86,7 @@ describe('client authentication', () => {
   it('the proof-of-possession hook can ask for one API retry on a nonce challenge', async () => {
     fx.endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
     fx.api.reply = (req, n) => (n === 1 ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } } : { body: {} });
-    let nonce = 'none';
-    const c = client({
-      proofOfPossession: {
-        scheme: 'DPoP',
-        tokenRequest: () => undefined,
-        apiRequest: (r) => void r.headers.set('dpop', `p-${nonce}`),
-        retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
-      },
-    });
+    const c = client({ proofOfPossession: nonceKeepingPlugin() });
     expect((await c.fetch(`${fx.api.url}/x`)).status).toBe(200);
     expect(fx.api.requests.map((r) => r.headers.dpop)).toEqual(['p-none', 'p-api-n']);
     expect(fx.endpoint.requests).toHaveLength(1); // a nonce retry is not a token renewal
@@ -107,15 +99,7 @@ describe('client authentication', () => {
   ])('a nonce challenge to a request that is not sent again (%s): the 401 goes back, and the plug-in still keeps its nonce for the next call', async (_what, init, params) => {
     fx.endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
     fx.api.reply = (req) => (req.headers.dpop === 'p-none' ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } } : { body: {} });
-    let nonce = 'none';
-    const c = client({
-      proofOfPossession: {
-        scheme: 'DPoP',
-        tokenRequest: () => undefined,
-        apiRequest: (r) => void r.headers.set('dpop', `p-${nonce}`),
-        retry: (a) => (a.error === 'use_dpop_nonce' ? ((nonce = a.headers.get('dpop-nonce')!), true) : false),
-      },
-    });
+    const c = client({ proofOfPossession: nonceKeepingPlugin() });
     const res = await c.fetch(`${fx.api.url}/upload`, init() as RequestInit, params);
     expect(res.status).toBe(401);
     expect(count('dpop.nonce_retry')).toBe(0);
