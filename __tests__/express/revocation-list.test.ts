@@ -9,12 +9,12 @@ import { gunzipSync } from 'node:zlib';
 import express from 'express';
 import jwt from 'jsonwebtoken';
 import request from 'supertest';
-import { createIssuer, requireBearer, stopRevocationListPolling, type Issuer } from '../../lib';
+import { requireBearer, stopRevocationListPolling } from '../../lib';
 import { signRevocationList } from '../../lib/core/revocation-list';
-import { loopbackServer, tempDir, type LoopbackServer } from '../helpers/app';
+import { loopbackServer, type LoopbackServer } from '../helpers/app';
 import { freshKey } from '../helpers/tokens';
+import { callOrders, revoke, startIssuer, token, untilStatus, type Running } from '../helpers/running-issuer';
 
-type Client = { clientId: string; clientSecret: string };
 type Line = { level: string; event?: string; [k: string]: unknown };
 
 function recordingLogger(lines: Line[]) {
@@ -22,52 +22,9 @@ function recordingLogger(lines: Line[]) {
   return { info: at('info'), warn: at('warn'), error: at('error'), debug: at('debug') };
 }
 
-interface Running {
-  issuer: Issuer;
-  url: string;
-  http: LoopbackServer;
-  client: Client;
-  close(): Promise<void>;
-}
 
-async function startIssuer(): Promise<Running> {
-  const http = await loopbackServer();
-  const issuer = createIssuer({ issuer: http.url, audience: `${http.url}/api`, dataDir: tempDir(), logger: false });
-  await issuer.ready();
-  const app = express();
-  app.use(issuer.router());
-  http.serve(app);
-  const client = await issuer.clients.create({ name: 'caller', scopes: 'orders:read' });
-  return {
-    issuer,
-    url: http.url,
-    http,
-    client,
-    async close() {
-      await issuer.close();
-      await http.close();
-    },
-  };
-}
 
-async function token(r: Running, client: Client = r.client): Promise<string> {
-  const res = await fetch(`${r.url}/oauth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.clientId}:${client.clientSecret}`).toString('base64')}` },
-    body: 'grant_type=client_credentials',
-  });
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { access_token: string }).access_token;
-}
 
-async function revoke(r: Running, at: string, client: Client = r.client): Promise<void> {
-  const res = await fetch(`${r.url}/oauth/revoke`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.clientId}:${client.clientSecret}`).toString('base64')}` },
-    body: `token=${at}`,
-  });
-  expect(res.status).toBe(200);
-}
 
 /** A resource server verifying `r`'s tokens with the given revocationList option. */
 function resourceServer(r: Running, revocationList: unknown, logger: unknown = false): express.Express {
@@ -98,17 +55,9 @@ async function whenTrue(check: () => Promise<boolean>, limitMs: number): Promise
   return -1;
 }
 
-const call = (app: express.Express, at: string) => request(app).get('/api/orders').set('Authorization', `Bearer ${at}`);
+const call = callOrders;
 
-/** ms until `app` answers `status` for `at`, polling every 20 ms up to `limitMs`; -1 if never. */
-async function until(app: express.Express, at: string, status: number, limitMs: number): Promise<number> {
-  const started = Date.now();
-  while (Date.now() - started < limitMs) {
-    if ((await call(app, at)).status === status) return Date.now() - started;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return -1;
-}
+const until = untilStatus;
 
 describe('the issuer publishes a signed revocation list', () => {
   let r: Running;

@@ -7,12 +7,12 @@
  */
 import express from 'express';
 import request from 'supertest';
-import { createIssuer, requireBearer, type Issuer } from '../../lib';
-import { loopbackServer, setup, tempDir, ISSUER, AUDIENCE, type LoopbackServer } from '../helpers/app';
+import { requireBearer } from '../../lib';
+import { loopbackServer, setup, ISSUER, AUDIENCE, type LoopbackServer } from '../helpers/app';
 import { newDpopKey, rawProof } from '../helpers/dpop';
+import { callOrders, revoke, startIssuer, token, untilStatus, type Running } from '../helpers/running-issuer';
 
 type Line = { level: string; event?: string; [k: string]: unknown };
-type Client = { clientId: string; clientSecret: string };
 
 /** A logger recording every line; `debug: false` leaves debug out (so requireBearer() wraps it in an object of its own). */
 function recordingLogger(lines: Line[], debug = true) {
@@ -137,54 +137,10 @@ describe('two layers of one API with different DPoP replay stores', () => {
   });
 });
 
-interface Running {
-  issuer: Issuer;
-  url: string;
-  http: LoopbackServer;
-  client: Client;
-  close(): Promise<void>;
-}
 
-async function startIssuer(options: { accessTokenTtl?: number; clockTolerance?: number } = {}): Promise<Running> {
-  const http = await loopbackServer();
-  const issuer = createIssuer({ issuer: http.url, audience: `${http.url}/api`, dataDir: tempDir(), logger: false, ...options });
-  await issuer.ready();
-  const app = express();
-  app.use(issuer.router());
-  http.serve(app);
-  const client = await issuer.clients.create({ name: 'caller', scopes: 'orders:read' });
-  return {
-    issuer,
-    url: http.url,
-    http,
-    client,
-    async close() {
-      await issuer.close();
-      await http.close();
-    },
-  };
-}
 
-const basic = (c: Client) => `Basic ${Buffer.from(`${c.clientId}:${c.clientSecret}`).toString('base64')}`;
 
-async function token(r: Running): Promise<string> {
-  const res = await fetch(`${r.url}/oauth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(r.client) },
-    body: 'grant_type=client_credentials',
-  });
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { access_token: string }).access_token;
-}
 
-async function revoke(r: Running, at: string): Promise<void> {
-  const res = await fetch(`${r.url}/oauth/revoke`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(r.client) },
-    body: `token=${at}`,
-  });
-  expect(res.status).toBe(200);
-}
 
 function api(verify: express.RequestHandler): express.Express {
   const app = express();
@@ -192,17 +148,9 @@ function api(verify: express.RequestHandler): express.Express {
   return app;
 }
 
-const call = (app: express.Express, at: string) => request(app).get('/api/orders').set('Authorization', `Bearer ${at}`);
+const call = callOrders;
 
-/** ms until `app` answers `status` for `at`, polling every 20 ms up to `limitMs`; -1 if never. */
-async function until(app: express.Express, at: string, status: number, limitMs: number): Promise<number> {
-  const started = Date.now();
-  while (Date.now() - started < limitMs) {
-    if ((await call(app, at)).status === status) return Date.now() - started;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return -1;
-}
+const until = untilStatus;
 
 describe('the revocation-list poller the standalone requireBearer()s of one list share', () => {
   let r: Running;
