@@ -11,7 +11,7 @@ const noop = (): void => undefined;
  * Past the skew with a token still valid, how long (real time) after a
  * renewal was sent calls wait for it; past that, they get the token held.
  */
-export const RENEWAL_WAIT_MS = 1000;
+const RENEWAL_WAIT_MS = 1000;
 
 /** Token endpoint errors about the client, not the scope or resource asked for (RFC 6749 §5.2). */
 const CLIENT_ERRORS = new Set(['invalid_client', 'unauthorized_client', 'unsupported_grant_type']);
