@@ -2,7 +2,7 @@
 import { Readable } from 'node:stream';
 import { createTokenClient } from '../../lib/client';
 import { challengeError } from '../../lib/client/challenge';
-import { bearerOf, gate, nonceKeepingPlugin, until, useClientFixture, type Reply } from './fakes';
+import { bearerOf, gate, until, useClientFixture } from './fakes';
 
 const refuse = (error?: string) => ({ status: 401, headers: { 'www-authenticate': error ? `Bearer realm="api", error="${error}", error_description="no"` : 'Bearer realm="api"' } });
 const fx = useClientFixture({ clientId: 'svc', clientSecret: 's3cret-value' });
@@ -170,38 +170,21 @@ describe('6. a 401 from the API', () => {
     expect(fx.api.requests.map(bearerOf)).toEqual(['tok-1', 'tok-2']);
   });
 
-  it('a Request object with a body (POST) is retried with that body: a copy is kept before the first send', async () => {
-    fx.api.reply = (req, n) => (n === 1 ? refuse('invalid_token') : { body: { h: req.headers['x-trace'] } });
+  it('a Request object with a body is sent once: its body is a stream, no copy is kept, and the 401 goes back', async () => {
+    // a copy kept for a retry would hold every upload passed as a Request in memory, on every call
+    fx.api.reply = () => refuse('invalid_token');
     const c = client();
-    const res = await c.fetch(new Request(`${fx.api.url}/orders`, { method: 'POST', body: '{"item":"pears"}', headers: { 'x-trace': 't1', 'content-type': 'application/json' } }));
-    expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ h: 't1' });
-    expect(fx.api.requests.map((r) => [r.method, bearerOf(r), r.body, r.headers['content-type']])).toEqual([
-      ['POST', 'tok-1', '{"item":"pears"}', 'application/json'],
-      ['POST', 'tok-2', '{"item":"pears"}', 'application/json'],
-    ]);
-    expect(count('api.retry_401')).toBe(1);
+    const res = await c.fetch(new Request(`${fx.api.url}/orders`, { method: 'POST', body: '{"item":"pears"}', headers: { 'content-type': 'application/json' } }));
+    expect(res.status).toBe(401);
+    expect(fx.api.requests.map((r) => [r.method, bearerOf(r), r.body])).toEqual([['POST', 'tok-1', '{"item":"pears"}']]);
+    expect(count('api.retry_401')).toBe(0);
+    // the refused token was dropped: the next call has a new one
+    fx.api.reply = () => ({ body: {} });
+    expect((await c.fetch(`${fx.api.url}/orders`)).status).toBe(200);
+    expect(bearerOf(fx.api.requests[1])).toBe('tok-2');
   });
 
-  it('a Request with a body meets a nonce challenge, then a refused token: sent three times, each with its body', async () => {
-    fx.endpoint.reply = (req, i) => ({ body: { access_token: `tok-${i}`, token_type: 'DPoP', expires_in: 3600 } });
-    fx.api.reply = (req, n): Reply =>
-      n === 1
-        ? { status: 401, headers: { 'www-authenticate': 'DPoP error="use_dpop_nonce"', 'dpop-nonce': 'api-n' } }
-        : n === 2
-          ? { status: 401, headers: { 'www-authenticate': 'DPoP error="invalid_token"' } }
-          : { body: {} };
-    const c = client({ proofOfPossession: nonceKeepingPlugin() });
-    const res = await c.fetch(new Request(`${fx.api.url}/orders`, { method: 'PUT', body: 'hello' }));
-    expect(res.status).toBe(200);
-    expect(fx.api.requests.map((r) => [r.method, r.headers.authorization, r.body])).toEqual([
-      ['PUT', 'DPoP tok-1', 'hello'],
-      ['PUT', 'DPoP tok-1', 'hello'],
-      ['PUT', 'DPoP tok-2', 'hello'],
-    ]);
-  });
-
-  it('a Request with a body and retry401: false is sent once (no copy kept)', async () => {
+  it('a Request with a body and retry401: false is sent once', async () => {
     fx.api.reply = () => refuse('invalid_token');
     const c = client({ retry401: false });
     expect((await c.fetch(new Request(`${fx.api.url}/orders`, { method: 'POST', body: 'once' }))).status).toBe(401);

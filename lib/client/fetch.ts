@@ -11,11 +11,10 @@ export interface FetchParams extends TokenParams {
   retry401?: boolean;
 }
 
-/** Whether the request can be sent a second time: no body, one held in memory (not a stream), or a Request's of which a copy was kept. */
-function replayable(call: Call): boolean {
-  const { input, init } = call;
+/** Whether the request can be sent a second time: no body, or one held in memory (not a stream). */
+function replayable(input: Input, init: RequestInit | undefined): boolean {
   const body = init?.body;
-  if (body === undefined || body === null) return !(input instanceof Request) || input.body === null || body === null || call.spare !== undefined;
+  if (body === undefined || body === null) return !(input instanceof Request) || input.body === null || init?.body === null;
   if (typeof body === 'string' || body instanceof URLSearchParams || body instanceof ArrayBuffer || ArrayBuffer.isView(body)) return true;
   if (typeof Blob !== 'undefined' && body instanceof Blob) return true;
   if (typeof FormData !== 'undefined' && body instanceof FormData) return true;
@@ -54,8 +53,6 @@ interface Call {
   signal: AbortSignal | null | undefined;
   /** Whether a 401 may lead to sending the request again (the body permitting). */
   retry: boolean;
-  /** A copy of a Request with a body, made before it is sent (its body is a stream that sending uses up): what is sent again. */
-  spare: Request | undefined;
 }
 
 function methodOf(call: Call): string {
@@ -81,9 +78,7 @@ export function fetchWithToken(cache: TokenCache, input: Input, init: RequestIni
       if (typeof params.retry401 !== 'boolean') throw new TypeError('fetch(): retry401 must be true or false');
       retry = params.retry401;
     }
-    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal ?? (input instanceof Request ? input.signal : undefined), retry, spare: undefined };
-    // a Request's body can be sent once: a copy is kept for a retry (not when init replaces the body, nor when it is used up already)
-    if (retry && typeof input === 'object' && input instanceof Request && input.body !== null && init?.body === undefined && !input.bodyUsed) call.spare = input.clone();
+    const call: Call = { cache, input, init, url, entry: cache.entry(params), signal: init?.signal ?? (input instanceof Request ? input.signal : undefined), retry };
     const got = cache.token(call.entry, call.signal);
     if (got instanceof Promise) return got.then((token) => sendChecked(call, token));
     return sendChecked(call, got);
@@ -99,7 +94,7 @@ function sendChecked(call: Call, token: CachedToken): Promise<Response> {
 /** A 401 from the API: the proof-of-possession retry (a nonce), then one renewal and one retry when the token was refused. */
 async function after401(call: Call, token: CachedToken, response: Response): Promise<Response> {
   const { cache, url } = call;
-  const canReplay = call.retry && replayable(call);
+  const canReplay = call.retry && replayable(call.input, call.init);
   const pop = cache.config.pop;
   if (pop !== undefined && token.scheme === pop.scheme) {
     const header = response.headers.get('www-authenticate');
@@ -108,7 +103,7 @@ async function after401(call: Call, token: CachedToken, response: Response): Pro
     if (pop.retry({ kind: 'api', url, status: 401, headers: response.headers, error }) && canReplay) {
       cache.emit({ type: 'dpop.nonce_retry', kind: 'api' });
       await response.body?.cancel();
-      response = await send(again(call), token);
+      response = await send(call, token);
       if (response.status !== 401) return response;
     }
   }
@@ -117,17 +112,7 @@ async function after401(call: Call, token: CachedToken, response: Response): Pro
   if (next === undefined) return response;
   await response.body?.cancel();
   cache.emit({ type: 'api.retry_401', method: methodOf(call), url: where(url) });
-  return send(again(call), next);
-}
-
-/** The call, ready to be sent once more: a Request sent with its body takes the copy kept (and keeps a copy of that for another time). */
-function again(call: Call): Call {
-  const spare = call.spare;
-  if (spare !== undefined) {
-    call.input = spare;
-    call.spare = spare.clone();
-  }
-  return call;
+  return send(call, next);
 }
 
 /** The request with the token attached (and a proof when the token is bound to a key). A rejection for anything thrown. */
