@@ -39,13 +39,22 @@ async function dpopTokenSetup() {
   return { t, key, token: res.body.access_token as string, keys: await t.issuer.keys.jwks() };
 }
 
+/**
+ * The standalone requireBearer() module loaded afresh, as in a process of its own: its shared state
+ * (the in-memory DPoP replay store, pollers) starts empty, whatever other tests made.
+ */
+function freshRequireBearerModule(): typeof import('../../lib/require-bearer') {
+  let isolated!: typeof import('../../lib/require-bearer');
+  jest.isolateModules(() => {
+    isolated = require('../../lib/require-bearer');
+  });
+  return isolated;
+}
+
 describe('the in-memory DPoP replay store of the standalone requireBearer()s (dpopProofs.replayMax)', () => {
   it('remembers at least as many proofs as each requireBearer() asked for, whichever was created first', async () => {
     // a process of its own: the first standalone requireBearer() with DPoP in it is the one below
-    let isolated!: typeof import('../../lib/require-bearer');
-    jest.isolateModules(() => {
-      isolated = require('../../lib/require-bearer');
-    });
+    const isolated = freshRequireBearerModule();
     const { t, key, token, keys } = await dpopTokenSetup();
     try {
       const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, logger: false as const };
@@ -76,10 +85,7 @@ describe('the in-memory DPoP replay store of the standalone requireBearer()s (dp
   });
 
   it('one store for the layers of one API: a proof passes both layers once, and its replay is refused', async () => {
-    let isolated!: typeof import('../../lib/require-bearer');
-    jest.isolateModules(() => {
-      isolated = require('../../lib/require-bearer');
-    });
+    const isolated = freshRequireBearerModule();
     const { t, key, token, keys } = await dpopTokenSetup();
     try {
       const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, logger: false as const };
@@ -114,10 +120,7 @@ describe('two layers of one API with different DPoP replay stores', () => {
       const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, logger: false as const };
       /** One instance (a process of its own): the mount checks with its memory, the payment route asks Redis too. */
       const instance = () => {
-        let isolated!: typeof import('../../lib/require-bearer');
-        jest.isolateModules(() => {
-          isolated = require('../../lib/require-bearer');
-        });
+        const isolated = freshRequireBearerModule();
         const app = express();
         app.use('/api', isolated.requireBearer(options));
         app.post('/api/pay', isolated.requireBearer({ ...options, dpopProofs: { redis } }), (_req, res) => void res.end('paid'));
