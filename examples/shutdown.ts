@@ -78,21 +78,29 @@ export class StopSignal extends Error {
  *   opened and rejects with the StopSignal, as does this promise. A start-up
  *   that fails meanwhile for a reason of its own rejects with that error.
  * Each handler answers once: the same signal again gets the default action
- * (a second Ctrl-C ends a stop that takes too long).
+ * (a second Ctrl-C ends a stop that takes too long). A start-up that fails
+ * (its own error, a StopSignal, or `start` throwing at once) removes both
+ * handlers before this promise rejects: the process's SIGTERM and SIGINT are
+ * what they were, so a caller that goes on (or logs and waits to exit) can
+ * still be stopped by either.
  */
 export async function serveUntilSignal(logger: Logger, start: (signal: AbortSignal) => Promise<() => Promise<void>>): Promise<void> {
   const stop = new AbortController();
   let up = false;
-  const signalled = new Promise<void>((resolve) => {
-    const onSignal = (signal: NodeJS.Signals): void => {
-      if (stop.signal.aborted) return;
-      logger.info({ event: 'server.stopping', signal, starting: !up }, up ? `${signal}: closing` : `${signal} during start-up: stopping after the step in progress`);
-      stop.abort(new StopSignal(signal));
-      resolve();
-    };
-    for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
-  });
-  const close = await start(stop.signal);
+  const signalled = new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve()));
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stop.signal.aborted) return;
+    logger.info({ event: 'server.stopping', signal, starting: !up }, up ? `${signal}: closing` : `${signal} during start-up: stopping after the step in progress`);
+    stop.abort(new StopSignal(signal));
+  };
+  for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
+  let close: () => Promise<void>;
+  try {
+    close = await start(stop.signal);
+  } catch (err) {
+    for (const signal of STOP_SIGNALS) process.removeListener(signal, onSignal);
+    throw err;
+  }
   up = true;
   await signalled;
   await close();

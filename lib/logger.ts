@@ -13,26 +13,53 @@ export interface Logger {
   error(obj: Record<string, unknown>, msg?: string): void;
 }
 
-/** A logger as used inside: `debug` always there (a no-op when the given logger has none). */
+/** A logger as used inside: `debug` always there (a no-op when the given logger has none), and no method that throws (see resolveLogger()). */
 export type ResolvedLogger = Required<Logger>;
+
+type Line = [obj: Record<string, unknown>, msg?: string];
 
 const noop = (): void => undefined;
 export const silentLogger: ResolvedLogger = { debug: noop, info: noop, warn: noop, error: noop };
 
-/** `undefined` → pino at `info` on stdout; `false` → silent; a logger → itself (with a no-op `debug` if it has none). */
+/**
+ * `undefined` → pino at `info` on stdout; `false` → silent; a logger → its
+ * methods (with a no-op `debug` if it has none).
+ *
+ * An exception a logger throws is dropped: lines are written in the middle
+ * of a request being checked, a token being issued or a poll, and a broken
+ * log transport must not turn their answer into an error, nor keep the other
+ * loggers of a LoggerFanout from the line. It is not reported: the logger
+ * that threw cannot be told, and telling another one would repeat it at
+ * every line.
+ */
 export function resolveLogger(option: Logger | false | undefined): ResolvedLogger {
   if (option === false) return silentLogger;
-  if (option === undefined) return pino({ name: 'express-client-credentials' });
-  for (const level of ['info', 'warn', 'error'] as const) {
-    if (typeof (option as Partial<Logger>)[level] !== 'function') {
-      throw new TypeError(`option logger must have info(), warn() and error() methods, or be false`);
+  if (option !== undefined) {
+    for (const level of ['info', 'warn', 'error'] as const) {
+      if (typeof (option as Partial<Logger>)[level] !== 'function') {
+        throw new TypeError(`option logger must have info(), warn() and error() methods, or be false`);
+      }
     }
   }
-  if (typeof option.debug === 'function') return option as ResolvedLogger;
-  return { debug: noop, info: option.info.bind(option), warn: option.warn.bind(option), error: option.error.bind(option) };
+  const logger: Logger = option ?? pino({ name: 'express-client-credentials' });
+  return {
+    debug: typeof logger.debug === 'function' ? dropping(logger, 'debug') : noop,
+    info: dropping(logger, 'info'),
+    warn: dropping(logger, 'warn'),
+    error: dropping(logger, 'error'),
+  };
 }
 
-type Line = [obj: Record<string, unknown>, msg?: string];
+/** `logger[level]`, called as its method, with any exception it throws dropped (see resolveLogger()). */
+function dropping(logger: Logger, level: keyof Logger): (...line: Line) => void {
+  return (...line) => {
+    try {
+      logger[level]!(...line);
+    } catch {
+      // dropped: see resolveLogger()
+    }
+  };
+}
 
 /**
  * One logger for something several callers share (a revocation-list poller
@@ -40,7 +67,8 @@ type Line = [obj: Record<string, unknown>, msg?: string];
  * every logger added, once per logger however often it was added. Loggers
  * are told apart by the option given, so `undefined` (the default pino
  * logger, a new one per resolveLogger() call) is one logger, and a logger
- * without `debug` (wrapped anew per call) is one too; `false` adds none.
+ * given (wrapped anew per call) is one too; `false` adds none. A logger that
+ * throws keeps no other from a line: resolveLogger() drops its exceptions.
  */
 export class LoggerFanout implements ResolvedLogger {
   private readonly loggers = new Map<Logger | undefined, ResolvedLogger>();

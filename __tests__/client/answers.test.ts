@@ -128,6 +128,56 @@ describe('server text in error messages', () => {
     expect(err.error).toBe('invalid_metadata');
     expect(err.message).toContain(`not ${JSON.stringify(issuer)}: the issuer option must be exactly the issuer the server announces (RFC 8414 §3.3)`);
   });
+
+  /** C0, DEL, C1 and the Unicode line and paragraph separators: any of them can start a new line in a log. */
+  const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+  const noControls = (err: Error & { error: string; error_description?: string }) => {
+    for (const text of [err.message, err.error, err.error_description ?? '']) expect(text).not.toMatch(CONTROL);
+  };
+
+  it('control characters of an error answer are escaped in the message, the properties and the event: the text shows, on one line', async () => {
+    const forged = 'bad\nFAKE LOG LINE\r\n\u2028x\u2029y\u0085z\u001b[31m\u0000\t.';
+    answer({ error: 'invalid_client\nFAKE', error_description: forged }, 401);
+    const c = client();
+    const err = await failure(c.getToken());
+    noControls(err);
+    expect(err.message).toBe('token request failed (HTTP 401): invalid_client\\nFAKE: bad\\nFAKE LOG LINE\\r\\n\\u2028x\\u2029y\\u0085z\\u001b[31m\\u0000\\t.');
+    expect(err).toMatchObject({ error: 'invalid_client\\nFAKE', error_description: 'bad\\nFAKE LOG LINE\\r\\n\\u2028x\\u2029y\\u0085z\\u001b[31m\\u0000\\t.' });
+    expect(fx.events.find((e) => e.type === 'token.refresh_failed')).toMatchObject({ error: 'invalid_client\\nFAKE' });
+    // the error later callers get during the backoff: the same text, not escaped twice
+    const again = await failure(c.getToken());
+    expect(again.message).toBe(err.message);
+    expect(again.error_description).toBe(err.error_description);
+    expect(tokenRequests()).toBe(1);
+  });
+
+  it.each([
+    [200, 'invalid_response: the answer has no access_token'],
+    [400, 'invalid_response'],
+    [401, 'invalid_client'],
+    [500, 'server_error'],
+  ])('a non-JSON %p answer with control characters: its body is not echoed, the message ends %p', async (status, said) => {
+    answer('oops\r\nFAKE LOG LINE\u2028\u0085', status, { 'content-type': 'text/plain' });
+    const err = await failure(client().getToken());
+    noControls(err);
+    expect(err.message).toBe(`token request failed (HTTP ${status}): ${said}`);
+  });
+
+  it('a token_type with a line separator (which JSON.stringify keeps) is escaped in the message', async () => {
+    answer({ access_token: 'tok', token_type: 'mac\u2028FAKE\u0085', expires_in: 3600 });
+    const err = await failure(client().getToken());
+    noControls(err);
+    expect(err.message).toContain('token_type "mac\\u2028FAKE\\u0085" is not one this client can use');
+  });
+
+  it('discovery: an issuer named with line separators and C1 controls (which JSON.stringify keeps) is escaped in the message', async () => {
+    const issuer = fx.endpoint.url;
+    fx.endpoint.reply = (req) => (req.path.startsWith('/.well-known/') ? { body: { issuer: `${issuer}\u2028FAKE LOG LINE\u2029\u0085\n`, token_endpoint: `${issuer}/token` } } : { body: {} });
+    const err = await failure(client({ tokenEndpoint: undefined, issuer }).getToken());
+    expect(err.error).toBe('invalid_metadata');
+    noControls(err);
+    expect(err.message).toContain(`names issuer "${issuer}\\u2028FAKE LOG LINE\\u2029\\u0085\\n", not`);
+  });
 });
 
 describe('token_type', () => {

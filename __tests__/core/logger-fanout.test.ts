@@ -12,7 +12,7 @@ describe('LoggerFanout', () => {
     const a = recording(lines, 'a');
     const b = recording(lines, 'b');
     const fanout = new LoggerFanout();
-    // a logger without debug() is wrapped anew by each resolveLogger(): still one logger
+    // a logger is wrapped anew by each resolveLogger(): still one logger
     fanout.add(a, resolveLogger(a));
     fanout.add(a, resolveLogger(a));
     fanout.add(false, resolveLogger(false));
@@ -29,5 +29,27 @@ describe('LoggerFanout', () => {
     fanout.add(undefined, { ...resolveLogger(recording(lines, 'second')), debug: () => undefined });
     fanout.info({ event: 'z' }, 'm');
     expect(lines).toEqual(['first info z']);
+  });
+
+  it('a logger that throws: every other logger still gets the line, the caller never sees the exception, and the next line is tried again', () => {
+    const lines: string[] = [];
+    let thrown = 0;
+    const broken = () => {
+      thrown++;
+      throw new Error('log transport closed');
+    };
+    const fanout = new LoggerFanout();
+    const a: Logger = { debug: broken, info: broken, warn: broken, error: broken };
+    fanout.add(a, resolveLogger(a));
+    const b: Logger = { ...recording(lines, 'b'), debug: (o) => void lines.push(`b debug ${String(o.event)}`) };
+    fanout.add(b, resolveLogger(b));
+    expect(() => {
+      fanout.debug({ event: 'd' });
+      fanout.info({ event: 'i' }, 'm');
+      fanout.warn({ event: 'w' }, 'm');
+      fanout.error({ event: 'e' }, 'm');
+    }).not.toThrow();
+    expect(lines).toEqual(['b debug d', 'b info i', 'b warn w', 'b error e']);
+    expect(thrown).toBe(4);
   });
 });

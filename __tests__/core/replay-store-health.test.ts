@@ -149,6 +149,40 @@ describe('ReplayStoreHealth', () => {
     }
   });
 
+  it('at most one probe in flight: with a store that does not answer, 20 readiness checks and the timer\'s ticks make one call; all get its answer', async () => {
+    const { events, logger } = recorder();
+    const health = new ReplayStoreHealth(logger, { kind: 'redis', probeEveryMs: 10 });
+    let probes = 0;
+    let answer!: (ok: boolean) => void;
+    const store = {
+      consume(key: string): Promise<boolean> {
+        if (!key.startsWith('health-probe:')) return Promise.reject(new Error('connect ECONNREFUSED'));
+        probes++;
+        // black-holed until the test answers
+        return new Promise<boolean>((resolve) => (answer = resolve));
+      },
+    };
+    const watched = health.monitor(store);
+    try {
+      // down: the timer probes every 10 ms
+      await expect(watched.consume('proof', 0)).rejects.toThrow('ECONNREFUSED');
+      await until(() => probes === 1);
+      const checks = Array.from({ length: 20 }, () => health.check());
+      await sleep(100);
+      expect(probes).toBe(1);
+      answer(true);
+      expect(await Promise.all(checks)).toEqual(Array(20).fill(true));
+      expect(events.map((e) => e.event)).toEqual(['dpop_replay_store.unavailable', 'dpop_replay_store.recovered']);
+      // answered: the next check asks again
+      const next = health.check();
+      expect(probes).toBe(2);
+      answer(true);
+      expect(await next).toBe(true);
+    } finally {
+      health.stop();
+    }
+  });
+
   it('check() asks the store now (for readiness): its outage and its return show without a DPoP proof', async () => {
     const { events, logger } = recorder();
     const unmonitored = new ReplayStoreHealth(logger, { kind: 'redis' });

@@ -1,11 +1,13 @@
 /**
  * The example's graceful stop (examples/shutdown.ts), over raw keep-alive
- * connections: what a client sees on the wire while the server closes.
+ * connections: what a client sees on the wire while the server closes; and
+ * the signal handlers serveUntilSignal installs for a start-up.
  */
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { gracefulClose } from '../../examples/shutdown';
+import type { Logger } from 'pino';
+import { gracefulClose, serveUntilSignal, STOP_SIGNALS, StopSignal } from '../../examples/shutdown';
 
 /** A server whose GET /slow answers when the test calls `finish()`, and GET /fast at once. */
 async function slowServer() {
@@ -131,5 +133,32 @@ describe('gracefulClose (examples/shutdown.ts)', () => {
     } finally {
       for (const c of [...clients, idle]) c.destroy();
     }
+  });
+});
+
+describe('serveUntilSignal (examples/shutdown.ts)', () => {
+  const logger = { info: () => undefined } as unknown as Logger;
+  const handlers = () => STOP_SIGNALS.map((signal) => process.listenerCount(signal));
+  /** Delivers `signal` to the handler serveUntilSignal installed last, as the process would (its once-wrapper included). */
+  const deliver = (signal: NodeJS.Signals) => (process.rawListeners(signal).at(-1) as (s: NodeJS.Signals) => void)(signal);
+
+  it('a start-up that fails leaves SIGTERM and SIGINT as they were: its own error, a throw at once, a stop by SIGTERM', async () => {
+    const before = handlers();
+    await expect(serveUntilSignal(logger, async () => Promise.reject(new Error('listen EADDRINUSE')))).rejects.toThrow('listen EADDRINUSE');
+    expect(handlers()).toEqual(before);
+
+    await expect(
+      serveUntilSignal(logger, () => {
+        throw new Error('bad PORT');
+      }),
+    ).rejects.toThrow('bad PORT');
+    expect(handlers()).toEqual(before);
+
+    // SIGTERM during the start-up: its handler was used up, and SIGINT's goes too
+    const stopped = serveUntilSignal(logger, (signal) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason))));
+    expect(handlers()).toEqual(before.map((n) => n + 1));
+    deliver('SIGTERM');
+    await expect(stopped).rejects.toBeInstanceOf(StopSignal);
+    expect(handlers()).toEqual(before);
   });
 });

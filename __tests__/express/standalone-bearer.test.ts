@@ -322,6 +322,23 @@ describe('with static keys', () => {
     expectInvalidToken(await get(app, mint(freshKey('ES256', key.kid))));
   });
 
+  it('a logger that throws changes no answer: a refused request still gets the RFC 6750 401, and another requireBearer() still logs it', async () => {
+    const keys = await t.issuer.keys.jwks();
+    const broken = () => {
+      throw new Error('log transport closed');
+    };
+    const lines: Record<string, unknown>[] = [];
+    const record = (o: Record<string, unknown>) => void lines.push(o);
+    const app = express();
+    app.get('/a', bearer({ keys, logger: { info: broken, warn: broken, error: broken, debug: broken } }), sendAuth);
+    app.get('/b', bearer({ keys, logger: { info: record, warn: record, error: record, debug: record } }), sendAuth);
+    const forged = mint(freshKey());
+    for (const path of ['/a', '/b']) expectInvalidToken(await request(app).get(path).set('Authorization', `Bearer ${forged}`));
+    expect(lines.map((l) => [l.event, l.path])).toEqual([['token.rejected', '/b']]);
+    const good = await fetchToken(t.app, client);
+    expect((await request(app).get('/a').set('Authorization', `Bearer ${good}`)).status).toBe(200);
+  });
+
   it('sends the bare challenge without a token', async () => {
     const app = api(bearer({ keys: await t.issuer.keys.jwks() }));
     const res = await request(app).get('/orders');

@@ -293,4 +293,35 @@ describe('a Redis DPoP replay store shared by several standalone requireBearer()
       await t.close();
     }
   });
+
+  it('a logger that throws keeps neither the others from their lines nor the requests from their answers', async () => {
+    const { t, key, token, keys } = await dpopTokenSetup();
+    try {
+      let down = false;
+      const redis = {
+        async set(): Promise<'OK' | null> {
+          if (down) throw new Error('connect ECONNREFUSED');
+          return 'OK';
+        },
+      };
+      const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, dpopProofs: { redis, keyPrefix: 'ecc:test:throwing:' } };
+      const broken = () => {
+        throw new Error('log transport closed');
+      };
+      // the first requireBearer() of the store, so the first logger each line goes to
+      requireBearer({ ...options, logger: { info: broken, warn: broken, error: broken, debug: broken } });
+      const lines: Line[] = [];
+      const app = express();
+      app.get('/orders', requireBearer({ ...options, logger: recordingLogger(lines) }), (_req, res) => void res.end('ok'));
+      const get = () => request(app).get('/orders').set('Authorization', `DPoP ${token}`).set('DPoP', key.proof({ htm: 'GET', htu: `${PUBLIC}/orders`, accessToken: token }));
+      down = true;
+      const refused = await get();
+      expect([refused.status, refused.body.error]).toEqual([503, 'temporarily_unavailable']);
+      down = false;
+      expect((await get()).status).toBe(200);
+      expect(events(lines, 'dpop_replay_store.')).toEqual(['dpop_replay_store.unavailable', 'dpop_replay_store.recovered']);
+    } finally {
+      await t.close();
+    }
+  });
 });

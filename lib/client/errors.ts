@@ -20,6 +20,23 @@ const DISCOVERY_ERRORS = new Set(['discovery_failed', 'invalid_metadata']);
 /** How many characters of the token endpoint's own text a message repeats: an answer may hold anything, and messages end up in logs. */
 export const ECHOED_CHARS = 200;
 
+/**
+ * Control characters (C0, DEL, C1) and the Unicode line and paragraph
+ * separators: a log that prints the text would start a new line at some of
+ * them, so an answer could forge lines of the caller's log.
+ */
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+const SHORT_ESCAPES: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+
+/**
+ * `text` with each control character written as an escape (`\n`, `\r`,
+ * `\t`, else `\uXXXX`, as JSON writes them): the text still shows, on one
+ * line. Applied again, it changes nothing.
+ */
+function visible(text: string): string {
+  return text.replace(CONTROLS, (c) => SHORT_ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** `text` cut to `max` characters with an ellipsis when longer (never half a surrogate pair). */
 export function clip(text: string, max = ECHOED_CHARS): string {
   if (text.length <= max) return text;
@@ -48,18 +65,23 @@ export class TokenEndpointError extends Error {
    * The message repeats at most ECHOED_CHARS characters of `error` (a real
    * code is far shorter) and of a description that is the token endpoint's
    * own text; the `error` and `error_description` properties hold them whole.
+   * Message and properties alike have every control character escaped (see
+   * visible()): `error` may be the endpoint's text, and so may part of a
+   * sentence of this client's own (the issuer or token_type an answer named).
+   * RFC 6749 §5.2 allows no control character in `error` or
+   * `error_description`, so a real answer loses nothing.
    */
   constructor(init: TokenEndpointErrorInit) {
     const where = init.status === undefined ? 'no answer' : `HTTP ${init.status}`;
     // discovery's errors come before any token request: said as such (its status is the metadata request's)
     const what = DISCOVERY_ERRORS.has(init.error) ? 'token endpoint discovery failed' : 'token request failed';
     const echoed = (init as Init)[FROM_ENDPOINT] === true;
-    const description = init.error_description && (echoed ? clip(init.error_description) : init.error_description);
-    super(`${what} (${where}): ${clip(init.error)}${description ? `: ${description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
+    const description = init.error_description && visible(echoed ? clip(init.error_description) : init.error_description);
+    super(`${what} (${where}): ${visible(clip(init.error))}${description ? `: ${description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
     this.name = 'TokenEndpointError';
     this.status = init.status;
-    this.error = init.error;
-    this.error_description = init.error_description;
+    this.error = visible(init.error);
+    this.error_description = init.error_description === undefined ? undefined : visible(init.error_description);
     this.retryAfter = init.retryAfter;
     if (echoed) fromEndpoint.add(this);
   }

@@ -78,7 +78,14 @@ export class OutageTracker<O extends Outage = Outage> {
     );
   }
 
-  /** Runs `probe` every `everyMs` until the outage ends (a timer that keeps no process alive); nothing when one runs already, or after stop(). */
+  /**
+   * Runs `probe` every `everyMs` until the outage ends (a timer that keeps no
+   * process alive); nothing when one runs already, or after stop(). A tick
+   * does not wait for the probe before it: `probe` must itself start none
+   * while one is in flight (StoreHealth skips the tick, ReplayStoreHealth
+   * waits on the probe in flight), or a service that does not answer piles
+   * them up.
+   */
   probeEvery(probe: () => void, everyMs: number): void {
     if (this.probeTimer || this.stopped_) return;
     this.probeTimer = setInterval(probe, everyMs);

@@ -24,6 +24,8 @@ export class ReplayStoreHealth {
   errors = 0;
   private readonly outages: OutageTracker;
   private probe: (() => Promise<unknown>) | undefined;
+  /** The probe in flight, if any: check() and the timer ask the store through it (see probeNow()). */
+  private probing: Promise<void> | undefined;
   private readonly now: () => number;
 
   constructor(
@@ -59,12 +61,13 @@ export class ReplayStoreHealth {
       { reason: err instanceof Error ? err.message : String(err) },
       'DPoP replay store unavailable: requests with a DPoP proof get 503 until it is back',
     );
-    if (this.probe) this.outages.probeEvery(() => this.runProbe(), this.options.probeEveryMs ?? 5000);
+    if (this.probe) this.outages.probeEvery(() => void this.probeNow(), this.options.probeEveryMs ?? 5000);
   }
 
   /** `store` with every answer reported here; a store that answers synchronously (in memory) needs none. */
   monitor(store: ReplayStore): ReplayStore {
-    this.probe = () => Promise.resolve(store.consume(`health-probe:${randomBytes(12).toString('base64url')}`, this.now() + 1000));
+    // async: a store that throws at once rejects like one that fails later
+    this.probe = async () => store.consume(`health-probe:${randomBytes(12).toString('base64url')}`, this.now() + 1000);
     const consume = (key: string, expiresAt: number): Promise<boolean> | boolean => {
       const startedAt = this.now();
       let answer: Promise<boolean> | boolean;
@@ -97,17 +100,11 @@ export class ReplayStoreHealth {
   /**
    * Asks the store now (one `consume()` of a random key that expires in a
    * second), for readiness: its outage shows without waiting for a DPoP
-   * proof, and so does its return. Never rejects.
+   * proof, and so does its return. A probe in flight is not doubled: its
+   * answer is this one's too. Never rejects.
    */
   async check(): Promise<boolean> {
-    if (!this.probe) return this.up;
-    const startedAt = this.now();
-    try {
-      await this.probe();
-      this.succeeded(startedAt);
-    } catch (err) {
-      this.failed(err, false);
-    }
+    await this.probeNow();
     return this.up;
   }
 
@@ -116,11 +113,26 @@ export class ReplayStoreHealth {
     this.probe = undefined;
   }
 
-  private runProbe(): void {
+  /**
+   * One probe of the store, reported here, unless one is in flight: then
+   * that one. A store that does not answer (a Redis that black-holes, held
+   * up to its deadline; a store without one, for ever) is thus asked once at
+   * a time, not once more per timer tick and per readiness check, each
+   * waiting on it. Never rejects.
+   */
+  private probeNow(): Promise<void> {
+    if (this.probing) return this.probing;
+    const probe = this.probe;
+    if (!probe) return Promise.resolve();
     const startedAt = this.now();
-    this.probe?.().then(
-      () => this.succeeded(startedAt),
-      (err: unknown) => this.failed(err, false),
-    );
+    this.probing = probe()
+      .then(
+        () => this.succeeded(startedAt),
+        (err: unknown) => this.failed(err, false),
+      )
+      .finally(() => {
+        this.probing = undefined;
+      });
+    return this.probing;
   }
 }
