@@ -121,6 +121,13 @@ describe('server text in error messages', () => {
     expect(err.error_description!.length).toBeLessThan(300);
   });
 
+  it('bidirectional overrides and isolates are escaped too: a log viewer cannot be made to show the text reordered', async () => {
+    answer({ error: 'invalid_client', error_description: 'ok \u202egnp.exe\u202c \u2066x\u2069 \u200f' }, 401);
+    const err = await failure(client().getToken());
+    expect(err.message).toBe('token request failed (HTTP 401): invalid_client: ok \\u202egnp.exe\\u202c \\u2066x\\u2069 \\u200f');
+    expect(err.error_description).toBe('ok \\u202egnp.exe\\u202c \\u2066x\\u2069 \\u200f');
+  });
+
   it('text of our own is not cut: a long issuer is named whole when the metadata names another', async () => {
     const issuer = `${fx.endpoint.url}/${'tenant-'.repeat(30)}`;
     fx.endpoint.reply = (req) => (req.path.startsWith('/.well-known/') ? { body: { issuer: `${issuer}/`, token_endpoint: `${fx.endpoint.url}/token` } } : { body: {} });

@@ -1,4 +1,4 @@
-import { TokenEndpointError } from './errors';
+import { clip, TokenEndpointError } from './errors';
 import { AnswerTooLargeError, checkTransport, deadline, networkReason, readJsonObject, type FetchLike } from './http';
 
 export interface Discovered {
@@ -53,7 +53,7 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
       continue;
     }
     if (doc.issuer !== issuer) {
-      const named = (JSON.stringify(doc.issuer) ?? 'nothing').slice(0, 200);
+      const named = clip(JSON.stringify(doc.issuer) ?? 'nothing');
       throw new TokenEndpointError({
         status: response.status,
         error: 'invalid_metadata',

@@ -23,9 +23,12 @@ export const ECHOED_CHARS = 200;
 /**
  * Control characters (C0, DEL, C1) and the Unicode line and paragraph
  * separators: a log that prints the text would start a new line at some of
- * them, so an answer could forge lines of the caller's log.
+ * them, so an answer could forge lines of the caller's log. Also the
+ * bidirectional marks, embeddings, overrides and isolates (U+200E, U+200F,
+ * U+202A to U+202E, U+2066 to U+2069): a terminal or log viewer shows the
+ * text after them in another order than it has.
  */
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
 const SHORT_ESCAPES: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 
 /**
