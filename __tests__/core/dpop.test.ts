@@ -120,6 +120,27 @@ describe('verifyDpopProof: typ and alg (DT5, DR12)', () => {
     expect(await reasonOf(() => verify(raw({ header: { typ } })))).toBe('typ');
   });
 
+  it('refuses a typ or alg nested thousands deep as such (named in the detail, not written: String() of it throws)', async () => {
+    const deep = `${'['.repeat(4500)}${']'.repeat(4500)}`;
+    const b64 = (json: string) => Buffer.from(json).toString('base64url');
+    const payload = b64(JSON.stringify({ jti: 'j-deep', htm: 'POST', htu: TOKEN_URL, iat: IAT }));
+    const jwk = JSON.stringify(key.publicJwk);
+    const long = { maxProofLength: 32_768 };
+    for (const [header, reason] of [
+      [`{"typ":${deep},"alg":"ES256","jwk":${jwk}}`, 'typ'],
+      [`{"typ":"dpop+jwt","alg":${deep},"jwk":${jwk}}`, 'alg'],
+    ] as const) {
+      let err: unknown;
+      try {
+        verify(`${b64(header)}.${payload}.AAAA`, atToken, long);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(InvalidDpopProofError);
+      expect(err).toMatchObject({ reason, detail: `dpop proof: ${reason}: ${reason} (an array)` });
+    }
+  });
+
   it('refuses alg none, with or without a signature', async () => {
     const unsigned = raw({ header: { alg: 'none' } }).replace(/\.[^.]+$/, '.');
     expect(await reasonOf(() => verify(unsigned))).toBe('malformed');

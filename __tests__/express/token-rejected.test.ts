@@ -157,6 +157,17 @@ describe('issuer.requireBearer(): other reasons', () => {
     expect(text).not.toContain('secret-looking');
   });
 
+  it('a token whose header or claims hold arrays nested thousands deep: 401 invalid_token, logged without a stack, never a 500', async () => {
+    const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+    const b64 = (json: string) => Buffer.from(json).toString('base64url');
+    const header = b64(`{"alg":"ES256","typ":"at+jwt","kid":"k"}`);
+    for (const token of [`${b64(`{"alg":${deep(4500)}}`)}.e30.AAAA`, `${b64(`{"typ":${deep(4500)},"alg":"ES256"}`)}.e30.AAAA`, `${header}.${b64(`{"iss":${deep(4500)},"sub":"s","client_id":"c","aud":"a","iat":1,"exp":2,"jti":"j"}`)}.AAAA`]) {
+      expectRefused(await request(e).get('/me').set('Authorization', `Bearer ${token}`));
+    }
+    expect(log.events('token.rejected').map((l) => l.reason)).toEqual(['wrong_alg', 'wrong_typ', 'invalid_claim']);
+    expect(log.lines.join('')).not.toContain('RangeError');
+  });
+
   it('says where the refused request came from and went, never its query', async () => {
     expectRefused(await request(e).get('/me?note=should-not-be-logged&x=1').set('Authorization', 'Bearer abc.def.ghi'));
     expect(log.events('token.rejected')).toEqual([expect.objectContaining({ reason: 'malformed', ip: '127.0.0.1', method: 'GET', path: '/me' })]);

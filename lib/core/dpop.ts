@@ -101,8 +101,14 @@ function decodeObject(segment: string): Record<string, unknown> | undefined {
   }
 }
 
-/** A header or claim value for an operator's detail: bounded, whatever the client sent. */
+/**
+ * A header or claim value for an operator's detail: bounded, whatever the
+ * client sent. An object or array is named, not written: String() of an
+ * array nested some thousands deep throws (a RangeError), and a proof may
+ * hold one.
+ */
 function shown(value: unknown): string {
+  if (value !== null && typeof value === 'object') return Array.isArray(value) ? '(an array)' : '(an object)';
   return String(value).slice(0, 32);
 }
 
