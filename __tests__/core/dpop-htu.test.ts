@@ -37,6 +37,13 @@ describe('requestHtu', () => {
     expect(requestHtu('https://public.test/prefix', '/api/orders')).toBe('https://public.test/prefix/api/orders');
   });
 
+  it('takes the path of an absolute-form request target (RFC 9112 §3.2.2), on the configured host', () => {
+    expect(requestHtu('https://api.test', 'http://127.0.0.1:4131/api/whoami?x=1')).toBe('https://api.test/api/whoami?x=1');
+    expect(normalizeHtu(requestHtu('https://api.test', 'HTTP://evil.test'))).toBe('https://api.test/');
+    expect(normalizeHtu(requestHtu('https://api.test', 'https://evil.test?x'))).toBe('https://api.test/');
+    expect(normalizeHtu(requestHtu('https://api.test/prefix', 'http://[::1]:80//evil.test/x'))).toBe('https://api.test/prefix//evil.test/x');
+  });
+
   it('keeps a path that looks like another authority on the configured host', () => {
     expect(normalizeHtu(requestHtu('https://api.test', '//evil.test/api/orders'))).toBe('https://api.test//evil.test/api/orders');
     expect(normalizeHtu(requestHtu('https://api.test', '/\\evil.test/x'))).toMatch(/^https:\/\/api\.test\//);

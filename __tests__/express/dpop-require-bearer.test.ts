@@ -2,6 +2,9 @@
  * requireBearer() with DPoP (RFC 9449 §7): what a client of the protected
  * API sees, with tokens from a real issuer and proofs made by DpopKey.
  */
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import express, { type Request, type Response } from 'express';
 import Redis from 'ioredis';
 import request from 'supertest';
@@ -187,6 +190,28 @@ describe('issuer.requireBearer() with DPoP', () => {
   it('DR9: an app mounted under /v1 checks htu against the original URL', async () => {
     expect((await get('/v1/api/orders', `DPoP ${dpopToken}`, proofFor('/v1/api/orders'))).status).toBe(200);
     expectError(await get('/v1/api/orders', `DPoP ${dpopToken}`, proofFor('/api/orders')), 401, 'invalid_dpop_proof', 'DPoP');
+  });
+
+  it('a request in the absolute form (through a forward proxy, RFC 9112 §3.2.2) is checked against its path on the configured host', async () => {
+    const server = http.createServer(t.app).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    const send = (proof: string) =>
+      new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+        const req = http.request({ host: '127.0.0.1', port, path: `http://127.0.0.1:${port}/api/orders?page=1`, headers: { authorization: `DPoP ${dpopToken}`, dpop: proof } }, (res) => {
+          let text = '';
+          res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) as Record<string, unknown> }));
+        });
+        req.on('error', reject).end();
+      });
+    try {
+      expect(await send(proofFor('/api/orders'))).toEqual({ status: 200, body: { clientId: client.clientId, scope: ['orders:read'], token: dpopToken, cnf: { jkt: key.jkt } } });
+      // the target's authority is not a path: a proof made for it as one is refused
+      expect((await send(proofFor(`/http://127.0.0.1:${port}/api/orders`))).body).toMatchObject({ error: 'invalid_dpop_proof' });
+    } finally {
+      server.close();
+    }
   });
 
   it('DR10: proofs 400 s old or 120 s ahead → 401', async () => {

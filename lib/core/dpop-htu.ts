@@ -52,5 +52,13 @@ function normalizePercent(encoded: string): string {
  */
 export function requestHtu(publicBaseUrl: string, originalUrl: string): string {
   const base = publicBaseUrl.endsWith('/') ? publicBaseUrl.replace(/\/+$/, '') : publicBaseUrl;
-  return originalUrl.startsWith('/') ? base + originalUrl : `${base}/${originalUrl}`;
+  if (originalUrl.startsWith('/')) return base + originalUrl;
+  // the absolute form (RFC 9112 §3.2.2: a server must accept it; a client sends it through a forward proxy that
+  // passes it on): Express routes it by its path, and so is its htu built, on the configured host like any other
+  const authority = ABSOLUTE_FORM.exec(originalUrl);
+  const path = authority ? originalUrl.slice(authority[0].length) : originalUrl;
+  return path.startsWith('/') ? base + path : `${base}/${path}`;
 }
+
+/** The scheme and authority of an absolute-form request target. */
+const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
