@@ -297,8 +297,9 @@ const DPOP_PROOF_DESCRIPTIONS: Record<DpopProofFailure, string> = {
 export class InvalidDpopProofError extends OAuthError {
   readonly code = 'invalid_dpop_proof';
   readonly reason: DpopProofFailure;
-  constructor(reason: DpopProofFailure, options: OAuthErrorOptions & { status?: number } = {}) {
-    super(options.status ?? 400, DPOP_PROOF_DESCRIPTIONS[reason], { ...options, detail: options.detail ?? `dpop proof: ${reason}` });
+  /** `description`: the `error_description` when the reason's own would mislead (a proof too long is not "not a compact JWS"). */
+  constructor(reason: DpopProofFailure, options: OAuthErrorOptions & { status?: number; description?: string } = {}) {
+    super(options.status ?? 400, options.description ?? DPOP_PROOF_DESCRIPTIONS[reason], { ...options, detail: options.detail ?? `dpop proof: ${reason}` });
     this.reason = reason;
   }
 }

@@ -104,14 +104,28 @@ describe('verifyDpopProof: the DPoP header', () => {
     expect(await reasonOf(() => verify(raw({}).replace(/\.[^.]+\./, `.${enc('"str"')}.`)))).toBe('malformed');
   });
 
-  it('refuses a proof longer than maxProofLength', async () => {
+  /** The error_description a refused proof gets. */
+  const descriptionOf = (run: () => unknown): string => {
+    try {
+      run();
+    } catch (err) {
+      return (err as InvalidDpopProofError).toJSON().error_description as string;
+    }
+    throw new Error('the proof was accepted');
+  };
+
+  it('refuses a proof longer than maxProofLength, and says so', async () => {
     const proof = raw({ payload: { pad: 'x'.repeat(9000) } });
     expect(await reasonOf(() => verify(proof))).toBe('malformed');
+    expect(descriptionOf(() => verify(proof))).toBe('the DPoP proof is longer than 8192 characters');
     expect(verify(proof, atToken, { maxProofLength: 20_000 })).toHaveProperty('jkt', key.jkt);
   });
 
-  it('refuses a crit header it does not understand', async () => {
+  it('refuses a crit header it does not understand, and says so', async () => {
     expect(await reasonOf(() => verify(raw({ header: { crit: ['exp'] } })))).toBe('malformed');
+    expect(descriptionOf(() => verify(raw({ header: { crit: ['exp'] } })))).toBe('the DPoP proof has a crit header parameter, and none is supported');
+    // what is not a compact JWS is still said to be one
+    expect(descriptionOf(() => verify('a.b'))).toBe('the DPoP proof is not a compact JWS');
   });
 });
 

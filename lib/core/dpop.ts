@@ -144,8 +144,8 @@ export function verifyDpopProof(
   options: DpopVerifyOptions,
 ): VerifiedDpopProof | Promise<VerifiedDpopProof> {
   const status = options.status ?? 400;
-  const fail = (reason: DpopProofFailure, detail?: string): never => {
-    throw new InvalidDpopProofError(reason, { status, detail: detail === undefined ? undefined : `dpop proof: ${reason}: ${detail}` });
+  const fail = (reason: DpopProofFailure, detail?: string, description?: string): never => {
+    throw new InvalidDpopProofError(reason, { status, description, detail: detail === undefined ? undefined : `dpop proof: ${reason}: ${detail}` });
   };
 
   if (Array.isArray(proof)) {
@@ -153,7 +153,7 @@ export function verifyDpopProof(
     proof = proof[0];
   }
   if (proof === undefined || proof === '') return fail('missing');
-  if (proof.length > (options.maxProofLength ?? 8192)) fail('malformed', `${proof.length} characters`);
+  if (proof.length > (options.maxProofLength ?? 8192)) fail('malformed', `${proof.length} characters`, `the DPoP proof is longer than ${options.maxProofLength ?? 8192} characters`);
   if (proof.includes(',')) fail('multiple', 'a list in one DPoP header');
   if (!COMPACT_JWS.test(proof)) fail('malformed');
 
@@ -169,18 +169,18 @@ export function verifyDpopProof(
     alg = known.alg;
     if (!(options.algorithms ?? DPOP_ALGORITHMS).includes(alg)) return fail('alg', `alg ${alg}`);
   } else {
-    const header = decodeObject(headerSegment) ?? fail('malformed', 'the JOSE header is not a JSON object');
+    const header = decodeObject(headerSegment) ?? fail('malformed', 'the JOSE header is not a JSON object', 'the DPoP proof header is not a JSON object');
     if (header.typ !== 'dpop+jwt') fail('typ', `typ ${shown(header.typ)}`);
     const headerAlg = header.alg;
     if (!isDpopAlgorithm(headerAlg) || !(options.algorithms ?? DPOP_ALGORITHMS).includes(headerAlg)) return fail('alg', `alg ${shown(headerAlg)}`);
     alg = headerAlg;
-    if (header.crit !== undefined) fail('malformed', 'crit is not supported');
+    if (header.crit !== undefined) fail('malformed', 'crit is not supported', 'the DPoP proof has a crit header parameter, and none is supported');
     const checked = publicDpopJwk(header.jwk, alg);
     if (typeof checked === 'string') return fail('jwk', checked);
     jwk = checked;
   }
 
-  const claims = decodeObject(proof.slice(firstDot + 1, secondDot)) ?? fail('malformed', 'the payload is not a JSON object');
+  const claims = decodeObject(proof.slice(firstDot + 1, secondDot)) ?? fail('malformed', 'the payload is not a JSON object', 'the DPoP proof payload is not a JSON object');
   const { jti, htm, htu, iat } = claims;
   if (typeof jti !== 'string' || jti.length === 0 || jti.length > (options.maxJtiLength ?? 256)) fail('claims', 'jti missing or too long');
   if (typeof htm !== 'string' || typeof htu !== 'string') fail('claims', 'htm or htu missing');
