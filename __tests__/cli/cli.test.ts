@@ -2,12 +2,16 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import express from 'express';
+import request from 'supertest';
+import { createIssuer } from '../../lib';
 import { main } from '../../lib/cli/main';
 import { authenticateClient } from '../../lib/core/client-auth';
 import { generateStoredKey } from '../../lib/core/keys';
 import { hashSecret, verifySecret } from '../../lib/core/secrets';
 import { openEmbeddedStore, type EmbeddedStore } from '../../lib/stores/embedded';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
+import { fetchToken, headerOf } from '../helpers/tokens';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -832,6 +836,41 @@ describe('keys', () => {
     const again = await cli(['keys', 'prune', '--json']);
     expect(again.code).toBe(0);
     expect(JSON.parse(again.stdout)).toEqual({ removed: 0 });
+  });
+
+  test('keys prune keeps a retired key while the tokens an instance with a longer lifetime signed with it are valid', async () => {
+    // an instance on the defaults (3600 s): it records its lifetime on its key before it signs
+    const issuer = createIssuer({ issuer: 'http://issuer.test', audience: 'http://issuer.test/api', dataDir, logger: false });
+    const app = express().use(issuer.router());
+    const client = await issuer.clients.create({ name: 'svc', scopes: ['a'] });
+    const token = await fetchToken(app, client);
+    await issuer.close();
+    expect(await withStore((s) => s.listKeys())).toEqual([expect.objectContaining({ kid: headerOf(token).kid, tokenTtl: expect.any(Number) })]);
+    // retired now; a CLI run with a 1 s lifetime prunes what it thinks expired
+    expect((await cli(['keys', 'rotate', '--lead-time', '0'])).code).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    expect(JSON.parse((await cli(['keys', 'prune', '--json'], { ACCESS_TOKEN_TTL: '1', CLOCK_TOLERANCE: '0' })).stdout)).toEqual({ removed: 0 });
+    // the token still verifies at an instance started afterwards
+    const again = createIssuer({ issuer: 'http://issuer.test', audience: 'http://issuer.test/api', dataDir, logger: false });
+    const api = express().get('/me', again.requireBearer(), (req, res) => void res.json({ client_id: req.auth!.clientId }));
+    try {
+      const res = await request(api).get('/me').set('Authorization', `Bearer ${token}`);
+      expect({ status: res.status, body: res.body }).toEqual({ status: 200, body: { client_id: client.clientId } });
+    } finally {
+      await again.close();
+    }
+  });
+
+  test('keys rotate with a lead time under the servers\' KEY_REFRESH_INTERVAL records that much more lifetime on the key it replaces', async () => {
+    await withStore(async () => undefined); // a store without keys, as the server's first start leaves it
+    expect((await cli(['keys', 'list'])).code).toBe(0);
+    const [first] = await withStore((s) => s.listKeys());
+    expect((await cli(['keys', 'rotate', '--lead-time', '0'], { KEY_REFRESH_INTERVAL: '600' })).code).toBe(0);
+    const replaced = (await withStore((s) => s.listKeys())).find((k) => k.kid === first.kid)!;
+    // 3600 + 5 (the defaults) + 600: a server may sign with it for one refresh after the rotation
+    expect(replaced.tokenTtl).toBe(4205);
+    expectUsageError(await cli(['keys', 'rotate'], { KEY_REFRESH_INTERVAL: 'soon' }), 'KEY_REFRESH_INTERVAL must be a number of seconds from 0.1 to 3600', 'keys rotate');
+    expectUsageError(await cli(['keys', 'prune'], { KEY_REFRESH_INTERVAL: '0' }), 'KEY_REFRESH_INTERVAL', 'keys prune');
   });
 
   test('keys prune on an empty store removes nothing and creates no key', async () => {

@@ -260,6 +260,17 @@ describe('KeyRing', () => {
     expect((await store.listKeys()).length).toBe(2);
   });
 
+  it('instances started together after the algorithm changed all start, with the one key the first rotation made', async () => {
+    await ring().init();
+    const rings = [ring({ algorithm: 'RS256' }), ring({ algorithm: 'RS256' }), ring({ algorithm: 'RS256' })];
+    const started = await Promise.allSettled(rings.map((r) => r.init()));
+    expect(started.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    const rsa = (await store.listKeys()).filter((k) => k.alg === 'RS256');
+    expect(rsa).toHaveLength(1);
+    clock += 5 * MIN;
+    for (const r of rings) expect(r.current().kid).toBe(rsa[0].kid);
+  });
+
   it('a rotation right after another one (made on a stale view) reloads first and leaves one unretired key', async () => {
     const [a, b] = await twoInstances();
     await a.rotate(0);

@@ -17,7 +17,9 @@ const KEY_ENVIRONMENT = `${ENVIRONMENT}
   ACCESS_TOKEN_TTL        access token lifetime in seconds, as the server has it (default 3600)
   CLOCK_TOLERANCE         clock skew in seconds the server allows (default 5)
   SIGNING_ALG             ES256 or RS256, for new keys (default: the signing key's, else ES256)
-  KEY_ROTATION_LEAD_TIME  default --lead-time of 'keys rotate', in seconds (default 300)`;
+  KEY_ROTATION_LEAD_TIME  default --lead-time of 'keys rotate', in seconds (default 300)
+  KEY_REFRESH_INTERVAL    how often the servers reload keys, in seconds, as they have it (default 30):
+                          a rotation with a shorter lead time keeps the replaced key that much longer`;
 
 export const HELP: Record<string, string> = {
   '': `Usage: ${BIN} <command> [options]

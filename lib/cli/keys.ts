@@ -10,6 +10,8 @@ interface KeySettings {
   accessTokenTtl: number;
   clockTolerance: number;
   leadTime: number;
+  /** The servers' key refresh interval, in seconds (KEY_REFRESH_INTERVAL). */
+  refreshInterval: number;
 }
 
 function envNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, max: number, command: string, min = 0): number {
@@ -31,7 +33,23 @@ function keySettings(env: NodeJS.ProcessEnv, command: string): KeySettings {
     accessTokenTtl: envNumber(env, 'ACCESS_TOKEN_TTL', 3600, 86400, command, 1),
     clockTolerance: envNumber(env, 'CLOCK_TOLERANCE', 5, 300, command),
     leadTime: envNumber(env, 'KEY_ROTATION_LEAD_TIME', 300, 86400, command),
+    refreshInterval: refreshIntervalOf(env, command),
   };
+}
+
+/**
+ * KEY_REFRESH_INTERVAL, the servers' (seconds, 0.1 to 3600, default 30): a
+ * server learns of a rotation up to that long after it, so `keys rotate`
+ * with a shorter lead time records that much more lifetime on the key it
+ * replaces, and no prune removes it while a server may still sign with it.
+ */
+function refreshIntervalOf(env: NodeJS.ProcessEnv, command: string): number {
+  const text = env.KEY_REFRESH_INTERVAL?.trim();
+  if (text === undefined || text === '') return 30;
+  if (!/^\d+(\.\d+)?$/.test(text) || Number(text) < 0.1 || Number(text) > 3600) {
+    throw new UsageError(`KEY_REFRESH_INTERVAL must be a number of seconds from 0.1 to 3600, got ${JSON.stringify(env.KEY_REFRESH_INTERVAL)}`, command);
+  }
+  return Number(text);
 }
 
 /**
@@ -52,7 +70,8 @@ async function loadKeyRing(ctx: Context, settings: KeySettings, load = true): Pr
     // the CLI signs no token: the servers record their lifetimes on the keys
     signs: false,
     reloadCooldownMs: 0,
-    refreshMs: Number.POSITIVE_INFINITY,
+    // the servers' refresh: how long after a rotation one may still sign with the key it replaced (KeyRing.rotate())
+    refreshMs: settings.refreshInterval * 1000,
     rotationLeadTimeMs: settings.leadTime * 1000,
     logger: auditLogger(ctx.io.env),
     now: Date.now,

@@ -44,7 +44,11 @@ export function deferredKeyStore(get: () => KeyStore | Promise<KeyStore>): KeySt
     listKeys: async () => (await get()).listKeys(),
     insertFirstKey: async (key) => (await get()).insertFirstKey(key),
     rotateKey: async (key, expected) => (await get()).rotateKey(key, expected),
-    pruneKeys: async (before) => (await get()).pruneKeys(before),
+    // `now` on: with it the store keeps the keys whose recorded token lifetime has not run out
+    pruneKeys: async (before, now) => (await get()).pruneKeys(before, now),
+    raiseKeyTokenTtl: async (kids, tokenTtl) => {
+      await (await get()).raiseKeyTokenTtl?.(kids, tokenTtl);
+    },
   };
 }
 
@@ -144,6 +148,14 @@ export interface KeyRingOptions {
  * rotation. Persisted through a `KeyStore`, so every instance on one store
  * sees the same keys.
  */
+/** A rotation that found the keys changed by another (an instance or the CLI rotating at the same moment); nothing was written. */
+export class KeyRotationConflictError extends Error {
+  constructor() {
+    super('the signing keys changed during the rotation; list them and try again');
+    this.name = 'KeyRotationConflictError';
+  }
+}
+
 export class KeyRing implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private jwksDocument: { keys: PublicJwk[] } = { keys: [] };
@@ -173,8 +185,29 @@ export class KeyRing implements KeyResolver {
     this.replace(stored);
     // before this instance signs anything: its lifetime on the keys it may sign with
     await this.recordTokenTtl();
-    const pending = [...this.keys.values()].some((k) => k.retiredAt === null && k.alg === this.options.algorithm);
-    if (!pending) await this.rotate(this.options.rotationLeadTimeMs);
+    if (!this.hasKeyOfOwnAlgorithm()) await this.rotateAtInit();
+  }
+
+  /** Whether a key not retired has the configured algorithm (the signing key, or one pending to replace it). */
+  private hasKeyOfOwnAlgorithm(): boolean {
+    return [...this.keys.values()].some((k) => k.retiredAt === null && k.alg === this.options.algorithm);
+  }
+
+  /**
+   * The rotation to a changed algorithm at start. Instances started together
+   * (a deployment after SIGNING_ALG changed) all see the old algorithm and
+   * rotate at once; one wins, and the others find its key on reload: theirs
+   * too, so they start with it. Only a rotation that lost to one of another
+   * algorithm is tried again, once.
+   */
+  private async rotateAtInit(): Promise<void> {
+    try {
+      await this.rotate(this.options.rotationLeadTimeMs);
+    } catch (err) {
+      if (!(err instanceof KeyRotationConflictError)) throw err;
+      // rotate() reloaded the keys
+      if (!this.hasKeyOfOwnAlgorithm()) await this.rotate(this.options.rotationLeadTimeMs);
+    }
   }
 
   /** The lifetime this process records on keys: its own when it signs, else none. */
@@ -299,7 +332,7 @@ export class KeyRing implements KeyResolver {
     const stored = { ...generateStoredKey(this.options.algorithm, new Date(now), new Date(now + leadTimeMs)), tokenTtl: this.ownTokenTtl() };
     if (!(await this.store.rotateKey(stored, expected))) {
       await this.reload();
-      throw new Error('the signing keys changed during the rotation; list them and try again');
+      throw new KeyRotationConflictError();
     }
     await this.reload();
     if (this.store.raiseKeyTokenTtl) {
@@ -325,13 +358,14 @@ export class KeyRing implements KeyResolver {
   async prune(): Promise<number> {
     const now = this.options.now();
     const before = new Date(now - this.options.maxTokenTtl * 1000);
-    const kids = [...this.keys.values()].filter((k) => k.retiredAt !== null && this.expiresAt(k) < now).map((k) => k.kid);
     // the store keeps what another instance recorded a longer lifetime for, whatever this one knows
     const removed = await this.store.pruneKeys(before, new Date(now));
     if (removed > 0) {
+      const known = [...this.keys.keys()];
       await this.reload();
+      // the store's rule decides (a lifetime recorded by another instance): the kids gone are those no longer listed
       const left = new Set(this.keys.keys());
-      this.options.logger?.info({ event: 'key.pruned', count: removed, kids: kids.filter((kid) => !left.has(kid)) }, 'retired signing keys pruned');
+      this.options.logger?.info({ event: 'key.pruned', count: removed, kids: known.filter((kid) => !left.has(kid)) }, 'retired signing keys pruned');
     }
     return removed;
   }
