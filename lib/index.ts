@@ -8,6 +8,7 @@ export type { AccessTokenAuth } from './core/verifier';
 export type { IssuerHealth } from './core/issuer-health';
 export type { AccessTokenClaims } from './core/issuer';
 export type { ClientInfo, IssuedCredentials, CreateClientInput, ClientService, DeliverOptions } from './core/clients';
+export { SecretRotationConflictError } from './core/clients';
 export type { SigningAlgorithm, PublicJwk } from './core/keys';
 export type { RegisteredKeyClient, CreateKeyClientInput, ClientChanges, ClientUpdate } from './core/clients';
 export { signClientAssertion, CLIENT_ASSERTION_TYPE } from './jwt/client-assertion';

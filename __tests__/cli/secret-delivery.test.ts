@@ -10,8 +10,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { main } from '../../lib/cli/main';
 import { authenticateClient } from '../../lib/core/client-auth';
-import { openEmbeddedStore } from '../../lib/stores/embedded';
+import { Pool } from 'pg';
 import * as open from '../../lib/stores/open';
+import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 
 let tmp: string;
 let dataDir: string;
@@ -32,8 +33,8 @@ interface Run {
   stderr: string;
 }
 
-/** Runs the CLI; `flush` stands for stdout's answer (default: everything taken). */
-async function cli(args: string[], io: { flush?: () => Promise<void>; stdout?: (s: string) => void } = {}): Promise<Run> {
+/** Runs the CLI; `flush` stands for stdout's answer (default: everything taken); `env` adds to DATA_DIR. */
+async function cli(args: string[], io: { flush?: () => Promise<void>; stdout?: (s: string) => void; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
   let stdout = '';
   let stderr = '';
   const cliIo = {
@@ -45,7 +46,7 @@ async function cli(args: string[], io: { flush?: () => Promise<void>; stdout?: (
       stderr += s;
     },
     flush: io.flush,
-    env: { DATA_DIR: dataDir },
+    env: { DATA_DIR: dataDir, ...io.env },
   };
   const code = await main(args, cliIo);
   return { code, stdout, stderr };
@@ -53,9 +54,9 @@ async function cli(args: string[], io: { flush?: () => Promise<void>; stdout?: (
 
 const failing = (code: string) => () => Promise.reject(Object.assign(new Error(`${code}: write failed`), { code }));
 
-/** Whether `secret` authenticates `clientId` now, by the token endpoint's rules, on the store as it is. */
-async function authenticates(clientId: string, secret: string): Promise<boolean> {
-  const store = await openEmbeddedStore({ dataDir });
+/** Whether `secret` authenticates `clientId` now, by the token endpoint's rules, on the store as it is (the CLI's, by `env`). */
+async function authenticates(clientId: string, secret: string, env: NodeJS.ProcessEnv = {}): Promise<boolean> {
+  const store = await open.openStore({ dataDir, databaseUrl: env.DATABASE_URL, schema: env.DATABASE_SCHEMA });
   try {
     return await authenticateClient((id) => store.findClient(id), { clientId, clientSecret: secret, method: 'client_secret_basic' }, new Date()).then(
       () => true,
@@ -72,8 +73,8 @@ async function clients(): Promise<Array<{ client_id: string; name: string; activ
   return JSON.parse(r.stdout);
 }
 
-async function createJson(name = 'svc'): Promise<{ client_id: string; client_secret: string }> {
-  const r = await cli(['create', '--name', name, '--json']);
+async function createJson(name = 'svc', env: NodeJS.ProcessEnv = {}): Promise<{ client_id: string; client_secret: string }> {
+  const r = await cli(['create', '--name', name, '--json'], { env });
   expect(r.code).toBe(0);
   return JSON.parse(r.stdout);
 }
@@ -152,6 +153,64 @@ describe('rotate-secret', () => {
     expect(await authenticates(c.client_id, c.client_secret)).toBe(true);
     expect(await authenticates(c.client_id, printedSecret(r.stdout))).toBe(false);
   });
+});
+
+/**
+ * Two `rotate-secret` runs on one client at the same moment: each holds at
+ * its flush (its secret printed, the client read, nothing stored yet) until
+ * both got there, as two operators' runs, or three servers' admin calls, can.
+ */
+async function rotateTogether(clientId: string, flags: string[], env: NodeJS.ProcessEnv): Promise<Run[]> {
+  let arrived = 0;
+  let release!: () => void;
+  const both = new Promise<void>((resolve) => (release = resolve));
+  const flush = async (): Promise<void> => {
+    if (++arrived === 2) release();
+    await both;
+  };
+  return Promise.all([0, 1].map(() => cli(['rotate-secret', clientId, ...flags], { flush, env })));
+}
+
+function rotateRace(env: () => NodeJS.ProcessEnv): void {
+  test.each([[[]], [['--keep-old', '1h']], [['--json']]])(
+    'two runs at once (%j): exactly one exits 0 and its secret works; the other exits 1 saying its printed secret was NOT stored, and it does not work',
+    async (flags) => {
+      const c = await createJson('svc', env());
+      const runs = await rotateTogether(c.client_id, flags, env());
+      expect(runs.map((r) => r.code).sort()).toEqual([0, 1]);
+      const won = runs.find((r) => r.code === 0)!;
+      const lost = runs.find((r) => r.code === 1)!;
+      expect(await authenticates(c.client_id, printedSecret(won.stdout), env())).toBe(true);
+      expect(oneErrorLine(lost)).toBe(
+        `error: another rotation of the secret of client '${c.client_id}' happened at the same time; the secret printed above was NOT stored: the other rotation's new secret is the one that works`,
+      );
+      expect(await authenticates(c.client_id, printedSecret(lost.stdout), env())).toBe(false);
+      // the old secret as the winner said: kept for an hour, or ended
+      expect(await authenticates(c.client_id, c.client_secret, env())).toBe(flags[0] === '--keep-old');
+    },
+  );
+}
+
+describe('rotate-secret twice at the same moment (embedded store)', () => {
+  rotateRace(() => ({}));
+});
+
+describeIfPostgres('rotate-secret twice at the same moment (PostgreSQL)', () => {
+  const schemas: string[] = [];
+  let schema = '';
+  beforeEach(() => {
+    schema = uniqueSchemaName();
+    schemas.push(schema);
+  });
+  afterAll(async () => {
+    const admin = new Pool({ connectionString: postgresUrl(), max: 1 });
+    try {
+      for (const s of schemas) await dropSchema(admin, s);
+    } finally {
+      await admin.end();
+    }
+  });
+  rotateRace(() => ({ DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema }));
 });
 
 describe('create', () => {

@@ -62,6 +62,10 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
       cleanup = undefined;
     });
 
+    /** A rotation on the secrets the client has now (as core reads them first). */
+    const rotate = async (clientId: string, s: StoredSecret, keepOldUntil: Date | null): Promise<boolean> =>
+      store.rotateSecret(clientId, s, keepOldUntil, ((await store.findClient(clientId))?.secrets ?? []).map((x) => x.hash));
+
     describe('clients', () => {
       it('keeps resources, permissions and requireDpop; a client created without them has none', async () => {
       await store.createClient(newClient('plain'));
@@ -157,7 +161,7 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
 
       it('lists a client’s secrets newest first', async () => {
         await store.createClient(newClient('multi'));
-        await store.rotateSecret('multi', secret('hash-multi-2', T1), t('2099-01-01T00:00:00.000Z'));
+        await rotate('multi', secret('hash-multi-2', T1), t('2099-01-01T00:00:00.000Z'));
         const [listed] = await store.listClients();
         expect(listed.secrets.map((s) => s.hash)).toEqual(['hash-multi-2', 'hash-multi-1']);
       });
@@ -169,9 +173,9 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         const later = t('2099-01-01T00:00:00.000Z');
         // Four secrets with different expiries relative to `at`:
         await store.createClient(newClient('rev', { secret: secret('s1', T0, T1) })); // s1: T1, before `at`
-        await store.rotateSecret('rev', secret('s2', T1), later); // s1 keeps T1
-        await store.rotateSecret('rev', secret('s3', T1), later); // s2: `later`
-        await store.rotateSecret('rev', secret('s4', T2), later); // s3: `later`; s4: null
+        await rotate('rev', secret('s2', T1), later); // s1 keeps T1
+        await rotate('rev', secret('s3', T1), later); // s2: `later`
+        await rotate('rev', secret('s4', T2), later); // s3: `later`; s4: null
 
         expect(await store.revokeClient('rev', at)).toBe(true);
 
@@ -281,17 +285,17 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         const keepEarlier = t('2098-01-01T00:00:00.333Z');
         await store.createClient(newClient('rot', { secret: secret('h1', T0) }));
 
-        expect(await store.rotateSecret('rot', secret('h2', T1), keep1)).toBe(true);
+        expect(await rotate('rot', secret('h2', T1), keep1)).toBe(true);
         let found = (await store.findClient('rot'))!;
         expect(found.secrets).toEqual([secret('h2', T1, null), secret('h1', T0, keep1)]);
 
         // A later keepOldUntil never extends an earlier expiry.
-        expect(await store.rotateSecret('rot', secret('h3', T2), keep2)).toBe(true);
+        expect(await rotate('rot', secret('h3', T2), keep2)).toBe(true);
         found = (await store.findClient('rot'))!;
         expect(found.secrets).toEqual([secret('h3', T2, null), secret('h2', T1, keep2), secret('h1', T0, keep1)]);
 
         // An earlier keepOldUntil shortens every older secret.
-        expect(await store.rotateSecret('rot', secret('h4', T3), keepEarlier)).toBe(true);
+        expect(await rotate('rot', secret('h4', T3), keepEarlier)).toBe(true);
         found = (await store.findClient('rot'))!;
         expect(found.secrets).toEqual([
           secret('h4', T3, null),
@@ -304,7 +308,7 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
 
       it('with keepOldUntil null: older secrets end at once', async () => {
         await store.createClient(newClient('now', { secret: secret('old', T0) }));
-        expect(await store.rotateSecret('now', secret('new', T1), null)).toBe(true);
+        expect(await rotate('now', secret('new', T1), null)).toBe(true);
 
         const found = (await store.findClient('now'))!;
         expect(found.secrets).toEqual([secret('new', T1, null), secret('old', T0, T1)]);
@@ -313,7 +317,7 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
       it('with keepOldUntil in the past: older secrets end at once', async () => {
         await store.createClient(newClient('past', { secret: secret('old', T0) }));
         const past = new Date(Date.now() - HOUR);
-        expect(await store.rotateSecret('past', secret('new', T1), past)).toBe(true);
+        expect(await rotate('past', secret('new', T1), past)).toBe(true);
 
         const found = (await store.findClient('past'))!;
         expect(found.secrets).toEqual([secret('new', T1, null), secret('old', T0, past)]);
@@ -321,22 +325,50 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
 
       it('orders a secret created in the same millisecond as the current one first (insertion breaks ties)', async () => {
         await store.createClient(newClient('tie', { secret: secret('first', T1) }));
-        await store.rotateSecret('tie', secret('second', T1), t('2099-01-01T00:00:00.000Z'));
-        await store.rotateSecret('tie', secret('third', T1), t('2099-01-01T00:00:00.000Z'));
+        await rotate('tie', secret('second', T1), t('2099-01-01T00:00:00.000Z'));
+        await rotate('tie', secret('third', T1), t('2099-01-01T00:00:00.000Z'));
         const found = (await store.findClient('tie'))!;
         expect(found.secrets.map((s) => s.hash)).toEqual(['third', 'second', 'first']);
+      });
+
+      it('refuses (false, no change) a rotation decided on secrets that another rotation changed since', async () => {
+        const keep = t('2099-01-01T00:00:00.000Z');
+        await store.createClient(newClient('race', { secret: secret('h1', T0) }));
+        const seen = (await store.findClient('race'))!.secrets.map((s) => s.hash);
+        expect(await store.rotateSecret('race', secret('first', T1), keep, seen)).toBe(true);
+        const after = await store.findClient('race');
+
+        expect(await store.rotateSecret('race', secret('second', T2), null, seen)).toBe(false);
+        expect(await store.rotateSecret('race', secret('second', T2), null, [])).toBe(false);
+        expect(await store.rotateSecret('race', secret('second', T2), null, ['first', 'h1', 'other'])).toBe(false);
+        expect(await store.findClient('race')).toEqual(after);
+        expect(after!.secrets).toEqual([secret('first', T1, null), secret('h1', T0, keep)]);
+        // the secrets as they are now, in any order: accepted
+        expect(await store.rotateSecret('race', secret('second', T2), null, ['h1', 'first'])).toBe(true);
+      });
+
+      it('two rotations at once on the secrets both read: exactly one is stored, and its secret stays current', async () => {
+        for (let round = 0; round < 5; round++) {
+          const id = `both-${round}`;
+          await store.createClient(newClient(id, { secret: secret('old', T0) }));
+          const seen = (await store.findClient(id))!.secrets.map((s) => s.hash);
+          const done = await Promise.all(['a', 'b'].map((h) => store.rotateSecret(id, secret(h, T1), null, seen)));
+          expect(done.filter(Boolean)).toHaveLength(1);
+          const winner = done[0] ? 'a' : 'b';
+          expect((await store.findClient(id))!.secrets).toEqual([secret(winner, T1, null), secret('old', T0, T1)]);
+        }
       });
 
       it('returns false and changes nothing for a revoked client', async () => {
         await store.createClient(newClient('gone'));
         await store.revokeClient('gone', T1);
         const before = await store.findClient('gone');
-        expect(await store.rotateSecret('gone', secret('new', T2), null)).toBe(false);
+        expect(await rotate('gone', secret('new', T2), null)).toBe(false);
         expect(await store.findClient('gone')).toEqual(before);
       });
 
       it('returns false for an unknown client and creates nothing', async () => {
-        expect(await store.rotateSecret('ghost', secret('new', T2), null)).toBe(false);
+        expect(await rotate('ghost', secret('new', T2), null)).toBe(false);
         expect(await store.findClient('ghost')).toBeNull();
         expect(await store.listClients()).toEqual([]);
       });

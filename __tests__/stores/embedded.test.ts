@@ -80,7 +80,7 @@ describe('embedded store shared by two connections (server and CLI)', () => {
       expect((await server.findClient('c'))!.secrets.map((s) => s.hash)).toEqual(['h1']);
 
       const later = new Date('2030-01-01T00:01:00Z');
-      await cli.rotateSecret('c', { hash: 'h2', createdAt: later, expiresAt: null }, null);
+      await cli.rotateSecret('c', { hash: 'h2', createdAt: later, expiresAt: null }, null, ['h1']);
       expect((await server.findClient('c'))!.secrets.map((s) => s.hash)).toEqual(['h2', 'h1']);
 
       await cli.revokeClient('c', later);

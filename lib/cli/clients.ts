@@ -1,5 +1,5 @@
 /** `create`, `list`, `update`, `revoke`, `revoke-tokens`, `rotate-secret`: the client commands. */
-import type { ClientChanges, ClientUpdate, IssuedCredentials } from '../core/clients';
+import { SecretRotationConflictError, type ClientChanges, type ClientUpdate, type IssuedCredentials } from '../core/clients';
 import { isScopeToken } from '../core/scope';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { createKeyClient } from './client-keys';
@@ -189,6 +189,10 @@ export const rotateSecret: Handler = async (args, ctx) => {
       what: 'the new secret',
       unsent: 'nothing was changed, the old secret still works',
       unstored: 'the secret printed above was NOT stored: nothing was changed, the old secret still works',
+      refused: (err) =>
+        err instanceof SecretRotationConflictError
+          ? `another rotation of the secret of client ${quoted(clientId)} happened at the same time; the secret printed above was NOT stored: the other rotation's new secret is the one that works`
+          : undefined,
     },
   );
   ctx.err(SECRET_WARNING);

@@ -248,13 +248,14 @@ export async function activeClient(service: ClientService, clientId: string, whe
  * a core call that takes a `deliver` callback (create, rotateSecret). When
  * stdout fails, nothing is stored and the error says so (`unsent`); when
  * the store fails after the output went out, the error says that what was
- * printed was not stored (`unstored`). Both are CommandErrors (exit 1).
+ * printed was not stored (`unstored`), or, for a refusal `refused` names
+ * (the store changed meanwhile), that line instead. All are CommandErrors (exit 1).
  */
 export async function deliverFirst<T, R>(
   ctx: Context,
   show: (created: T) => void,
   commit: (deliver: (created: T) => Promise<void>) => Promise<R>,
-  said: { what: string; unsent: string; unstored: string },
+  said: { what: string; unsent: string; unstored: string; refused?: (err: unknown) => string | undefined },
 ): Promise<R> {
   let sent = false;
   try {
@@ -266,6 +267,8 @@ export async function deliverFirst<T, R>(
   } catch (err) {
     if (err instanceof OutputError) throw new CommandError(`could not write ${said.what} to stdout (${err.code}): ${said.unsent}`);
     if (!sent) throw err;
+    const refused = said.refused?.(err);
+    if (refused !== undefined) throw new CommandError(refused);
     throw new CommandError(`${oneLine(err instanceof Error ? err.message : String(err))}; ${said.unstored}`);
   }
 }

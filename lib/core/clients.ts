@@ -173,6 +173,19 @@ export interface DeliverOptions<T> {
   deliver?: (created: T) => Promise<void>;
 }
 
+/**
+ * A secret rotation that found the client's secrets changed since it read
+ * them (another rotation at the same moment, through the CLI or another
+ * instance): nothing was stored; the other rotation's secret is the one that works.
+ */
+export class SecretRotationConflictError extends Error {
+  readonly code = 'secret_rotation_conflict';
+  constructor(readonly clientId: string) {
+    super(`the secret of client ${clientId} was rotated by another at the same time; this rotation changed nothing`);
+    this.name = 'SecretRotationConflictError';
+  }
+}
+
 /** Fresh credentials; the only moment the secret exists in clear. */
 export interface IssuedCredentials {
   clientId: string;
@@ -437,7 +450,8 @@ export class ClientService {
    * `keepOldFor` seconds (default 0: they end now). `null` when the client is
    * unknown or revoked. With `deliver`, as in create(): the new secret is
    * stored (and the old ones ended) only once `deliver` resolved; a rejection
-   * changes nothing and is rethrown.
+   * changes nothing and is rethrown. A `SecretRotationConflictError` (and no
+   * change) when another rotation of the client's secret happened in between.
    */
   async rotateSecret(
     clientId: string,
@@ -448,9 +462,12 @@ export class ClientService {
       throw new TypeError('keepOldFor must be a number of seconds, 0 or more');
     }
     const store = await this.store();
-    if ((await store.findClient(clientId))?.authMethod === 'private_key_jwt') {
+    const client = await store.findClient(clientId);
+    if (client?.authMethod === 'private_key_jwt') {
       throw new TypeError(`client ${clientId} authenticates with keys (private_key_jwt), not a secret; use client-key add`);
     }
+    // the rotation holds only on the secrets read here: one that ran meanwhile is not undone
+    const seen = client?.secrets.map((s) => s.hash) ?? [];
     const now = this.now();
     const clientSecret = generateSecret();
     await options.deliver?.({ clientId, clientSecret });
@@ -458,8 +475,13 @@ export class ClientService {
       clientId,
       { hash: hashSecret(clientSecret), createdAt: new Date(now), expiresAt: null },
       keepOldFor > 0 ? new Date(now + keepOldFor * 1000) : null,
+      seen,
     );
-    if (!ok) return null;
+    if (!ok) {
+      const after = await store.findClient(clientId);
+      if (after && !after.revokedAt) throw new SecretRotationConflictError(clientId);
+      return null;
+    }
     this.logger.info({ event: 'client.secret_rotated', client_id: clientId, keep_old_for: keepOldFor }, 'client secret rotated');
     await this.credentialsChanged(clientId);
     return { clientId, clientSecret };

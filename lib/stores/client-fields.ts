@@ -40,3 +40,15 @@ export function withKeyRemoved(jwks: ClientJwks, kid: string): ClientJwks | null
   if (jwks.keys.length <= 1 || !jwks.keys.some((k) => k.kid === kid)) return null;
   return { keys: jwks.keys.filter((k) => k.kid !== kid) };
 }
+
+/**
+ * Whether a client's stored secret hashes are `expected` (any order): the
+ * condition of a secret rotation. TypeError when `expected` is not a list
+ * (a caller that read nothing would otherwise rotate unconditionally).
+ */
+export function sameHashes(stored: readonly string[], expected: readonly string[]): boolean {
+  if (!Array.isArray(expected)) throw new TypeError('rotateSecret needs the hashes of the secrets the caller read (expectedSecrets)');
+  if (stored.length !== expected.length) return false;
+  const want = [...expected].sort();
+  return [...stored].sort().every((h, i) => h === want[i]);
+}

@@ -6,7 +6,7 @@
  */
 import type Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
-import { authMethodOf, jwksOf, keySetOf, permissionsOf, withKeyAdded, withKeyRemoved } from './client-fields';
+import { authMethodOf, jwksOf, keySetOf, permissionsOf, sameHashes, withKeyAdded, withKeyRemoved } from './client-fields';
 import { date, words } from './embedded-schema';
 import type { AddClientKeyResult, ClientJwks, ClientPublicJwk, ClientRecord, ClientSettings, ClientSettingsChange, NewClient, StoredSecret } from './types';
 
@@ -187,9 +187,11 @@ export function embeddedClients(db: Database.Database, bumpGeneration: (clientId
     q.capSecrets.run(at, clientId, at);
     return true;
   });
-  const rotateSecret = db.transaction((clientId: string, secret: StoredSecret, keepOldUntil: number): boolean => {
+  const rotateSecret = db.transaction((clientId: string, secret: StoredSecret, keepOldUntil: number, expectedSecrets: readonly string[]): boolean => {
     const row = q.client.get(clientId);
     if (!row || row.revoked_at !== null) return false;
+    // decided on what the caller read: another rotation since then is refused, not capped
+    if (!sameHashes(q.secrets.all(clientId).map((s) => s.hash), expectedSecrets)) return false;
     q.capSecrets.run(keepOldUntil, clientId, keepOldUntil);
     q.insertSecret.run(clientId, secret.hash, secret.createdAt.getTime(), secret.expiresAt?.getTime() ?? null);
     return true;
@@ -217,8 +219,8 @@ export function embeddedClients(db: Database.Database, bumpGeneration: (clientId
     revokeClient: (clientId: string, at: Date) => {
       return wrote(revokeClient.immediate)(clientId, at.getTime());
     },
-    rotateSecret: (clientId: string, secret: StoredSecret, keepOldUntil: Date | null) =>
-      wrote(rotateSecret.immediate)(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime()),
+    rotateSecret: (clientId: string, secret: StoredSecret, keepOldUntil: Date | null, expectedSecrets: readonly string[]) =>
+      wrote(rotateSecret.immediate)(clientId, secret, (keepOldUntil ?? secret.createdAt).getTime(), expectedSecrets),
     addClientKey: (clientId: string, jwk: ClientPublicJwk, maxKeys: number) => wrote(addClientKey.immediate)(clientId, jwk, maxKeys),
     removeClientKey: (clientId: string, kid: string) => wrote(removeClientKey.immediate)(clientId, kid),
     updateClient: (clientId: string, decide: (current: ClientSettings) => ClientSettingsChange | null, at: Date) => {

@@ -5,7 +5,7 @@
  * client's row locked where it reads before it writes.
  */
 import type { Pool, PoolClient } from 'pg';
-import { authMethodOf, jwksOf, keySetOf, permissionsOf, withKeyAdded, withKeyRemoved } from './client-fields';
+import { authMethodOf, jwksOf, keySetOf, permissionsOf, sameHashes, withKeyAdded, withKeyRemoved } from './client-fields';
 import { inTransaction, isUniqueViolation, toDate, toDateOrNull } from './postgres-query';
 import { bumpGeneration } from './postgres-revocations';
 import type { AddClientKeyResult, ClientJwks, ClientRecord, ClientSettings, ClientStore, NewClient, StoredSecret } from './types';
@@ -160,7 +160,7 @@ export function postgresClients(
       });
     },
 
-    async rotateSecret(clientId, secret, keepOldUntil) {
+    async rotateSecret(clientId, secret, keepOldUntil, expectedSecrets) {
       // "End at once" uses the application's clock, the one tokens are checked against.
       const cap = keepOldUntil ?? secret.createdAt;
       return inTransaction(pool, async (tx) => {
@@ -170,6 +170,9 @@ export function postgresClients(
           [clientId],
         );
         if (live.rowCount !== 1) return false;
+        // read under the lock: a rotation committed since the caller read is seen here, and refused
+        const current = await tx.query<{ hash: string }>(`SELECT hash FROM ${S}.client_secrets WHERE client_id = $1`, [clientId]);
+        if (!sameHashes(current.rows.map((r) => r.hash), expectedSecrets)) return false;
         // LEAST ignores NULL, so a never-expiring secret gets `cap`; earlier expiries stay.
         await tx.query(
           `UPDATE ${S}.client_secrets SET expires_at = LEAST(expires_at, $2::timestamptz) WHERE client_id = $1`,

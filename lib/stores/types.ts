@@ -137,10 +137,14 @@ export interface ClientStore {
   /**
    * Adds `secret` as the current secret. Every older secret gets
    * `expiresAt = min(its expiresAt, keepOldUntil ?? secret.createdAt)`: with
-   * `keepOldUntil` null the old secrets end as the new one starts. `false`
-   * (and no change) when the client is unknown or revoked.
+   * `keepOldUntil` null the old secrets end as the new one starts. Only if
+   * the client's secrets are still the ones the caller read (their hashes,
+   * `expectedSecrets`, in any order), checked in the same transaction as the
+   * write: a rotation decided on a view another rotation changed meanwhile
+   * would end that rotation's brand-new secret. `false` (and no change) when
+   * the client is unknown or revoked, or its secrets are not `expectedSecrets`.
    */
-  rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null): Promise<boolean>;
+  rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null, expectedSecrets: readonly string[]): Promise<boolean>;
   /**
    * Changes a live client's settings in one transaction: reads them, kept
    * from other writers until the end, asks `decide` what to write (`null`:
