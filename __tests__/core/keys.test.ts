@@ -260,6 +260,19 @@ describe('KeyRing', () => {
     expect((await store.listKeys()).length).toBe(2);
   });
 
+  it('an instance that starts while a rotation is pending records its lifetime on the key that still signs, not only on the pending one', async () => {
+    const a = ring();
+    await a.init();
+    const signing = a.current();
+    const next = await a.rotate(5 * MIN);
+    // b signs with `signing` until the rotation, with tokens twice as long
+    const b = ring({ maxTokenTtl: 7200 });
+    await b.init();
+    expect(b.current().kid).toBe(signing.kid);
+    const ttl = Object.fromEntries((await store.listKeys()).map((k) => [k.kid, k.tokenTtl]));
+    expect(ttl).toEqual({ [signing.kid]: 7200, [next.kid]: 7200 });
+  });
+
   it('instances started together after the algorithm changed all start, with the one key the first rotation made', async () => {
     await ring().init();
     const rings = [ring({ algorithm: 'RS256' }), ring({ algorithm: 'RS256' }), ring({ algorithm: 'RS256' })];

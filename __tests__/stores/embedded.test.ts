@@ -166,6 +166,59 @@ describe('embedded store migration', () => {
   });
 });
 
+describe('embedded store migration from development versions', () => {
+  /** A version-1 database as above, with one signing key whose token lifetime no version recorded. */
+  function v1Database(dataDir: string, extra = ''): void {
+    const db = new Database(path.join(dataDir, 'store.sqlite'));
+    db.exec(`CREATE TABLE clients (client_id TEXT PRIMARY KEY, name TEXT NOT NULL, scopes TEXT NOT NULL, grant_types TEXT NOT NULL,
+               created_at INTEGER NOT NULL, revoked_at INTEGER);
+             CREATE TABLE client_secrets (id INTEGER PRIMARY KEY AUTOINCREMENT, client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+               hash TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER);
+             CREATE TABLE signing_keys (kid TEXT PRIMARY KEY, alg TEXT NOT NULL, private_jwk TEXT NOT NULL, public_jwk TEXT NOT NULL,
+               created_at INTEGER NOT NULL, activates_at INTEGER NOT NULL, retired_at INTEGER);
+             INSERT INTO clients VALUES ('old', 'Old', 'a', 'client_credentials', 1, NULL);
+             INSERT INTO client_secrets (client_id, hash, created_at, expires_at) VALUES ('old', 'h', 1, NULL);
+             INSERT INTO signing_keys VALUES ('k1', 'ES256', '{}', '{}', 1, 1, 2);
+             ${extra}`);
+    db.close();
+  }
+
+  it('opens a version-2 database whose migration 2 already added jwks_uri (a development version did), keeping its clients', async () => {
+    const dataDir = freshDir('v2-jwks-uri');
+    v1Database(
+      dataDir,
+      `ALTER TABLE clients ADD COLUMN auth_method TEXT NOT NULL DEFAULT 'client_secret';
+       ALTER TABLE clients ADD COLUMN jwks TEXT;
+       ALTER TABLE clients ADD COLUMN jwks_uri TEXT;
+       CREATE TABLE client_assertion_jtis (client_id TEXT NOT NULL, jti_hash TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (client_id, jti_hash)) WITHOUT ROWID;
+       CREATE INDEX client_assertion_jtis_expiry ON client_assertion_jtis(expires_at);
+       INSERT INTO clients (client_id, name, scopes, grant_types, created_at, auth_method, jwks_uri) VALUES ('byuri', 'U', 'a', 'client_credentials', 1, 'private_key_jwt', 'https://keys.test/jwks');
+       PRAGMA user_version = 2;`,
+    );
+    const store = await openEmbeddedStore({ dataDir });
+    try {
+      expect(await store.findClient('old')).toMatchObject({ clientId: 'old', authMethod: 'client_secret', secrets: [{ hash: 'h' }] });
+      expect(await store.findClient('byuri')).toMatchObject({ authMethod: 'private_key_jwt', jwksUri: 'https://keys.test/jwks' });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('records the longest token lifetime there can be on keys written before lifetimes were recorded', async () => {
+    const dataDir = freshDir('v8-token-ttl');
+    v1Database(dataDir, 'PRAGMA user_version = 1;');
+    const store = await openEmbeddedStore({ dataDir });
+    try {
+      expect(await store.listKeys()).toEqual([expect.objectContaining({ kid: 'k1', tokenTtl: 86_700 })]);
+      // retired long ago by the clock, but a token it signed may live 86,700 s from then: a prune by "now" keeps it until that
+      expect(await store.pruneKeys(new Date(), new Date(2 + 86_699_000))).toBe(0);
+      expect(await store.pruneKeys(new Date(), new Date(2 + 86_701_000))).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe('embedded store: assertion jtis', () => {
   const until = () => new Date(Date.now() + 60_000);
 
@@ -283,7 +336,7 @@ describe('embedded store: assertion jtis', () => {
     }
     const check = new Database(path.join(dataDir, 'store.sqlite'), { readonly: true });
     try {
-      expect(check.pragma('user_version', { simple: true })).toBe(8);
+      expect(check.pragma('user_version', { simple: true })).toBe(9);
       expect(check.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'client_assertion_jtis' ORDER BY name").pluck().all()).toEqual(['client_assertion_jtis']);
     } finally {
       check.close();

@@ -263,7 +263,7 @@ describeIfPostgres('PostgreSQL store', () => {
       try {
         const old = await v4.findClient('old');
         expect({ resources: old!.resources, permissions: old!.permissions, requireDpop: old!.requireDpop }).toEqual({ resources: [], permissions: [], requireDpop: false });
-        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6]);
+        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7]);
       } finally {
         await v4.close();
       }
@@ -343,7 +343,7 @@ describeIfPostgres('PostgreSQL store', () => {
       await admin.query(`INSERT INTO "${schema}".revoked_tokens (jti, client_id, exp) VALUES ('j0', 'c0', now() + interval '10 minutes')`);
       const v5 = await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 });
       try {
-        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6]);
+        expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7]);
         expect((await v5.listRevocations(new Date(), new Date())).tokens.map((t) => t.jti)).toEqual(['j0']);
         const before = await v5.revocationsVersion!();
         await v5.revokeToken({ jti: 'j1', clientId: 'c0', exp: new Date(Date.now() + 600_000) });
@@ -434,7 +434,27 @@ describeIfPostgres('PostgreSQL store', () => {
       } finally {
         await store.close();
       }
-      expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    });
+
+    it('migrates a version-6 schema: keys whose token lifetime no version recorded get the longest there can be', async () => {
+      const schema = freshSchema();
+      const first = await createPostgresStore({ pool: admin, schema });
+      await first.close();
+      await admin.query(`DELETE FROM "${schema}".schema_migrations WHERE version > 6`);
+      await admin.query(
+        `INSERT INTO "${schema}".signing_keys (kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl)
+         VALUES ('k1', 'ES256', '{}', '{}', now() - interval '2 days', now() - interval '2 days', now() - interval '1 hour', 0)`,
+      );
+      const store = await createPostgresStore({ pool: admin, schema });
+      try {
+        expect(await store.listKeys()).toEqual([expect.objectContaining({ kid: 'k1', tokenTtl: 86_700 })]);
+        // retired an hour ago: a pruner with a 1 s lifetime keeps it, since a token it signed may still be valid
+        expect(await store.pruneKeys(new Date(Date.now() - 1000), new Date())).toBe(0);
+      } finally {
+        await store.close();
+      }
+      expect(await appliedVersions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7]);
     });
 
     it.each(['Upper', 'with-dash', 'x"; DROP TABLE y; --', '1starts_with_digit', '', 'a'.repeat(64)])(

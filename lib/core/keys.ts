@@ -215,10 +215,15 @@ export class KeyRing implements KeyResolver {
     return this.options.signs === false ? 0 : this.options.maxTokenTtl;
   }
 
-  /** Raises the recorded token lifetime of the unretired keys to this instance's where it is lower. */
+  /**
+   * Raises the recorded token lifetime of the keys this instance may still
+   * sign with (not retired, or retiring later: a rotation is pending) to this
+   * instance's where it is lower.
+   */
   private async recordTokenTtl(): Promise<void> {
     const ttl = this.ownTokenTtl();
-    const lower = [...this.keys.values()].filter((k) => k.retiredAt === null && (k.tokenTtl ?? 0) < ttl);
+    const now = this.options.now();
+    const lower = [...this.keys.values()].filter((k) => (k.retiredAt === null || k.retiredAt > now) && (k.tokenTtl ?? 0) < ttl);
     if (lower.length === 0 || !this.store.raiseKeyTokenTtl) return;
     await this.store.raiseKeyTokenTtl(lower.map((k) => k.kid), ttl);
     for (const k of lower) k.tokenTtl = ttl;

@@ -3,6 +3,7 @@
  * the list (SQLite's user_version), applied when the store opens.
  */
 import type Database from 'better-sqlite3';
+import { LONGEST_TOKEN_TTL } from './types';
 
 /** Times are stored as epoch ms (INTEGER): a nullable one as a Date or null. */
 export const date = (ms: number | null): Date | null => (ms === null ? null : new Date(ms));
@@ -16,7 +17,13 @@ function changeTriggers(table: string, counter: 'clients' | 'revocations'): stri
     .join('\n   ');
 }
 
-const MIGRATIONS: string[] = [
+/** Whether `table` has `column` (a migration that adds one may meet it already there). */
+function hasColumn(db: Database.Database, table: string, column: string): boolean {
+  return (db.prepare(`SELECT 1 FROM pragma_table_info(?) WHERE name = ?`).all(table, column) as unknown[]).length > 0;
+}
+
+/** SQL, or a function of the database for a migration that looks before it changes. */
+const MIGRATIONS: (string | ((db: Database.Database) => void))[] = [
   `CREATE TABLE clients (
      client_id   TEXT PRIMARY KEY,
      name        TEXT NOT NULL,
@@ -52,8 +59,11 @@ const MIGRATIONS: string[] = [
      PRIMARY KEY (client_id, jti_hash)
    ) WITHOUT ROWID;
    CREATE INDEX client_assertion_jtis_expiry ON client_assertion_jtis(expires_at);`,
-  // private_key_jwt clients that publish their keys at a URL
-  `ALTER TABLE clients ADD COLUMN jwks_uri TEXT;`,
+  // private_key_jwt clients that publish their keys at a URL (a development version of this package added the
+  // column in migration 2 already: such a database has it, and opens)
+  (db) => {
+    if (!hasColumn(db, 'clients', 'jwks_uri')) db.exec(`ALTER TABLE clients ADD COLUMN jwks_uri TEXT;`);
+  },
   // resources (RFC 8707), permissions, DPoP-only clients; revocations: denylisted tokens until exp, per-client token generations
   `ALTER TABLE clients ADD COLUMN resources TEXT NOT NULL DEFAULT '';
    ALTER TABLE clients ADD COLUMN permissions TEXT NOT NULL DEFAULT '';
@@ -101,13 +111,21 @@ const MIGRATIONS: string[] = [
     .join('\n   '),
   // the longest token lifetime any process signs with a key (seconds): a retired key is pruned after that
   `ALTER TABLE signing_keys ADD COLUMN token_ttl INTEGER NOT NULL DEFAULT 0;`,
+  // keys written before the lifetimes were recorded (by an earlier version, or by one that had the column but
+  // never wrote it): tokens they signed may be valid for as long as any instance's lifetime, so they are pruned
+  // only after the longest there can be
+  `UPDATE signing_keys SET token_ttl = ${LONGEST_TOKEN_TTL} WHERE token_ttl < ${LONGEST_TOKEN_TTL};`,
 ];
 
 /** Applies the missing migrations in one immediate transaction. */
 export function migrate(db: Database.Database): void {
   db.transaction(() => {
     const version = db.pragma('user_version', { simple: true }) as number;
-    for (let v = version; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]);
+    for (let v = version; v < MIGRATIONS.length; v++) {
+      const migration = MIGRATIONS[v];
+      if (typeof migration === 'string') db.exec(migration);
+      else migration(db);
+    }
     if (version < MIGRATIONS.length) db.pragma(`user_version = ${MIGRATIONS.length}`);
   }).immediate();
 }

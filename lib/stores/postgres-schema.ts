@@ -4,6 +4,7 @@
  */
 import type { Pool } from 'pg';
 import { inTransaction } from './postgres-query';
+import { LONGEST_TOKEN_TTL } from './types';
 
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 
@@ -125,6 +126,13 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
     // after the lifetime of whichever instance prunes (one with a shorter one dropped keys others' tokens need)
     version: 6,
     statements: (S) => [`ALTER TABLE ${S}.signing_keys ADD COLUMN token_ttl integer NOT NULL DEFAULT 0`],
+  },
+  {
+    // keys written before the lifetimes were recorded (by an earlier version, or by one that had the column but
+    // never wrote it): tokens they signed may be valid for as long as any instance's lifetime, so they are pruned
+    // only after the longest there can be
+    version: 7,
+    statements: (S) => [`UPDATE ${S}.signing_keys SET token_ttl = ${LONGEST_TOKEN_TTL} WHERE token_ttl < ${LONGEST_TOKEN_TTL}`],
   },
 ];
 

@@ -216,6 +216,13 @@ export interface StoredKey {
   tokenTtl?: number;
 }
 
+/**
+ * The longest a token can be valid at any instance, in seconds:
+ * accessTokenTtl's bound (86,400) plus clockTolerance's (300). The lifetime
+ * the migrations record on keys written before lifetimes were recorded.
+ */
+export const LONGEST_TOKEN_TTL = 86_400 + 300;
+
 export interface KeyStore {
   /** Every key not yet pruned, oldest first. */
   listKeys(): Promise<StoredKey[]>;
