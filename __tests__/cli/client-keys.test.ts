@@ -157,6 +157,9 @@ describe('create --auth private_key_jwt --jwks-uri', () => {
     const add = await cli(['client-key', 'add', printed.client_id, writeJson('k.json', ecPair('k').pub)]);
     expect(add.code).toBe(1);
     expect(add.stderr).toContain('publishes its keys at');
+    // client-key list says where its keys are, not that it uses a secret
+    const list = await cli(['client-key', 'list', printed.client_id]);
+    expect(list).toMatchObject({ code: 0, stdout: `Client ${printed.client_id} publishes its keys at https://client.example/jwks: the issuer fetches them from there, none are stored.\n` });
   });
 });
 

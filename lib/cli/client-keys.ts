@@ -234,7 +234,13 @@ const keyList: Handler = async (args, ctx) => {
     return 0;
   }
   if (rows.length === 0) {
-    ctx.out(`Client ${clientId} has no keys: it authenticates with a secret.`);
+    // no registered keys: a client with a secret, or one whose keys are at its jwks_uri (fetched when it authenticates)
+    const client = await services(ctx).get(clientId);
+    ctx.out(
+      client?.jwksUri
+        ? `Client ${clientId} publishes its keys at ${client.jwksUri}: the issuer fetches them from there, none are stored.`
+        : `Client ${clientId} has no keys: it authenticates with a secret.`,
+    );
     return 0;
   }
   for (const line of table(['KID', 'KTY', 'ALG'], rows.map((r) => [r.kid, r.crv ? `${r.kty} ${r.crv}` : r.kty, r.alg]))) ctx.out(line);
