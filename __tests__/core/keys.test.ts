@@ -260,6 +260,35 @@ describe('KeyRing', () => {
     expect((await store.listKeys()).length).toBe(2);
   });
 
+  it('key.pruned names the keys the store removed, also from a ring that never loaded them, as in the CLI', async () => {
+    const a = ring();
+    await a.init();
+    const old = a.current();
+    await a.rotate(0);
+    clock += 2 * 3600_000; // the old key's tokens have all expired
+    const lines: Record<string, unknown>[] = [];
+    const logger = { info: (o: Record<string, unknown>) => void lines.push(o), warn: () => undefined, error: () => undefined };
+    const cliRing = ring({ logger, signs: false });
+    expect(await cliRing.prune()).toBe(1);
+    expect(lines).toEqual([expect.objectContaining({ event: 'key.pruned', count: 1, kids: [old.kid] })]);
+  });
+
+  it('an instance with no requests reloads on its own every refreshMs: its first token after a rotation is signed with the new key', async () => {
+    const a = ring({ now: Date.now });
+    await a.init();
+    const b = ring({ now: Date.now, refreshMs: 50 });
+    await b.init();
+    b.startRefreshing();
+    try {
+      const next = await a.rotate(0);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      // no call to b in between: the timer reloaded it
+      expect(b.current().kid).toBe(next.kid);
+    } finally {
+      b.stopRefreshing();
+    }
+  });
+
   it('an instance that starts while a rotation is pending records its lifetime on the key that still signs, not only on the pending one', async () => {
     const a = ring();
     await a.init();

@@ -183,6 +183,7 @@ export class AuthorizationServer {
         this.startJtiPurge(store);
       }
       await this.keys.init();
+      this.keys.startRefreshing();
       await this.revocations.start(this.watched!);
       this.isReady = true;
     })().catch((err: unknown) => {
@@ -214,6 +215,7 @@ export class AuthorizationServer {
 
   private stopTimers(): void {
     clearInterval(this.purgeTimer);
+    this.keys.stopRefreshing();
     this.storeHealth.stop();
     this.replayHealth?.stop();
   }

@@ -163,6 +163,7 @@ export class KeyRing implements KeyResolver {
   /** Reloads for unknown kids: a failed one (store unreachable) is retried after the cooldown too. */
   private readonly unknownKids: UnknownKidGate;
   private reloading: Promise<void> | undefined;
+  private refreshTimer: NodeJS.Timeout | undefined;
   /** Whether init() created the store's first key: at most one process on a store ever sees `true`. */
   createdFirstKey = false;
 
@@ -259,19 +260,41 @@ export class KeyRing implements KeyResolver {
     return this.reloading;
   }
 
-  /** Starts a background reload when the keys are older than `refreshMs`; never waits for it. */
   /**
    * Starts a background reload when the keys are older than `refreshMs`, and
    * prunes retired keys whose tokens have all expired; never waits for it.
    */
   private refreshIfStale(now: number): void {
-    if (now - this.lastReload >= this.options.refreshMs && !this.reloading) {
-      const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && this.expiresAt(k) < now);
-      (prunable ? this.prune().then(() => this.reload()) : this.reload()).catch(() => {
-        // the store is unreachable: keep signing with the keys we have and try again later
-        this.lastReload = this.options.now();
-      });
-    }
+    if (now - this.lastReload >= this.options.refreshMs) this.refresh(now);
+  }
+
+  /** A background reload (after a prune when one is due) unless one runs; never waits for it. */
+  private refresh(now: number): void {
+    if (this.reloading) return;
+    const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && this.expiresAt(k) < now);
+    (prunable ? this.prune().then(() => this.reload()) : this.reload()).catch(() => {
+      // the store is unreachable: keep signing with the keys we have and try again later
+      this.lastReload = this.options.now();
+    });
+  }
+
+  /**
+   * Reloads (and prunes) every `refreshMs` whether requests come or not. A
+   * request only starts a reload it does not wait for, so an instance that
+   * had none for a while would sign its next tokens with the keys it loaded
+   * last: after a rotation, with a retired key, or one pruned meanwhile
+   * (401 unknown_kid everywhere for those tokens). The timer keeps no
+   * process alive; stopRefreshing() ends it.
+   */
+  startRefreshing(): void {
+    if (this.refreshTimer || !Number.isFinite(this.options.refreshMs)) return;
+    this.refreshTimer = setInterval(() => this.refresh(this.options.now()), this.options.refreshMs);
+    this.refreshTimer.unref();
+  }
+
+  stopRefreshing(): void {
+    clearInterval(this.refreshTimer);
+    this.refreshTimer = undefined;
   }
 
   /** The key that signs now: active, not retired, the most recently activated. */
@@ -364,13 +387,14 @@ export class KeyRing implements KeyResolver {
     const now = this.options.now();
     const before = new Date(now - this.options.maxTokenTtl * 1000);
     // the store keeps what another instance recorded a longer lifetime for, whatever this one knows
+    // the store's rule decides (a lifetime recorded by another instance): the kids gone are those it listed before
+    // and not after (read from the store, not this ring's view: the CLI's is empty, an instance's may be behind)
+    const listed = (await this.store.listKeys()).map((k) => k.kid);
     const removed = await this.store.pruneKeys(before, new Date(now));
     if (removed > 0) {
-      const known = [...this.keys.keys()];
       await this.reload();
-      // the store's rule decides (a lifetime recorded by another instance): the kids gone are those no longer listed
       const left = new Set(this.keys.keys());
-      this.options.logger?.info({ event: 'key.pruned', count: removed, kids: known.filter((kid) => !left.has(kid)) }, 'retired signing keys pruned');
+      this.options.logger?.info({ event: 'key.pruned', count: removed, kids: listed.filter((kid) => !left.has(kid)) }, 'retired signing keys pruned');
     }
     return removed;
   }
