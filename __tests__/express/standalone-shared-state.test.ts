@@ -260,18 +260,23 @@ describe('the revocation list with a clock tolerance of its own', () => {
   });
 });
 
+/** A Redis for the DPoP replay store: its one call (SET) fails while cut. */
+function switchableRedis() {
+  let down = false;
+  const redis = {
+    async set(): Promise<'OK' | null> {
+      if (down) throw new Error('connect ECONNREFUSED');
+      return 'OK';
+    },
+  };
+  return { redis, cut: (now: boolean) => void (down = now) };
+}
+
 describe('a Redis DPoP replay store shared by several standalone requireBearer()s', () => {
   it('tells every one of their loggers when it stops and starts answering', async () => {
     const { t, key, token, keys } = await dpopTokenSetup();
     try {
-      let down = false;
-      // the one call the store makes, failing while `down`
-      const redis = {
-        async set(): Promise<'OK' | null> {
-          if (down) throw new Error('connect ECONNREFUSED');
-          return 'OK';
-        },
-      };
+      const { redis, cut } = switchableRedis();
       const [a, b, refused]: Line[][] = [[], [], []];
       const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, dpopProofs: { redis, keyPrefix: 'ecc:test:shared:' } };
       // a requireBearer() refused at start-up (a bad option checked after dpopProofs) takes no part
@@ -283,9 +288,9 @@ describe('a Redis DPoP replay store shared by several standalone requireBearer()
       const second = express();
       second.get('/orders', requireBearer({ ...options, logger: recordingLogger(b) }), (_req, res) => void res.end('ok'));
       const get = () => request(second).get('/orders').set('Authorization', `DPoP ${token}`).set('DPoP', key.proof({ htm: 'GET', htu: `${PUBLIC}/orders`, accessToken: token }));
-      down = true;
+      cut(true);
       expect((await get()).status).toBe(503);
-      down = false;
+      cut(false);
       expect((await get()).status).toBe(200);
       const expected = ['dpop_replay_store.unavailable', 'dpop_replay_store.recovered'];
       expect({ a: events(a, 'dpop_replay_store.'), b: events(b, 'dpop_replay_store.'), refused: events(refused, 'dpop_replay_store.') }).toEqual({ a: expected, b: expected, refused: [] });
@@ -297,13 +302,7 @@ describe('a Redis DPoP replay store shared by several standalone requireBearer()
   it('a logger that throws keeps neither the others from their lines nor the requests from their answers', async () => {
     const { t, key, token, keys } = await dpopTokenSetup();
     try {
-      let down = false;
-      const redis = {
-        async set(): Promise<'OK' | null> {
-          if (down) throw new Error('connect ECONNREFUSED');
-          return 'OK';
-        },
-      };
+      const { redis, cut } = switchableRedis();
       const options = { issuer: ISSUER, audience: AUDIENCE, keys, publicUrl: PUBLIC, dpopProofs: { redis, keyPrefix: 'ecc:test:throwing:' } };
       const broken = () => {
         throw new Error('log transport closed');
@@ -314,10 +313,10 @@ describe('a Redis DPoP replay store shared by several standalone requireBearer()
       const app = express();
       app.get('/orders', requireBearer({ ...options, logger: recordingLogger(lines) }), (_req, res) => void res.end('ok'));
       const get = () => request(app).get('/orders').set('Authorization', `DPoP ${token}`).set('DPoP', key.proof({ htm: 'GET', htu: `${PUBLIC}/orders`, accessToken: token }));
-      down = true;
+      cut(true);
       const refused = await get();
       expect([refused.status, refused.body.error]).toEqual([503, 'temporarily_unavailable']);
-      down = false;
+      cut(false);
       expect((await get()).status).toBe(200);
       expect(events(lines, 'dpop_replay_store.')).toEqual(['dpop_replay_store.unavailable', 'dpop_replay_store.recovered']);
     } finally {
