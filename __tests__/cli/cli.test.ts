@@ -869,6 +869,10 @@ describe('keys', () => {
     const replaced = (await withStore((s) => s.listKeys())).find((k) => k.kid === first.kid)!;
     // 3600 + 5 (the defaults) + 600: a server may sign with it for one refresh after the rotation
     expect(replaced.tokenTtl).toBe(4205);
+    // a lead time under the servers' refresh warns, whatever the 30 s floor
+    const warned = await cli(['keys', 'rotate', '--lead-time', '60s'], { KEY_REFRESH_INTERVAL: '120' });
+    expect(warned.code).toBe(0);
+    expect(warned.stderr).toContain('warning: a lead time under 120 s: running issuers publish the new key at their next key refresh (keyRefreshInterval, 120 s here)');
     expectUsageError(await cli(['keys', 'rotate'], { KEY_REFRESH_INTERVAL: 'soon' }), 'KEY_REFRESH_INTERVAL must be a number of seconds from 0.1 to 3600', 'keys rotate');
     expectUsageError(await cli(['keys', 'prune'], { KEY_REFRESH_INTERVAL: '0' }), 'KEY_REFRESH_INTERVAL', 'keys prune');
   });

@@ -122,10 +122,28 @@ describe('server text in error messages', () => {
   });
 
   it('bidirectional overrides and isolates are escaped too: a log viewer cannot be made to show the text reordered', async () => {
-    answer({ error: 'invalid_client', error_description: 'ok \u202egnp.exe\u202c \u2066x\u2069 \u200f' }, 401);
+    answer({ error: 'invalid_client', error_description: 'ok \u202egnp.exe\u202c \u2066x\u2069 \u200f \u061c' }, 401);
     const err = await failure(client().getToken());
-    expect(err.message).toBe('token request failed (HTTP 401): invalid_client: ok \\u202egnp.exe\\u202c \\u2066x\\u2069 \\u200f');
-    expect(err.error_description).toBe('ok \\u202egnp.exe\\u202c \\u2066x\\u2069 \\u200f');
+    expect(err.message).toBe('token request failed (HTTP 401): invalid_client: ok \\u202egnp.exe\\u202c \\u2066x\\u2069 \\u200f \\u061c');
+    expect(err.error_description).toBe('ok \\u202egnp.exe\\u202c \\u2066x\\u2069 \\u200f \\u061c');
+  });
+
+  it('text whose escapes run past 200 characters: the message carries the first 200 characters of the text, escaped, for every caller', async () => {
+    answer({ error: 'invalid_request', error_description: `${'\n'.repeat(150)}${'x'.repeat(100)}` }, 400);
+    const c = client();
+    const err = await failure(c.getToken());
+    expect(err.message).toBe(`token request failed (HTTP 400): invalid_request: ${'\\n'.repeat(150)}${'x'.repeat(50)}…`);
+    const again = await failure(c.getToken());
+    expect(again.message).toBe(err.message);
+    expect(tokenRequests()).toBe(1);
+  });
+
+  it('a metadata document whose issuer is an array nested 20,000 deep: a TokenEndpointError (invalid_metadata), not a RangeError', async () => {
+    const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+    fx.endpoint.reply = (req) => (req.path.startsWith('/.well-known/') ? { body: `{"issuer":${deep},"token_endpoint":"${fx.endpoint.url}/token"}` } : { body: {} });
+    const err = await failure(client({ tokenEndpoint: undefined, issuer: fx.endpoint.url }).getToken());
+    expect(err).toMatchObject({ error: 'invalid_metadata' });
+    expect(err.message).toContain('names issuer (a value nested too deep to show)');
   });
 
   it('text of our own is not cut: a long issuer is named whole when the metadata names another', async () => {

@@ -273,6 +273,37 @@ describe('KeyRing', () => {
     expect(lines).toEqual([expect.objectContaining({ event: 'key.pruned', count: 1, kids: [old.kid] })]);
   });
 
+  it('fresh(): keys older than refreshMs (the process did not run meanwhile) are reloaded before signing; fresh keys need no wait', async () => {
+    const a = ring();
+    await a.init();
+    const b = ring();
+    await b.init();
+    expect(b.fresh()).toBeNull();
+    const next = await a.rotate(0);
+    clock += 31_000; // b's timers did not run: a frozen process
+    const waiting = b.fresh();
+    expect(waiting).not.toBeNull();
+    await waiting;
+    expect(b.current().kid).toBe(next.kid);
+    expect(b.fresh()).toBeNull();
+  });
+
+  it('a reload whose lifetime record fails (a store that cannot be written, reads still work) still loads the keys', async () => {
+    const a = ring();
+    await a.init();
+    const readOnly = Object.assign(Object.create(store) as typeof store, {
+      raiseKeyTokenTtl: async () => {
+        throw new Error('cannot execute UPDATE in a read-only transaction');
+      },
+    });
+    const b = new KeyRing(readOnly, { algorithm: 'ES256', maxTokenTtl: 7200, reloadCooldownMs: 5_000, refreshMs: 30_000, rotationLeadTimeMs: 5 * MIN, now: () => clock });
+    await b.reload();
+    expect(b.current().kid).toBe(a.current().kid);
+    const next = await a.rotate(0);
+    await b.reload();
+    expect(b.peek(next.kid)).toBeDefined();
+  });
+
   it('an instance with no requests reloads on its own every refreshMs: its first token after a rotation is signed with the new key', async () => {
     const a = ring({ now: Date.now });
     await a.init();

@@ -118,17 +118,19 @@ const keysRotate: Handler = async (args, ctx) => {
   const signing = signingKeyAt(ring.list(), before);
   const withdrawn = ring.list().filter((k) => k.activatesAt > before && !isWithdrawn(k) && (k.retiredAt === null || k.retiredAt > before));
   const key = await ring.rotate(leadTime * 1000);
-  if (leadTime < SAFE_LEAD_TIME) {
+  // the servers publish a key only at their next key refresh: a lead time under it is never safe
+  const safeLeadTime = Math.max(SAFE_LEAD_TIME, settings.refreshInterval);
+  if (leadTime < safeLeadTime) {
     // running issuers learn of the key at their next key refresh, and resource servers at their next JWKS fetch
     ctx.err(
-      `warning: a lead time under ${SAFE_LEAD_TIME} s: running issuers publish the new key at their next key refresh (keyRefreshInterval, 30 s by default) and resource servers fetch it when their JWKS copy ages (jwksMaxAge), so until then some may refuse its tokens; the README's rotation procedure publishes first (--lead-time 10m).`,
+      `warning: a lead time under ${safeLeadTime} s: running issuers publish the new key at their next key refresh (keyRefreshInterval, ${settings.refreshInterval} s here) and resource servers fetch it when their JWKS copy ages (jwksMaxAge), so until then some may refuse its tokens; the README's rotation procedure publishes first (--lead-time 10m).`,
     );
   }
-  const soon = withdrawn.filter((k) => k.activatesAt - before < SAFE_LEAD_TIME * 1000);
+  const soon = withdrawn.filter((k) => k.activatesAt - before < safeLeadTime * 1000);
   if (soon.length > 0) {
     // an issuer that has not reloaded since may sign with it from its activation until its next key refresh
     ctx.err(
-      `warning: the pending key ${soon.map((k) => k.kid).join(', ')} was due to sign in under ${SAFE_LEAD_TIME} s: running issuers that have not refreshed their keys (keyRefreshInterval, 30 s by default) may sign with it briefly; it stays published until such tokens expire.`,
+      `warning: the pending key ${soon.map((k) => k.kid).join(', ')} was due to sign in under ${safeLeadTime} s: running issuers that have not refreshed their keys (keyRefreshInterval, ${settings.refreshInterval} s here) may sign with it briefly; it stays published until such tokens expire.`,
     );
   }
   if (values.json) {

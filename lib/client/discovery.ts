@@ -1,4 +1,13 @@
 import { clip, TokenEndpointError } from './errors';
+
+/** A value of the metadata, as JSON: a structure nested too deep for JSON.stringify (a RangeError) is named, not written. */
+function quoted(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? 'nothing';
+  } catch {
+    return '(a value nested too deep to show)';
+  }
+}
 import { AnswerTooLargeError, checkTransport, deadline, networkReason, readJsonObject, type FetchLike } from './http';
 
 export interface Discovered {
@@ -53,7 +62,7 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
       continue;
     }
     if (doc.issuer !== issuer) {
-      const named = clip(JSON.stringify(doc.issuer) ?? 'nothing');
+      const named = clip(quoted(doc.issuer));
       throw new TokenEndpointError({
         status: response.status,
         error: 'invalid_metadata',

@@ -24,11 +24,11 @@ export const ECHOED_CHARS = 200;
  * Control characters (C0, DEL, C1) and the Unicode line and paragraph
  * separators: a log that prints the text would start a new line at some of
  * them, so an answer could forge lines of the caller's log. Also the
- * bidirectional marks, embeddings, overrides and isolates (U+200E, U+200F,
- * U+202A to U+202E, U+2066 to U+2069): a terminal or log viewer shows the
- * text after them in another order than it has.
+ * bidirectional controls (marks, embeddings, overrides, isolates: U+061C,
+ * U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069): a terminal or log
+ * viewer shows the text after them in another order than it has.
  */
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+const CONTROLS = /[\p{Cc}\p{Bidi_Control}\u2028\u2029]/gu;
 const SHORT_ESCAPES: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 
 /**
@@ -93,7 +93,10 @@ export class TokenEndpointError extends Error {
   again(retryAfter: number): TokenEndpointError {
     const init: Init = { status: this.status, error: this.error, error_description: this.error_description, retryAfter, cause: this };
     if (fromEndpoint.has(this)) init[FROM_ENDPOINT] = true;
-    return new TokenEndpointError(init);
+    const copy = new TokenEndpointError(init);
+    // the properties are escaped already: a message made again from them would be cut at another place
+    copy.message = this.message;
+    return copy;
   }
 
   /** A 4xx other than 408 and 429: asking again soon gets the same answer (bad credentials, scope, endpoint). */

@@ -239,6 +239,16 @@ export class AuthorizationServer {
     return verifyDpopProof(proof, { htm: 'POST', htu: this.config.tokenEndpoint }, this.dpop);
   }
 
+  /**
+   * `null` while the signing keys are fresh (at most keyRefreshInterval old),
+   * else the refresh to wait for before issue(): a process that did not run
+   * for a while (frozen, suspended) might otherwise sign with a key retired
+   * or pruned meanwhile. Never rejects.
+   */
+  freshKeys(): Promise<void> | null {
+    return this.keys.fresh();
+  }
+
   /** Signs a token for `audience` (default: the default audience); bound to a DPoP key (`cnf.jkt`) when `jkt` is given. */
   issue(client: ClientRecord, scopes: string[], jkt?: string, audience: string = this.config.audience): IssuedToken {
     const issued = signAccessToken(this.keys.current(), {

@@ -143,11 +143,6 @@ export interface KeyRingOptions {
   now: () => number;
 }
 
-/**
- * The issuer's signing keys: which key signs now, which are published, and
- * rotation. Persisted through a `KeyStore`, so every instance on one store
- * sees the same keys.
- */
 /** A rotation that found the keys changed by another (an instance or the CLI rotating at the same moment); nothing was written. */
 export class KeyRotationConflictError extends Error {
   constructor() {
@@ -156,6 +151,11 @@ export class KeyRotationConflictError extends Error {
   }
 }
 
+/**
+ * The issuer's signing keys: which key signs now, which are published, and
+ * rotation. Persisted through a `KeyStore`, so every instance on one store
+ * sees the same keys.
+ */
 export class KeyRing implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private jwksDocument: { keys: PublicJwk[] } = { keys: [] };
@@ -163,6 +163,8 @@ export class KeyRing implements KeyResolver {
   /** Reloads for unknown kids: a failed one (store unreachable) is retried after the cooldown too. */
   private readonly unknownKids: UnknownKidGate;
   private reloading: Promise<void> | undefined;
+  /** The refresh in flight (a prune when one is due, then a reload); it never rejects. */
+  private refreshing: Promise<void> | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
   /** Whether init() created the store's first key: at most one process on a store ever sees `true`. */
   createdFirstKey = false;
@@ -252,8 +254,9 @@ export class KeyRing implements KeyResolver {
     this.reloading ??= this.store
       .listKeys()
       .then((stored) => this.replace(stored))
-      // a key another instance or the CLI added: recorded before it signs (it is pending for the lead time)
-      .then(() => this.recordTokenTtl())
+      // a key another instance or the CLI added: recorded before it signs (it is pending for the lead time); a
+      // store that cannot be written now (reads still work) fails no reload: the next refresh records it
+      .then(() => this.recordTokenTtl().catch(() => undefined))
       .finally(() => {
         this.reloading = undefined;
       });
@@ -265,17 +268,37 @@ export class KeyRing implements KeyResolver {
    * prunes retired keys whose tokens have all expired; never waits for it.
    */
   private refreshIfStale(now: number): void {
-    if (now - this.lastReload >= this.options.refreshMs) this.refresh(now);
+    if (now - this.lastReload >= this.options.refreshMs) void this.refresh(now);
   }
 
-  /** A background reload (after a prune when one is due) unless one runs; never waits for it. */
-  private refresh(now: number): void {
-    if (this.reloading) return;
-    const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && this.expiresAt(k) < now);
-    (prunable ? this.prune().then(() => this.reload()) : this.reload()).catch(() => {
-      // the store is unreachable: keep signing with the keys we have and try again later
-      this.lastReload = this.options.now();
-    });
+  /** A reload (after a prune when one is due), unless one runs: then that one. Never rejects. */
+  private refresh(now: number): Promise<void> {
+    this.refreshing ??= (async () => {
+      const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && this.expiresAt(k) < now);
+      if (prunable) await this.prune();
+      await this.reload();
+    })()
+      .catch(() => {
+        // the store is unreachable: keep signing with the keys we have and try again later
+        this.lastReload = this.options.now();
+      })
+      .finally(() => {
+        this.refreshing = undefined;
+      });
+    return this.refreshing;
+  }
+
+  /**
+   * `null` while the keys are at most `refreshMs` old, else the refresh to
+   * wait for before signing (it never rejects: with the store down, the keys
+   * held sign). The timer keeps an idle instance's keys fresh; this covers a
+   * process that was not running meanwhile (a frozen container, a suspended
+   * machine), whose first request would otherwise be signed before the
+   * overdue timer ran. One comparison on the token path.
+   */
+  fresh(): Promise<void> | null {
+    const now = this.options.now();
+    return now - this.lastReload < this.options.refreshMs ? null : this.refresh(now);
   }
 
   /**
@@ -288,7 +311,7 @@ export class KeyRing implements KeyResolver {
    */
   startRefreshing(): void {
     if (this.refreshTimer || !Number.isFinite(this.options.refreshMs)) return;
-    this.refreshTimer = setInterval(() => this.refresh(this.options.now()), this.options.refreshMs);
+    this.refreshTimer = setInterval(() => void this.refresh(this.options.now()), this.options.refreshMs);
     this.refreshTimer.unref();
   }
 
@@ -386,15 +409,15 @@ export class KeyRing implements KeyResolver {
   async prune(): Promise<number> {
     const now = this.options.now();
     const before = new Date(now - this.options.maxTokenTtl * 1000);
-    // the store keeps what another instance recorded a longer lifetime for, whatever this one knows
-    // the store's rule decides (a lifetime recorded by another instance): the kids gone are those it listed before
-    // and not after (read from the store, not this ring's view: the CLI's is empty, an instance's may be behind)
+    // the store's rule decides (it keeps what another instance recorded a longer lifetime for): the kids gone are
+    // those it listed before and not after, both read from the store (this ring's view may be behind, or empty
+    // as the CLI's; a reload in flight may have started before the delete)
     const listed = (await this.store.listKeys()).map((k) => k.kid);
     const removed = await this.store.pruneKeys(before, new Date(now));
     if (removed > 0) {
-      await this.reload();
-      const left = new Set(this.keys.keys());
+      const left = new Set((await this.store.listKeys()).map((k) => k.kid));
       this.options.logger?.info({ event: 'key.pruned', count: removed, kids: listed.filter((kid) => !left.has(kid)) }, 'retired signing keys pruned');
+      await this.reload();
     }
     return removed;
   }

@@ -97,7 +97,7 @@ export async function verifyRevocationList(
   const decoded = jwt.decode(jws, { complete: true });
   if (!decoded || typeof decoded.payload !== 'object') refuse('not a JWS');
   const { header } = decoded;
-  if (header.typ !== REVOCATION_LIST_TYP) refuse(`typ ${String(header.typ)} is not ${REVOCATION_LIST_TYP}`);
+  if (header.typ !== REVOCATION_LIST_TYP) refuse(`typ ${typeof header.typ === 'string' ? header.typ : `(${typeof header.typ})`} is not ${REVOCATION_LIST_TYP}`);
   if (!ALLOWED.has(header.alg)) refuse(`algorithm ${header.alg} is not allowed`);
   if (typeof header.kid !== 'string') refuse('no kid in the header');
   const key = await keys.resolve(header.kid);

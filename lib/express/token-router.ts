@@ -99,6 +99,9 @@ function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchang
       const jkt = proof === undefined ? undefined : (await server.checkDpopProof(proof)).jkt;
       // RFC 9449 §5.2 dpop_bound_access_tokens: this client's tokens are always sender-constrained
       if (jkt === undefined && client.requireDpop) throw new InvalidRequestError('this client must send a DPoP proof with every token request', { detail: 'dpop_required' });
+      // keys older than the refresh interval (the process did not run meanwhile): reloaded before one signs
+      const fresh = server.freshKeys();
+      if (fresh) await fresh;
       exchange({ body: params, user: client, authInfo: { scopes, startedAt: (req as Timed)[STARTED], jkt, audience } }, res, next);
     } catch (err) {
       next(err);
