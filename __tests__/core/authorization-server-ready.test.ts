@@ -38,4 +38,22 @@ describe('AuthorizationServer.ready()', () => {
     expect(server.keys.current().kid).toMatch(/^[A-Za-z0-9_-]{43}$/);
     await server.close();
   });
+
+  it('after close() a failed start is not tried again: requests get 503, and no store is opened that nothing would close', async () => {
+    let now = 1_000_000;
+    let opened = 0;
+    const open = async (): Promise<Store> => {
+      opened++;
+      throw new StoreUnavailableError('down');
+    };
+    const server = new AuthorizationServer(config, open, silentLogger, undefined, () => now);
+    await expect(server.ready()).rejects.toBeInstanceOf(StoreUnavailableError);
+    await server.close();
+    now += 5_000;
+    const after = server.ready();
+    await expect(after).rejects.toMatchObject({ status: 503, code: 'temporarily_unavailable' });
+    // what requireBearer() and the token routes wait on
+    await expect(server.pending()).rejects.toMatchObject({ status: 503 });
+    expect(opened).toBe(1);
+  });
 });

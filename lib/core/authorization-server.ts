@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { IssuerConfig } from '../config';
-import { InvalidDpopProofError, type OAuthError } from '../errors';
+import { InvalidDpopProofError, TemporarilyUnavailableError, type OAuthError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
@@ -50,6 +50,8 @@ export class AuthorizationServer {
   private readyFailedAt: number | undefined;
   /** True once ready() has finished (set there alone): the one check of the hot paths. */
   isReady = false;
+  /** Set by close(): a start that failed is not tried again. */
+  private closed = false;
   /** Readiness for health(): the store pinged at most once a second. */
   private readonly healthCheck: IssuerHealthCheck;
   /** Client authentication at the token, revocation and introspection endpoints. */
@@ -170,6 +172,8 @@ export class AuthorizationServer {
    * issuer started during an outage recovers without a restart.
    */
   ready(): Promise<void> {
+    // closed: a start that failed is not tried again (it would open a store and timers nothing closes)
+    if (this.closed && !this.isReady) return Promise.reject(new TemporarilyUnavailableError('the issuer is shut down', { detail: 'issuer closed' }));
     if (this.readyFailedAt !== undefined && this.readyFailedAt + READY_RETRY_MS <= this.now()) {
       this.readyFailedAt = undefined;
       this.readying = undefined;
@@ -204,6 +208,7 @@ export class AuthorizationServer {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.stopTimers();
     if (!this.readying) return;
     await this.readying.catch(() => undefined);
