@@ -14,11 +14,12 @@ interface KeySettings {
   refreshInterval: number;
 }
 
-function envNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, max: number, command: string, min = 0): number {
+/** A number of seconds from the environment: digits only (with a fraction when `fraction`), within min and max. */
+function envNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, max: number, command: string, min = 0, fraction = false): number {
   const text = env[name];
   if (text === undefined || text === '') return fallback;
-  if (!/^\d+$/.test(text.trim()) || Number(text) < min || Number(text) > max) {
-    throw new UsageError(`${name} must be a whole number of seconds from ${min} to ${max}, got ${JSON.stringify(text)}`, command);
+  if (!(fraction ? /^\d+(\.\d+)?$/ : /^\d+$/).test(text.trim()) || Number(text) < min || Number(text) > max) {
+    throw new UsageError(`${name} must be a ${fraction ? '' : 'whole '}number of seconds from ${min} to ${max}, got ${JSON.stringify(text)}`, command);
   }
   return Number(text);
 }
@@ -33,23 +34,10 @@ function keySettings(env: NodeJS.ProcessEnv, command: string): KeySettings {
     accessTokenTtl: envNumber(env, 'ACCESS_TOKEN_TTL', 3600, 86400, command, 1),
     clockTolerance: envNumber(env, 'CLOCK_TOLERANCE', 5, 300, command),
     leadTime: envNumber(env, 'KEY_ROTATION_LEAD_TIME', 300, 86400, command),
-    refreshInterval: refreshIntervalOf(env, command),
+    // the servers' (a fraction allowed, as they take it): a server learns of a rotation up to that long after it,
+    // so `keys rotate` with a shorter lead time records that much more lifetime on the key it replaces
+    refreshInterval: envNumber(env, 'KEY_REFRESH_INTERVAL', 30, 3600, command, 0.1, true),
   };
-}
-
-/**
- * KEY_REFRESH_INTERVAL, the servers' (seconds, 0.1 to 3600, default 30): a
- * server learns of a rotation up to that long after it, so `keys rotate`
- * with a shorter lead time records that much more lifetime on the key it
- * replaces, and no prune removes it while a server may still sign with it.
- */
-function refreshIntervalOf(env: NodeJS.ProcessEnv, command: string): number {
-  const text = env.KEY_REFRESH_INTERVAL?.trim();
-  if (text === undefined || text === '') return 30;
-  if (!/^\d+(\.\d+)?$/.test(text) || Number(text) < 0.1 || Number(text) > 3600) {
-    throw new UsageError(`KEY_REFRESH_INTERVAL must be a number of seconds from 0.1 to 3600, got ${JSON.stringify(env.KEY_REFRESH_INTERVAL)}`, command);
-  }
-  return Number(text);
 }
 
 /**

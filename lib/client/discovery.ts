@@ -1,13 +1,5 @@
+import { safeJson } from '../shared/safe-json';
 import { clip, TokenEndpointError } from './errors';
-
-/** A value of the metadata, as JSON: a structure nested too deep for JSON.stringify (a RangeError) is named, not written. */
-function quoted(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? 'nothing';
-  } catch {
-    return '(a value nested too deep to show)';
-  }
-}
 import { AnswerTooLargeError, checkTransport, deadline, networkReason, readJsonObject, type FetchLike } from './http';
 
 export interface Discovered {
@@ -62,7 +54,7 @@ export async function discover(issuer: string, fetchImpl: FetchLike, timeoutMs: 
       continue;
     }
     if (doc.issuer !== issuer) {
-      const named = clip(quoted(doc.issuer));
+      const named = clip(doc.issuer === undefined ? 'nothing' : safeJson(doc.issuer, '(a value nested too deep to show)'));
       throw new TokenEndpointError({
         status: response.status,
         error: 'invalid_metadata',

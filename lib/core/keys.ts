@@ -275,8 +275,8 @@ export class KeyRing implements KeyResolver {
   private refresh(now: number): Promise<void> {
     this.refreshing ??= (async () => {
       const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && this.expiresAt(k) < now);
-      if (prunable) await this.prune();
-      await this.reload();
+      // a prune that removed keys reloaded them already
+      if (!prunable || (await this.prune()) === 0) await this.reload();
     })()
       .catch(() => {
         // the store is unreachable: keep signing with the keys we have and try again later

@@ -4,6 +4,7 @@ import { InvalidTokenError, type TokenRejectionFacts, type TokenRejectionReason 
 import type { AccessTokenClaims } from './issuer';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
 import { assertNotRevoked, type RevocationCheck } from './revocation';
+import { safeJson } from '../shared/safe-json';
 
 /**
  * What a verified access token tells the protected route; becomes `req.auth`.
@@ -55,26 +56,13 @@ function deepFreeze<T>(value: T): T {
 /** Values read from an unverified token are shortened before they are logged. */
 const CLIP = 200;
 function clip(value: unknown): string {
-  return shorten(typeof value === 'string' ? value : asJson(value));
-}
-
-function shorten(text: string): string {
+  const text = typeof value === 'string' ? value : asJson(value);
   return text.length > CLIP ? `${text.slice(0, CLIP)}...` : text;
 }
 
-/**
- * A claim or header value that is not a string, as JSON. Anyone can send a
- * token whose `alg` or `aud` is an array nested some thousands deep (12 KB of
- * brackets fit in a header), which JSON.stringify() cannot write (a
- * RangeError): such a value is named, not written, and the token refused as
- * any other.
- */
+/** A claim or header value that is not a string, as JSON; anyone can send one nested too deep to write. */
 function asJson(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return Array.isArray(value) ? '(an array nested too deep to show)' : '(an object nested too deep to show)';
-  }
+  return safeJson(value, Array.isArray(value) ? '(an array nested too deep to show)' : '(an object nested too deep to show)');
 }
 
 /**
