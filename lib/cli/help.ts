@@ -297,9 +297,13 @@ ${ENVIRONMENT}
 HELP['client-key list'] = `Usage: ${BIN} client-key list CLIENT_ID [--json]
 
 Lists the client's public keys: kid, key type (and curve) and algorithm.
+A client that publishes its keys at a jwks_uri has none stored: the URI is
+named instead.
 
 Options:
-  --json      print a JSON array of {kid, kty, alg, crv}
+  --json      print a JSON array of {kid, kty, alg, crv} ([] for a client
+              with a secret); for a jwks_uri client, one JSON object
+              {client_id, jwks_uri} instead
   -h, --help  show this help
 
 ${ENVIRONMENT}
