@@ -3,8 +3,10 @@
  * store (and Redis) and creates the issuer from them.
  *
  * PORT (3000), HOST (all interfaces), ISSUER (http://localhost:PORT),
- * AUDIENCE (ISSUER + /api), DATA_DIR (./data), DATABASE_URL (PostgreSQL
- * instead of the embedded store) and DATABASE_SCHEMA, REDIS_URL (redis://,
+ * AUDIENCE (ISSUER + /api), SCOPES_SUPPORTED (orders:read orders:write: the
+ * scopes it offers, separated by single spaces), DATA_DIR (./data),
+ * DATABASE_URL (PostgreSQL instead of the embedded store) and
+ * DATABASE_SCHEMA, REDIS_URL (redis://,
  * rediss:// or a socket's path: shared brute-force counters, DPoP proofs
  * and revocation push), REDIS_KEY_PREFIX
  * (before the names of its keys, ecc:) and REVOCATION_CHANNEL (its
@@ -176,7 +178,9 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
       store,
       algorithm: (env.SIGNING_ALG as 'ES256' | 'RS256' | undefined) || undefined,
       ...timing,
-      scopesSupported: ['orders:read', 'orders:write'],
+      // SCOPES_SUPPORTED: the scopes this server offers, advertised as scopes_supported (checked by createIssuer, as the CLI checks it
+      // to refuse a client scope outside it); the orders API's own when unset
+      scopesSupported: env.SCOPES_SUPPORTED || ['orders:read', 'orders:write'],
       // RESOURCES: other APIs this issuer serves tokens for (RFC 8707), beside AUDIENCE, the default
       resources: listFromEnv(env.RESOURCES),
       // REDIS_KEY_PREFIX: deployments sharing one Redis keep their counters and proofs apart

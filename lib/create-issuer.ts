@@ -13,7 +13,7 @@ import { bearerMiddleware, type DpopMode } from './express/require-bearer';
 import { checkDpopMode } from './config';
 import { issuerRouter, type TokenMetrics } from './express/token-router';
 import { wellKnownHandler } from './express/well-known';
-import { resolveLogger } from './logger';
+import { resolveLogger, type Logger } from './logger';
 import { BEARER_CHECKS, MANAGEMENT_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 import { openEmbeddedStore } from './stores/embedded';
@@ -91,6 +91,29 @@ function checkStore(store: unknown): Store {
   return store as Store;
 }
 
+/** Stores already warned about (once per store in a process, however many issuers share it). */
+const warnedStores = new WeakSet<object>();
+
+/**
+ * A store whose `rotateSecret` declares 1 to 3 parameters was written for
+ * the interface before `expectedSecrets`: it rotates whatever happened
+ * meanwhile, so of two rotations at once both succeed and the later ends the
+ * earlier's new secret. TypeScript cannot tell (an implementation may take
+ * fewer parameters), so this says it once, as a warning: `Function.length`
+ * does not count a parameter with a default or a rest parameter (0, as a
+ * wrapper's `(...args)`: nothing is said then), so refusing to start on it
+ * would stop stores that are right.
+ */
+function warnUnconditionalRotation(store: Store, logger: Logger): void {
+  const declared = store.rotateSecret.length;
+  if (declared === 0 || declared >= 4 || warnedStores.has(store)) return;
+  warnedStores.add(store);
+  logger.warn(
+    { event: 'store.rotate_secret_unconditional', parameters: declared },
+    `the store's rotateSecret() takes ${declared} parameter${declared === 1 ? '' : 's'}, not the 4th (expectedSecrets): two secret rotations of one client at once can both succeed, and the later ends the secret the earlier handed out. Rotate only while the client's secret hashes are still expectedSecrets (see ClientStore.rotateSecret)`,
+  );
+}
+
 /**
  * The issuer: token endpoint, keys, clients, and a `requireBearer()` bound to
  * the same issuer, audience and keys. Options are checked here, at start-up.
@@ -100,6 +123,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
   const registry = checkMetrics(options.metrics);
   const logger = resolveLogger(options.logger);
   const store = options.store === undefined ? undefined : checkStore(options.store);
+  if (store) warnUnconditionalRotation(store, logger);
   // brute-force counts in Redis when given one, shared by every instance; else in this instance's memory
   const bruteForceRedis = options.bruteForce ? options.bruteForce.redis : undefined;
   const limiter = config.bruteForce

@@ -161,6 +161,18 @@ describe('create --auth private_key_jwt --jwks-uri', () => {
     const list = await cli(['client-key', 'list', printed.client_id]);
     expect(list).toMatchObject({ code: 0, stdout: `Client ${printed.client_id} publishes its keys at https://client.example/jwks: the issuer fetches them from there, none are stored.\n` });
   });
+
+  it('client-key list --json names the jwks_uri in an object, where a secret client gets [] and a key client its array', async () => {
+    const remote = JSON.parse((await cli(['create', '--name', 'remote', '--auth', 'private_key_jwt', '--jwks-uri', 'https://client.example/jwks', '--json'])).stdout).client_id;
+    const plain = JSON.parse((await cli(['create', '--name', 'plain', '--json'])).stdout).client_id;
+    const keyed = JSON.parse((await cli(['create', '--name', 'keyed', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', ecPair('k').pub), '--json'])).stdout).client_id;
+
+    const r = await cli(['client-key', 'list', remote, '--json']);
+    expect(r).toEqual({ code: 0, stdout: `{"client_id":"${remote}","jwks_uri":"https://client.example/jwks"}\n`, stderr: '' });
+    // the documented array stays for the others
+    expect(await cli(['client-key', 'list', plain, '--json'])).toEqual({ code: 0, stdout: '[]\n', stderr: '' });
+    expect(JSON.parse((await cli(['client-key', 'list', keyed, '--json'])).stdout)).toEqual([{ kid: 'k', kty: 'EC', alg: 'ES256', crv: 'P-256' }]);
+  });
 });
 
 describe('client-key add | remove | list', () => {

@@ -163,6 +163,31 @@ describe('8. shared store', () => {
     expect(fx.events.filter((e) => e.type === 'store.error').map((e) => (e as { operation: string }).operation).sort()).toEqual(['get', 'set']);
   });
 
+  it('a store error message is one line in the event: newlines, bidi overrides and U+2028 escaped, long text clipped', async () => {
+    // a store that names the value it could not read (a Redis value anyone who reaches Redis could write)
+    const forged = 'bad entry\n{"level":"info","msg":"token issued"}\u202egnp.exe\u2028x';
+    const store: TokenStore = {
+      get: async () => Promise.reject(new Error(forged)),
+      set: async () => Promise.reject(`${'x'.repeat(300)}\r\nmore`), // a thrown string, longer than 200
+      delete: async () => undefined,
+    };
+    expect((await client({ store }).getToken()).accessToken).toBe('tok-1');
+    await new Promise((r) => setTimeout(r, 10));
+    const errors = fx.events.filter((e) => e.type === 'store.error') as { operation: string; message: string }[];
+    expect(errors).toEqual([
+      { type: 'store.error', operation: 'get', message: 'bad entry\\n{"level":"info","msg":"token issued"}\\u202egnp.exe\\u2028x' },
+      { type: 'store.error', operation: 'set', message: `${'x'.repeat(200)}…` },
+    ]);
+  });
+
+  it('a store that rejects with a value String() cannot print gets a store.error at once, not a wait for the timeout', async () => {
+    const store: TokenStore = { get: async () => Promise.reject(Object.create(null)), set: async () => undefined, delete: async () => undefined };
+    const started = Date.now();
+    expect((await client({ store, timeout: 2 }).getToken()).accessToken).toBe('tok-1');
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(fx.events.filter((e) => e.type === 'store.error')).toEqual([{ type: 'store.error', operation: 'get', message: 'a value that is neither an Error nor printable' }]);
+  });
+
   it('instances with different DPoP keys never take each other\'s tokens; the same key shares them', async () => {
     const store = new MemoryStore();
     fx.endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: req.headers.dpop ? 'DPoP' : 'Bearer', expires_in: 3600 } });

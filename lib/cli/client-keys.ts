@@ -229,16 +229,17 @@ const keyList: Handler = async (args, ctx) => {
   const keys = await services(ctx).listKeys(clientId);
   if (!keys) throw new CommandError(`no client with id ${quoted(clientId)}`);
   const rows = keys.map((k) => ({ kid: k.kid, kty: k.kty, alg: String(k.alg ?? ''), crv: typeof k.crv === 'string' ? k.crv : null }));
+  // no registered keys: a client with a secret, or one whose keys are at its jwks_uri (fetched when it authenticates)
+  const jwksUri = rows.length === 0 ? (await services(ctx).get(clientId))?.jwksUri : undefined;
   if (values.json) {
-    ctx.out(JSON.stringify(rows));
+    // registered keys (or none, for a secret): the array, as ever; keys at a URI: an object naming it, so a script cannot take it for "no keys"
+    ctx.out(JSON.stringify(jwksUri ? { client_id: clientId, jwks_uri: jwksUri } : rows));
     return 0;
   }
   if (rows.length === 0) {
-    // no registered keys: a client with a secret, or one whose keys are at its jwks_uri (fetched when it authenticates)
-    const client = await services(ctx).get(clientId);
     ctx.out(
-      client?.jwksUri
-        ? `Client ${clientId} publishes its keys at ${client.jwksUri}: the issuer fetches them from there, none are stored.`
+      jwksUri
+        ? `Client ${clientId} publishes its keys at ${jwksUri}: the issuer fetches them from there, none are stored.`
         : `Client ${clientId} has no keys: it authenticates with a secret.`,
     );
     return 0;

@@ -1,6 +1,6 @@
 /** `create`, `list`, `update`, `revoke`, `revoke-tokens`, `rotate-secret`: the client commands. */
 import { SecretRotationConflictError, type ClientChanges, type ClientUpdate, type IssuedCredentials } from '../core/clients';
-import { isScopeToken } from '../core/scope';
+import { isScopeToken, scopeOption } from '../core/scope';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { createKeyClient } from './client-keys';
 import { BIN } from './help';
@@ -22,11 +22,40 @@ import {
 
 const SECRET_WARNING = 'warning: the client secret is shown only now and cannot be recovered; store it safely.';
 
-/** The `--scope` values (repeatable; "" is none) as one space-separated list, checked. */
-function scopeFlag(values: string[] | undefined, command: string): string | undefined {
+/**
+ * SCOPES_SUPPORTED, the scopes the server offers (the example server
+ * advertises them as scopes_supported), checked as the server checks it:
+ * scopeOption(), the check of createIssuer()'s `scopesSupported`, so a value
+ * one refuses the other refuses too. `undefined` when unset or empty: the CLI
+ * cannot know the server's scopes then, and checks nothing.
+ */
+function offeredScopes(env: NodeJS.ProcessEnv, command: string): string[] | undefined {
+  const raw = env.SCOPES_SUPPORTED;
+  if (raw === undefined || raw === '') return undefined;
+  try {
+    return scopeOption('SCOPES_SUPPORTED', raw);
+  } catch {
+    throw new UsageError(`SCOPES_SUPPORTED must be scope tokens separated by single spaces (RFC 6749 §3.3), as the server takes it, got ${JSON.stringify(raw)}`, command);
+  }
+}
+
+/**
+ * The `--scope` values (repeatable; "" is none) as one space-separated list,
+ * checked; with SCOPES_SUPPORTED set, each must be one it lists: the issuer
+ * grants a client the scopes registered with it, whatever it offers, so a
+ * typo (orders:raed) would give a client that never gets the scope meant.
+ */
+function scopeFlag(values: string[] | undefined, command: string, env: NodeJS.ProcessEnv): string | undefined {
+  const offered = offeredScopes(env, command);
   const scope = values?.filter((s) => s !== '').join(' ');
-  if (scope !== undefined && scope !== '' && !scope.split(' ').every(isScopeToken)) {
+  if (scope === undefined || scope === '') return scope;
+  if (!scope.split(' ').every(isScopeToken)) {
     throw new UsageError(`--scope takes scope tokens separated by single spaces (RFC 6749 §3.3), got ${JSON.stringify(scope)}`, command);
+  }
+  const unknown = offered ? [...new Set(scope.split(' '))].filter((s) => !offered.includes(s)) : [];
+  if (unknown.length > 0) {
+    const named = unknown.map((s) => JSON.stringify(s)).join(', ');
+    throw new UsageError(`--scope ${named} ${unknown.length === 1 ? 'is' : 'are'} not offered by the server: SCOPES_SUPPORTED is ${JSON.stringify(offered!.join(' '))}`, command);
   }
   return scope;
 }
@@ -46,7 +75,7 @@ export const create: Handler = async (args, ctx) => {
     resource: { type: 'string', multiple: true },
   });
   if (values.name === undefined) throw new UsageError('missing required option --name', 'create');
-  const scope = scopeFlag(values.scope, 'create');
+  const scope = scopeFlag(values.scope, 'create', ctx.io.env);
   const auth = values.auth ?? 'client_secret';
   if (auth !== 'client_secret' && auth !== 'private_key_jwt') {
     throw new UsageError(`--auth must be client_secret or private_key_jwt, got ${JSON.stringify(auth)}`, 'create');
@@ -241,7 +270,7 @@ export const update: Handler = async (args, ctx) => {
   const clientId = positionals[0];
   const changes: ClientChanges = {};
   if (values.name !== undefined) changes.name = values.name;
-  const scope = scopeFlag(values.scope, 'update');
+  const scope = scopeFlag(values.scope, 'update', ctx.io.env);
   if (scope !== undefined) changes.scopes = scope;
   if (values.resource !== undefined && values['no-resources']) throw new UsageError('give --resource or --no-resources, not both', 'update');
   if (values.resource !== undefined) changes.resources = [...new Set(values.resource)];

@@ -13,6 +13,14 @@ const ENVIRONMENT = `Environment:
   LOG_LEVEL               when set (info, debug, ...), audit lines (client.created, client.revoked,
                           ...) go to stderr as JSON`;
 
+const SCOPES_LINE = `
+  SCOPES_SUPPORTED        the scopes the server offers, separated by single spaces, as the
+                          server has it (the example server reads it too): when set, a --scope
+                          outside it is refused; unset, --scope is checked for its form only`;
+
+/** For create and update: the scopes they check --scope against. */
+const CLIENT_ENVIRONMENT = `${ENVIRONMENT}${SCOPES_LINE}`;
+
 const KEY_ENVIRONMENT = `${ENVIRONMENT}
   ACCESS_TOKEN_TTL        access token lifetime in seconds, as the server has it (default 3600)
   CLOCK_TOLERANCE         clock skew in seconds the server allows (default 5)
@@ -52,7 +60,7 @@ Options:
 
 Run '${BIN} <command> --help' for the details of a command.
 
-${KEY_ENVIRONMENT}
+${KEY_ENVIRONMENT}${SCOPES_LINE}
 `,
 
   create: `Usage: ${BIN} create --name NAME [--scope "a b"] [--resource URL]... [--introspect] [--require-dpop] [--json]
@@ -70,7 +78,8 @@ duplicate kids, one key under two kids, more than 8 keys.
 Options:
   --name NAME       name for operators, 1 to 200 printable characters (required)
   --scope SCOPES    scopes the client may request, separated by single spaces,
-                    e.g. --scope "orders:read orders:write" (default: none)
+                    e.g. --scope "orders:read orders:write" (default: none);
+                    with SCOPES_SUPPORTED set, only scopes it lists
   --auth METHOD     client_secret (default) or private_key_jwt
   --jwks FILE       the client's public keys: a JWK Set or one JWK (EC P-256,
                     P-384 or RSA); a key without kid gets its RFC 7638 thumbprint
@@ -93,7 +102,7 @@ Options:
                     {client_id, name, scope, auth, kid} with --generate-key
   -h, --help        show this help
 
-${ENVIRONMENT}
+${CLIENT_ENVIRONMENT}
 `,
 
   list: `Usage: ${BIN} list [--json]
@@ -131,7 +140,8 @@ store, within their client cache time (2 s) on PostgreSQL.
 Options:
   --name NAME          a new name, 1 to 200 printable characters
   --scope SCOPES       the scopes it may request, separated by single spaces;
-                       repeatable, the values joined (--scope "" for none)
+                       repeatable, the values joined (--scope "" for none);
+                       with SCOPES_SUPPORTED set, only scopes it lists
   --resource URL       the APIs (RFC 8707 resources) it may ask tokens for;
                        repeatable, the whole list. Checked for its form only
                        here: the server refuses token requests for a resource
@@ -146,7 +156,7 @@ Options:
                        keys
   -h, --help           show this help
 
-${ENVIRONMENT}
+${CLIENT_ENVIRONMENT}
 `,
 
   revoke: `Usage: ${BIN} revoke CLIENT_ID [--json]
@@ -297,9 +307,13 @@ ${ENVIRONMENT}
 HELP['client-key list'] = `Usage: ${BIN} client-key list CLIENT_ID [--json]
 
 Lists the client's public keys: kid, key type (and curve) and algorithm.
+A client that publishes its keys at a jwks_uri has none stored: the URI is
+named instead.
 
 Options:
-  --json      print a JSON array of {kid, kty, alg, crv}
+  --json      print a JSON array of {kid, kty, alg, crv} ([] for a client
+              with a secret); for a jwks_uri client, one JSON object
+              {client_id, jwks_uri} instead
   -h, --help  show this help
 
 ${ENVIRONMENT}

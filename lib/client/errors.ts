@@ -47,6 +47,15 @@ export function clip(text: string, max = ECHOED_CHARS): string {
   return `${text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max)}…`;
 }
 
+/**
+ * Someone else's text (a token endpoint's, a store's) as a message of this
+ * client repeats it: cut to `max` characters, then every control character
+ * escaped (see visible()), so it stays one line in the caller's log.
+ */
+export function echoed(text: string, max = ECHOED_CHARS): string {
+  return visible(clip(text, max));
+}
+
 /** Marks an init whose `error_description` is the token endpoint's own text, not a sentence of this client's (see endpointError()). */
 const FROM_ENDPOINT = Symbol('error_description from the token endpoint');
 
@@ -78,15 +87,15 @@ export class TokenEndpointError extends Error {
     const where = init.status === undefined ? 'no answer' : `HTTP ${init.status}`;
     // discovery's errors come before any token request: said as such (its status is the metadata request's)
     const what = DISCOVERY_ERRORS.has(init.error) ? 'token endpoint discovery failed' : 'token request failed';
-    const echoed = (init as Init)[FROM_ENDPOINT] === true;
-    const description = init.error_description && visible(echoed ? clip(init.error_description) : init.error_description);
-    super(`${what} (${where}): ${visible(clip(init.error))}${description ? `: ${description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
+    const endpointText = (init as Init)[FROM_ENDPOINT] === true;
+    const description = init.error_description && (endpointText ? echoed(init.error_description) : visible(init.error_description));
+    super(`${what} (${where}): ${echoed(init.error)}${description ? `: ${description}` : ''}`, init.cause === undefined ? undefined : { cause: init.cause });
     this.name = 'TokenEndpointError';
     this.status = init.status;
     this.error = visible(init.error);
     this.error_description = init.error_description === undefined ? undefined : visible(init.error_description);
     this.retryAfter = init.retryAfter;
-    if (echoed) fromEndpoint.add(this);
+    if (endpointText) fromEndpoint.add(this);
   }
 
   /** The same failure, seen later: `retryAfter` is what is left of the wait. */

@@ -71,6 +71,7 @@ export type TokenClientEvent =
   | { type: 'token.refresh_failed'; scope: string; resource: string[]; status: number | undefined; error: string; retryAfter: number; tokenStillValid: boolean }
   | { type: 'api.retry_401'; method: string; url: string }
   | { type: 'dpop.nonce_retry'; kind: 'token' | 'api' }
+  /** `message`: why, on one line; a store's own error message in it is cut to 200 characters, its control characters escaped (`\n`, `\u202e`). */
   | { type: 'store.error'; operation: StoreOperation; message: string };
 
 /** What a `store.error` event was doing: `lock` and `unlock` only with a store that locks. */

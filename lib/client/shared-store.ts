@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { cachedToken, type CachedToken, type Entry } from './cache-entry';
-import { TokenClientClosedError } from './errors';
+import { echoed, TokenClientClosedError } from './errors';
 import type { ClientConfig, StoreOperation, TokenClientEvent, TokenRequestReason } from './options';
 import type { FoundToken, ReleaseLock, StoredToken, TokenStore } from './store';
 import type { TokenEndpoint } from './token-endpoint';
@@ -30,6 +30,22 @@ interface Shared {
 function msUntil(end: number): number {
   const left = end - performance.now();
   return left < 1 ? 0 : left;
+}
+
+/**
+ * What a store's failure says in a `store.error` event: its message (or the
+ * value thrown), clipped and escaped as the token endpoint's text is: a store
+ * may put anything in it, a value it read included, and events end up in
+ * logs, where a newline or a bidi override could forge or reorder lines.
+ */
+function storeSays(err: unknown): string {
+  let text: string;
+  try {
+    text = err instanceof Error ? err.message : String(err);
+  } catch {
+    text = 'a value that is neither an Error nor printable'; // (an object without toString)
+  }
+  return echoed(text);
 }
 
 /**
@@ -291,14 +307,14 @@ export class SharedStore {
       try {
         pending = run();
       } catch (err) {
-        return finish(undefined, err instanceof Error ? err.message : String(err));
+        return finish(undefined, storeSays(err));
       }
       Promise.resolve(pending).then(
         (value) => {
           if (settled) late?.(value);
           else finish(value);
         },
-        (err: unknown) => finish(undefined, err instanceof Error ? err.message : String(err)),
+        (err: unknown) => finish(undefined, storeSays(err)),
       );
     });
   }

@@ -143,6 +143,14 @@ export interface ClientStore {
    * write: a rotation decided on a view another rotation changed meanwhile
    * would end that rotation's brand-new secret. `false` (and no change) when
    * the client is unknown or revoked, or its secrets are not `expectedSecrets`.
+   *
+   * Declare all four parameters. A store written for the older three
+   * (`clientId, secret, keepOldUntil`) still compiles, since TypeScript lets
+   * an implementation take fewer, but rotates unconditionally: of two
+   * rotations at once (two instances, or one and the CLI) both succeed and
+   * the later ends the secret the earlier handed out. `createIssuer()` logs
+   * `store.rotate_secret_unconditional` (warn, once per store) when this
+   * function declares 1 to 3 parameters.
    */
   rotateSecret(clientId: string, secret: StoredSecret, keepOldUntil: Date | null, expectedSecrets: readonly string[]): Promise<boolean>;
   /**
