@@ -134,9 +134,9 @@ export class RegistryMetrics {
       help: 'Whether the issuer store answers reads and writes (1) or not (0: down, or read-only such as a full disk); absent without an issuer',
       registers,
       collect() {
-        this.reset();
         const stores = [...metrics.sources].filter((s) => s.store !== undefined);
         if (stores.length > 0) this.set(stores.every((s) => s.store!.state === 'up') ? 1 : 0);
+        else this.remove(); // no sample (reset() would put a 0 back on a gauge without labels)
       },
     });
     new prom.Gauge({
@@ -144,9 +144,9 @@ export class RegistryMetrics {
       help: 'Whether the shared DPoP replay store (Redis) answered the last proof check or probe (1) or not (0); absent without one',
       registers,
       collect() {
-        this.reset();
         const stores = [...new Set([...metrics.sources].map((s) => s.dpopReplayStore).filter((r) => r !== undefined))];
         if (stores.length > 0) this.set(stores.every((r) => r.up) ? 1 : 0);
+        else this.remove();
       },
     });
     new prom.Counter({
