@@ -11,6 +11,8 @@ import { ROOT, compiledExamples, runUntil, type Exit } from '../helpers/compiled
 
 const examples = compiledExamples();
 const SERVER_JS = examples.script('server');
+/** For fetch: the connection closed after the answer (the graceful stop would wait for it, idle, up to its keep-alive timeout). */
+const ONCE: RequestInit = { headers: { connection: 'close' } };
 
 /** Runs the compiled server until it prints `until` (then SIGTERM) or exits by itself. */
 function run(env: NodeJS.ProcessEnv, until?: RegExp, onMatch?: (stdout: string) => Promise<void>): Promise<Exit> {
@@ -34,9 +36,9 @@ describe('the compiled example (npm start)', () => {
     try {
       const exit = await run({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ISSUER: 'http://localhost:3000' }, /"event":"server.listening"/, async (stdout) => {
         const url = /"url":"(http:[^"]+)"/.exec(stdout)![1];
-        const live = await fetch(`${url}/health`);
+        const live = await fetch(`${url}/health`, ONCE);
         expect(live.status).toBe(200);
-        const ready = await fetch(`${url}/health/ready`);
+        const ready = await fetch(`${url}/health/ready`, ONCE);
         expect(ready.status).toBe(200);
         expect(await ready.json()).toMatchObject({ ok: true, store: 'up' });
       });
@@ -52,7 +54,7 @@ describe('the compiled example (npm start)', () => {
     try {
       const exit = await run({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ISSUER: 'http://localhost:3000', WORKERS: '1', DEMO_CLIENT: '0' }, /"event":"server.listening"/, async (stdout) => {
         const url = /"url":"(http:[^"]+)"/.exec(stdout)![1];
-        expect((await fetch(`${url}/health`)).status).toBe(200);
+        expect((await fetch(`${url}/health`, ONCE)).status).toBe(200);
       });
       expect(exit.stdout).not.toMatch(/demo client|client_secret/);
       expect(exit.code).toBe(0);
