@@ -9,10 +9,12 @@
  * connections get 10 s at
  * most, then the connections left are cut; closing the store and Redis
  * 5 s more (a stalled database would hold its pool's end for ever).
- * And SIGTERM or SIGINT answered from the start-up on (serveUntilSignal).
+ * And SIGTERM or SIGINT answered from the start-up on (serveUntilSignal);
+ * a second one, of either kind, during the stop ends the process at once.
  */
 import type { Server, ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
+import { constants } from 'node:os';
 import type { Logger } from 'pino';
 
 /**
@@ -90,6 +92,15 @@ export function within(ms: number, work: Promise<void>): Promise<void> {
 
 export const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 
+/**
+ * A second stop signal sooner than this after the first is taken for the same request, not as one to
+ * stop at once: a terminal's Ctrl-C reaches every process of its group, the cluster primary and each
+ * worker alike, and the primary then passes SIGTERM on to each worker (systemd, too, signals each
+ * process of a service); a worker would take the primary's SIGTERM for a second signal and skip its
+ * graceful close. A person's second Ctrl-C, or an orchestrator's second signal, comes later.
+ */
+export const SAME_STOP_MS = 1_000;
+
 /** What a start-up stopped by SIGTERM or SIGINT rejects with, once it closed what it had opened: the entry points exit 0. */
 export class StopSignal extends Error {
   constructor(readonly signal: NodeJS.Signals) {
@@ -114,31 +125,59 @@ export class StopSignal extends Error {
  *   store's own timeouts bound them), takes no further step, closes what it
  *   opened and rejects with the StopSignal, as does this promise. A start-up
  *   that fails meanwhile for a reason of its own rejects with that error.
- * Each handler answers once: the same signal again gets the default action
- * (a second Ctrl-C ends a stop that takes too long). A start-up that fails
- * (its own error, a StopSignal, or `start` throwing at once) removes both
- * handlers before this promise rejects: the process's SIGTERM and SIGINT are
- * what they were, so a caller that goes on (or logs and waits to exit) can
- * still be stopped by either.
+ * A second signal, of either kind, ends a stop that takes too long (a second
+ * Ctrl-C, or SIGTERM after SIGINT): one `server.stop_forced` line, then
+ * exit at once with 128 + the signal's number (130 for SIGINT, 143 for
+ * SIGTERM), as its default action would report it. (Each signal's handler
+ * was once()'d: SIGINT after SIGTERM, or the reverse, found the other's
+ * handler still there, which ignored it, and the stop went on.) One that
+ * comes within SAME_STOP_MS of the first is taken for the same request (see
+ * there). A start-up that fails (its own error, a StopSignal, or `start`
+ * throwing at once) removes the handlers before this promise rejects, and a
+ * stop removes them once it is complete: the process's SIGTERM and SIGINT
+ * are what they were, so a caller that goes on (or logs and waits to exit)
+ * can still be stopped by either.
  */
 export async function serveUntilSignal(logger: Logger, start: (signal: AbortSignal) => Promise<() => Promise<void>>): Promise<void> {
   const stop = new AbortController();
   let up = false;
   const signalled = new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve()));
+  let firstAt = 0;
+  const onSecond = (signal: NodeJS.Signals): void => {
+    if (Date.now() - firstAt < SAME_STOP_MS) return;
+    logger.warn({ event: 'server.stop_forced', signal }, `${signal} during the stop: exiting now`);
+    process.exit(exitCodeOf(signal));
+  };
   const onSignal = (signal: NodeJS.Signals): void => {
-    if (stop.signal.aborted) return;
+    firstAt = Date.now();
+    for (const each of STOP_SIGNALS) {
+      process.removeListener(each, onSignal);
+      process.on(each, onSecond);
+    }
     logger.info({ event: 'server.stopping', signal, starting: !up }, up ? `${signal}: closing` : `${signal} during start-up: stopping after the step in progress`);
     stop.abort(new StopSignal(signal));
   };
   for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
+  const removeHandlers = (): void => {
+    for (const signal of STOP_SIGNALS) {
+      process.removeListener(signal, onSignal);
+      process.removeListener(signal, onSecond);
+    }
+  };
   let close: () => Promise<void>;
   try {
     close = await start(stop.signal);
   } catch (err) {
-    for (const signal of STOP_SIGNALS) process.removeListener(signal, onSignal);
+    removeHandlers();
     throw err;
   }
   up = true;
   await signalled;
   await close();
+  removeHandlers();
+}
+
+/** The exit status a shell or an orchestrator reports for a process its default action ended: 128 + the signal's number. */
+export function exitCodeOf(signal: NodeJS.Signals): number {
+  return 128 + constants.signals[signal];
 }

@@ -7,7 +7,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { gracefulClose, serveUntilSignal, STOP_SIGNALS, StopSignal } from '../../examples/shutdown';
+import { gracefulClose, SAME_STOP_MS, serveUntilSignal, STOP_SIGNALS, StopSignal } from '../../examples/shutdown';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -244,5 +244,44 @@ describe('serveUntilSignal (examples/shutdown.ts)', () => {
     deliver('SIGTERM');
     await expect(stopped).rejects.toBeInstanceOf(StopSignal);
     expect(handlers()).toEqual(before);
+  });
+
+  it('a second signal, of either kind, a second or more after the first: one server.stop_forced line, exit 128 + its number; sooner, the same stop', async () => {
+    const before = handlers();
+    const lines: [string, Record<string, unknown>][] = [];
+    const log = { info: (o: Record<string, unknown>) => lines.push(['info', o]), warn: (o: Record<string, unknown>) => lines.push(['warn', o]) } as unknown as Logger;
+    const exit = jest.spyOn(process, 'exit').mockImplementation((() => undefined) as never);
+    let now = Date.now();
+    const clock = jest.spyOn(Date, 'now').mockImplementation(() => now);
+    let closed!: () => void;
+    try {
+      // a stop that does not end until the test says so (a slow request, a stalled store)
+      const served = serveUntilSignal(log, async () => () => new Promise<void>((resolve) => (closed = resolve)));
+      await new Promise((r) => setImmediate(r));
+      deliver('SIGTERM');
+      expect(lines).toEqual([['info', expect.objectContaining({ event: 'server.stopping', signal: 'SIGTERM', starting: false })]]);
+      // SIGINT within SAME_STOP_MS: the same request (a terminal's Ctrl-C, then the cluster primary's SIGTERM)
+      now += SAME_STOP_MS - 1;
+      deliver('SIGINT');
+      expect(exit).not.toHaveBeenCalled();
+      expect(lines).toHaveLength(1);
+      // SIGINT later: the stop is ended (it was ignored: SIGTERM had used its handler, SIGINT's still said "stopping already")
+      now += 1;
+      deliver('SIGINT');
+      expect(lines).toHaveLength(2);
+      expect(lines[1]).toEqual(['warn', expect.objectContaining({ event: 'server.stop_forced', signal: 'SIGINT' })]);
+      expect(exit).toHaveBeenCalledWith(130);
+      // SIGTERM as well (exit is a mock here: the process goes on)
+      deliver('SIGTERM');
+      expect(exit).toHaveBeenLastCalledWith(143);
+      await new Promise((r) => setImmediate(r));
+      closed();
+      await served;
+      // once stopped, the handlers are gone
+      expect(handlers()).toEqual(before);
+    } finally {
+      exit.mockRestore();
+      clock.mockRestore();
+    }
   });
 });
