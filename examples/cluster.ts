@@ -13,12 +13,14 @@
  */
 import cluster from 'node:cluster';
 import { createDemoClient } from './demo-client';
-import { boolFromEnv, issuerFromEnv, loggerFromEnv } from './env';
+import { boolFromEnv, httpTimeoutsFromEnv, issuerFromEnv, loggerFromEnv } from './env';
 import { exitCodeOf, SAME_STOP_MS, STOP_SIGNALS, StopSignal } from './shutdown';
 
 export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   // DEMO_CLIENT=0 (or false, no, off): none, as for one process (no secret printed into a stdout a log collector keeps)
   const demoClient = boolFromEnv(env, 'DEMO_CLIENT', true);
+  // read by each worker; here first, so that a bad one is one line from the primary, not a failed start per worker
+  httpTimeoutsFromEnv(env);
   const logger = loggerFromEnv(env);
   // handled before the store is opened: a signal while the primary prepares it found no handler, and killed it
   const preparing = new AbortController();
