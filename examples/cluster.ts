@@ -6,33 +6,47 @@
  * (startPrimary rejects with a StopSignal, exit 0); later, each worker gets
  * SIGTERM (one still starting stops in the same way) and the primary exits 0
  * once they all have, or at once when none is running (all waiting to be
- * restarted).
+ * restarted). A second signal, of either kind (SAME_STOP_MS or more after
+ * the first): one `server.stop_forced` line, SIGTERM again to each worker
+ * (its second: it exits at once too), and the primary exits at once with
+ * 128 + the signal's number (130, 143).
  */
 import cluster from 'node:cluster';
 import { createDemoClient } from './demo-client';
-import { boolFromEnv, issuerFromEnv, loggerFromEnv } from './env';
-import { STOP_SIGNALS, StopSignal } from './shutdown';
+import { boolFromEnv, httpTimeoutsFromEnv, issuerFromEnv, loggerFromEnv } from './env';
+import { exitCodeOf, SAME_STOP_MS, STOP_SIGNALS, StopSignal } from './shutdown';
 
 export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   // DEMO_CLIENT=0 (or false, no, off): none, as for one process (no secret printed into a stdout a log collector keeps)
   const demoClient = boolFromEnv(env, 'DEMO_CLIENT', true);
+  // read by each worker; here first, so that a bad one is one line from the primary, not a failed start per worker
+  httpTimeoutsFromEnv(env);
   const logger = loggerFromEnv(env);
   // handled before the store is opened: a signal while the primary prepares it found no handler, and killed it
   const preparing = new AbortController();
   let forked = false;
   let stopping = false;
-  for (const signal of STOP_SIGNALS) {
-    process.once(signal, () => {
-      if (!stopping) logger.info({ event: 'server.stopping', signal, starting: !forked }, forked ? `${signal}: stopping the workers` : `${signal} during start-up: stopping after the step in progress`);
-      stopping = true;
-      preparing.abort(new StopSignal(signal));
-      if (!forked) return;
-      const running = Object.values(cluster.workers ?? {});
-      for (const worker of running) worker?.process.kill('SIGTERM');
-      // none to wait for: all dead, waiting for their restart (which `stopping` cancels)
-      if (running.length === 0) process.exit(0);
-    });
-  }
+  let stoppingAt = 0;
+  const running = () => Object.values(cluster.workers ?? {});
+  // the first signal, of either kind, stops in order; a second one (SIGINT after SIGTERM too) at once
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      if (Date.now() - stoppingAt < SAME_STOP_MS) return;
+      logger.warn({ event: 'server.stop_forced', signal }, `${signal} during the stop: exiting now`);
+      for (const worker of running()) worker?.process.kill('SIGTERM');
+      process.exit(exitCodeOf(signal));
+    }
+    logger.info({ event: 'server.stopping', signal, starting: !forked }, forked ? `${signal}: stopping the workers` : `${signal} during start-up: stopping after the step in progress`);
+    stopping = true;
+    stoppingAt = Date.now();
+    preparing.abort(new StopSignal(signal));
+    if (!forked) return;
+    const workers = running();
+    for (const worker of workers) worker?.process.kill('SIGTERM');
+    // none to wait for: all dead, waiting for their restart (which `stopping` cancels)
+    if (workers.length === 0) process.exit(0);
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   const { issuer, publicUrl, redis } = await issuerFromEnv(env, logger, preparing.signal);
   try {
     preparing.signal.throwIfAborted();

@@ -16,7 +16,10 @@
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
  * Prometheus metrics at GET /metrics, per process), TRUST_PROXY (Express's
  * `trust proxy`: hops, true, or proxy addresses), DEMO_CLIENT (0: no demo
- * client on the first start; server.ts and cluster.ts read it). Switches take
+ * client on the first start; server.ts and cluster.ts read it),
+ * REQUEST_TIMEOUT (30 s, 1-3600), HEADERS_TIMEOUT (10 s, 1-3600, at most
+ * REQUEST_TIMEOUT), KEEP_ALIVE_TIMEOUT (5 s, 1-3600; above a load
+ * balancer's idle timeout behind one: see http-server.ts). Switches take
  * 1/true/yes/on and 0/false/no/off.
  */
 import express from 'express';
@@ -24,6 +27,7 @@ import type Redis from 'ioredis';
 import pino from 'pino';
 import type { Registry } from 'prom-client';
 import { createIssuer, openStore, type Issuer } from '../lib';
+import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from './http-server';
 
 // Reading one variable: unset or empty is the default; a bad value is a
 // TypeError naming the variable (the entry points print `error: <message>`
@@ -92,6 +96,24 @@ const SECONDS = ' of seconds';
 export const clockToleranceFromEnv = (env: NodeJS.ProcessEnv): number | undefined => intFromEnv(env, 'CLOCK_TOLERANCE', undefined, 0, 300, SECONDS);
 
 export const portFromEnv = (env: NodeJS.ProcessEnv, fallback: number): number => intFromEnv(env, 'PORT', fallback, 0, 65535);
+
+/**
+ * REQUEST_TIMEOUT, HEADERS_TIMEOUT and KEEP_ALIVE_TIMEOUT, whole seconds (the `Keep-Alive: timeout=N` hint
+ * is), for createHttpServer (its defaults, and why, in http-server.ts); in milliseconds, unset ones absent.
+ */
+export function httpTimeoutsFromEnv(env: NodeJS.ProcessEnv): HttpTimeouts {
+  const seconds = (name: string): number | undefined => intFromEnv(env, name, undefined, 1, 3600, SECONDS);
+  const request = seconds('REQUEST_TIMEOUT');
+  const headers = seconds('HEADERS_TIMEOUT');
+  const keepAlive = seconds('KEEP_ALIVE_TIMEOUT');
+  // the headers are part of the request: Node refuses a headersTimeout over requestTimeout (unset, it is at most requestTimeout)
+  const requestS = request ?? DEFAULT_HTTP_TIMEOUTS.requestTimeout / 1000;
+  if (headers !== undefined && headers > requestS) {
+    throw new TypeError(`HEADERS_TIMEOUT must be at most REQUEST_TIMEOUT (${requestS} s${request === undefined ? ', its default' : ''}), got ${JSON.stringify(env.HEADERS_TIMEOUT)}`);
+  }
+  const ms = (value: number | undefined): number | undefined => (value === undefined ? undefined : value * 1000);
+  return { requestTimeout: ms(request), headersTimeout: ms(headers), keepAliveTimeout: ms(keepAlive) };
+}
 
 /** One of pino's level names, in any case. */
 export function logLevelFromEnv(env: NodeJS.ProcessEnv): pino.LevelWithSilent {

@@ -55,14 +55,56 @@ function appConstructors(app: Express): Constructors {
   return made;
 }
 
-export function createHttpServer(app: Express): http.Server {
-  return http.createServer(appConstructors(app), app);
+/**
+ * How long a connection may take, in milliseconds (createHttpServer's defaults below, Node's in brackets):
+ *
+ * - `requestTimeout` 30 s (300 s): the whole request, body included, from its first byte. The example's
+ *   bodies are small (a token form, an order of 16 kB at most): any working client sends them in well under a
+ *   second. With Node's 300 s, a client sending a POST /oauth/token body a byte at a time held its
+ *   connection (and a request in the issuer) about 317 s (an audit's figure); now it gets 408 and the
+ *   connection is closed. Raise it for an API that takes large uploads.
+ * - `headersTimeout` 10 s (60 s): the request line and headers, from the request's first byte, or from
+ *   the connection's start for its first request (a connection opened and left silent gets 408 and is
+ *   closed too). At most `requestTimeout` (unset: 10 s or `requestTimeout`, the shorter).
+ * - `keepAliveTimeout` 5 s (5 s): how long an idle keep-alive connection is kept for the client's next
+ *   request. Node says `Keep-Alive: timeout=5` on each response and closes the connection a second after
+ *   the 5 s; undici (fetch) lets go of it 2 s before, Node's agent 1 s before. It is also the longest a
+ *   graceful stop (shutdown.ts) waits for a connection left idle, within its 10 s bound. Behind a load
+ *   balancer that keeps its connections to the server open (AWS ALB: 60 s idle timeout; nginx's upstream
+ *   `keepalive_timeout`: 60 s; Google Cloud's load balancers: 600 s), set it above the balancer's (65 s
+ *   behind an ALB, KEEP_ALIVE_TIMEOUT=65 in the example): balancers ignore the hint, and a server that
+ *   closes an idle connection first may close it just as the balancer sends a request on it (a 502). A
+ *   graceful stop then cuts the balancer's connections still idle at its 10 s bound.
+ *
+ * Node enforces the first two on a timer (`connectionsCheckingInterval`, by default every 30 s, so a 30 s
+ * limit took up to 60 s): here every second, or every tenth of the shorter of the two when that is under
+ * 10 s.
+ */
+export interface HttpTimeouts {
+  requestTimeout?: number;
+  headersTimeout?: number;
+  keepAliveTimeout?: number;
+}
+
+export const DEFAULT_HTTP_TIMEOUTS: Required<HttpTimeouts> = { requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 };
+
+export function createHttpServer(app: Express, timeouts: HttpTimeouts = {}): http.Server {
+  const { requestTimeout, keepAliveTimeout } = { ...DEFAULT_HTTP_TIMEOUTS, ...definedOnly(timeouts) };
+  const headersTimeout = timeouts.headersTimeout ?? Math.min(DEFAULT_HTTP_TIMEOUTS.headersTimeout, requestTimeout);
+  const connectionsCheckingInterval = Math.max(10, Math.min(1_000, Math.floor(Math.min(requestTimeout, headersTimeout) / 10)));
+  // Node checks headersTimeout <= requestTimeout here (a RangeError otherwise)
+  return http.createServer({ ...appConstructors(app), requestTimeout, headersTimeout, keepAliveTimeout, connectionsCheckingInterval }, app);
+}
+
+/** The options given a value: `{ requestTimeout: undefined }` keeps the default. */
+function definedOnly(timeouts: HttpTimeouts): HttpTimeouts {
+  return Object.fromEntries(Object.entries(timeouts).filter(([, value]) => value !== undefined));
 }
 
 /** Listens on `port` (and `host`, when given) through createHttpServer; the server and the URL it answers on. */
-export function listen(app: Express, port: number, host?: string): Promise<{ server: http.Server; url: string }> {
+export function listen(app: Express, port: number, host?: string, timeouts?: HttpTimeouts): Promise<{ server: http.Server; url: string }> {
   return new Promise((resolve, reject) => {
-    const server = createHttpServer(app);
+    const server = createHttpServer(app, timeouts);
     server.once('error', reject);
     server.listen(port, host || undefined, () => {
       server.off('error', reject);

@@ -13,7 +13,7 @@ import type { Server } from 'node:http';
 import type { Issuer } from '../lib';
 import { startPrimary } from './cluster';
 import { createDemoClient } from './demo-client';
-import { boolFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
+import { boolFromEnv, httpTimeoutsFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
 import { createApp } from './orders-app';
 import { gracefulClose, serveUntilSignal, StopSignal, within } from './shutdown';
 import { listen } from './http-server';
@@ -38,6 +38,8 @@ export async function startServer(
 ): Promise<RunningServer> {
   const { signal } = options;
   const port = portFromEnv(env, 3000);
+  // REQUEST_TIMEOUT, HEADERS_TIMEOUT, KEEP_ALIVE_TIMEOUT: read before anything is opened, so a bad one stops the start at once
+  const timeouts = httpTimeoutsFromEnv(env);
   // DEMO_CLIENT=0 (or false, no, off): no demo client, so no secret is printed into a stdout that a log collector keeps
   const demoClient = options.demoClient !== false && boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
@@ -53,7 +55,7 @@ export async function startServer(
     // once begun, the demo client is created and printed: a client stored with its secret never shown would be of no use
     if (demoClient) await createDemoClient(issuer, publicUrl, print);
     signal?.throwIfAborted();
-    listening = await listen(createApp(issuer, { metrics, trustProxy }), port, env.HOST);
+    listening = await listen(createApp(issuer, { metrics, trustProxy }), port, env.HOST, timeouts);
   } catch (err) {
     await within(5_000, release());
     throw err;

@@ -12,6 +12,8 @@ import { ROOT, compiledExamples, runUntil, type Exit } from '../helpers/compiled
 
 const examples = compiledExamples();
 const SERVER_JS = examples.script('server');
+/** For fetch: the connection closed after the answer (the graceful stop would wait for it, idle, up to its keep-alive timeout). */
+const ONCE: RequestInit = { headers: { connection: 'close' } };
 
 /** Runs the compiled server until it prints `until` (then SIGTERM) or exits by itself. */
 function run(env: NodeJS.ProcessEnv, until?: RegExp, onMatch?: (stdout: string) => Promise<void>): Promise<Exit> {
@@ -51,7 +53,7 @@ describe('the compiled example (npm start)', () => {
       const deadline = Date.now() + 20_000;
       while (!/"event":"server.listening"/.test(stdout) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       const url = /"url":"(http:[^"]+)"/.exec(stdout)![1];
-      expect((await fetch(`${url}/health`)).status).toBe(200);
+      expect((await fetch(`${url}/health`, ONCE)).status).toBe(200);
       process.kill(npm.pid!, 'SIGTERM');
       expect(await exited).toBe(0);
       // the server's own lines: it was told, and it stopped
@@ -75,9 +77,9 @@ describe('the compiled example (npm start)', () => {
     try {
       const exit = await run({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ISSUER: 'http://localhost:3000' }, /"event":"server.listening"/, async (stdout) => {
         const url = /"url":"(http:[^"]+)"/.exec(stdout)![1];
-        const live = await fetch(`${url}/health`);
+        const live = await fetch(`${url}/health`, ONCE);
         expect(live.status).toBe(200);
-        const ready = await fetch(`${url}/health/ready`);
+        const ready = await fetch(`${url}/health/ready`, ONCE);
         expect(ready.status).toBe(200);
         expect(await ready.json()).toMatchObject({ ok: true, store: 'up' });
       });
@@ -93,7 +95,7 @@ describe('the compiled example (npm start)', () => {
     try {
       const exit = await run({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ISSUER: 'http://localhost:3000', WORKERS: '1', DEMO_CLIENT: '0' }, /"event":"server.listening"/, async (stdout) => {
         const url = /"url":"(http:[^"]+)"/.exec(stdout)![1];
-        expect((await fetch(`${url}/health`)).status).toBe(200);
+        expect((await fetch(`${url}/health`, ONCE)).status).toBe(200);
       });
       expect(exit.stdout).not.toMatch(/demo client|client_secret/);
       expect(exit.code).toBe(0);

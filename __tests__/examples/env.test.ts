@@ -14,6 +14,11 @@ const examples = compiledExamples();
 const SERVER_JS = examples.script('server');
 const RESOURCE_SERVER_JS = examples.script('resource-server');
 const LISTENING = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/;
+/**
+ * For fetch: the connection closed after the answer. The graceful stop lets a keep-alive connection left
+ * idle end by its keep-alive timeout (fetch lets go of it after 3 s), which each SIGTERM here would wait for.
+ */
+const ONCE: RequestInit = { headers: { connection: 'close' } };
 
 /**
  * Runs a compiled example until it logs server.listening, then (after
@@ -24,7 +29,7 @@ const LISTENING = /"event":"server.listening"[^\n]*"url":"(http:[^"]+)"/;
 function run(script: string, env: NodeJS.ProcessEnv, onListening?: (url: string) => Promise<void>): Promise<Exit> {
   return runUntil(script, env, LISTENING, async (stdout) => {
     const url = LISTENING.exec(stdout)![1];
-    await (onListening ? onListening(url) : fetch(`${url}/health`).then(() => undefined));
+    await (onListening ? onListening(url) : fetch(`${url}/health`, ONCE).then(() => undefined));
   });
 }
 
@@ -78,6 +83,10 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['DEMO_CLIENT=maybe', { DEMO_CLIENT: 'maybe' }, /DEMO_CLIENT must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "maybe"/],
     ['DEMO_CLIENT=maybe WORKERS=1', { DEMO_CLIENT: 'maybe', WORKERS: '1' }, /DEMO_CLIENT must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "maybe"/],
     ['METRICS=2', { METRICS: '2' }, /METRICS must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "2"/],
+    ['REQUEST_TIMEOUT=0', { REQUEST_TIMEOUT: '0' }, /REQUEST_TIMEOUT must be a whole number of seconds from 1 to 3600, got "0"/],
+    ['KEEP_ALIVE_TIMEOUT=5s', { KEEP_ALIVE_TIMEOUT: '5s' }, /KEEP_ALIVE_TIMEOUT must be a whole number of seconds from 1 to 3600, got "5s"/],
+    ['HEADERS_TIMEOUT=40', { HEADERS_TIMEOUT: '40' }, /HEADERS_TIMEOUT must be at most REQUEST_TIMEOUT \(30 s, its default\), got "40"/],
+    ['HEADERS_TIMEOUT=20 REQUEST_TIMEOUT=10 WORKERS=1', { HEADERS_TIMEOUT: '20', REQUEST_TIMEOUT: '10', WORKERS: '1' }, /HEADERS_TIMEOUT must be at most REQUEST_TIMEOUT \(10 s\), got "20"/],
     ['REDIS_URL=notaurl', { REDIS_URL: 'notaurl' }, /REDIS_URL must be redis:\/\/… or rediss:\/\/… \(or a unix socket's absolute path\), got "notaurl"/],
     ['REDIS_URL=http://…', { REDIS_URL: 'http://127.0.0.1:6379' }, /REDIS_URL must be redis:\/\/… or rediss:\/\/… \(or a unix socket's absolute path\), got "http:\/\/127.0.0.1:6379"/],
     ['REDIS_URL=redis://[::1', { REDIS_URL: 'redis://[::1' }, /REDIS_URL must be .*, got "redis:\/\/\[::1"/],
@@ -129,7 +138,7 @@ describe('the examples refuse a bad environment value with one line (compiled, a
 
   it.each(['redis://127.0.0.1:1', '/nonexistent/redis.sock'])('REDIS_URL=%s, well-formed but unreachable: starts and runs degraded, with a redis.unavailable warning', async (url) => {
     const exit = await run(SERVER_JS, serverEnv({ REDIS_URL: url }), async (base) => {
-      expect((await fetch(`${base}/health`)).status).toBe(200);
+      expect((await fetch(`${base}/health`, ONCE)).status).toBe(200);
       await new Promise((r) => setTimeout(r, 500));
     });
     expect(exit.stdout).toContain('"event":"redis.unavailable"');
@@ -138,11 +147,11 @@ describe('the examples refuse a bad environment value with one line (compiled, a
 
   it('a good environment still starts both (LOG_LEVEL in any case)', async () => {
     const served = await run(SERVER_JS, serverEnv({ WORKERS: '0', LOG_LEVEL: 'INFO', ACCESS_TOKEN_TTL: '60', CLOCK_TOLERANCE: '0', KEY_REFRESH_INTERVAL: '0.5' }), async (url) => {
-      expect((await fetch(`${url}/health`)).status).toBe(200);
+      expect((await fetch(`${url}/health`, ONCE)).status).toBe(200);
     });
     expect({ code: served.code, stderr: served.stderr }).toEqual({ code: 0, stderr: '' });
     const api = await run(RESOURCE_SERVER_JS, resourceEnv({ LOG_LEVEL: 'Info', CLOCK_TOLERANCE: '10', REVOCATION_LIST_INTERVAL: '0.5' }), async (url) => {
-      expect((await fetch(`${url}/health`)).status).toBe(200);
+      expect((await fetch(`${url}/health`, ONCE)).status).toBe(200);
     });
     expect({ code: api.code, stderr: api.stderr }).toEqual({ code: 0, stderr: '' });
   }, 30_000);
