@@ -10,14 +10,16 @@
  * AUDIENCE (ISSUER + /api), JWKS_URI (ISSUER + /.well-known/jwks.json), LOG_LEVEL (info),
  * REVOCATION_LIST (ISSUER + /oauth/revocation-list; `off` to accept tokens until they
  * expire), REVOCATION_LIST_INTERVAL (seconds between polls, 10, at most 300), CLOCK_TOLERANCE
- * (seconds of clock skew allowed, 5).
+ * (seconds of clock skew allowed, 5), REQUEST_TIMEOUT, HEADERS_TIMEOUT, KEEP_ALIVE_TIMEOUT (as the
+ * orders API's, see env.ts). SIGTERM or SIGINT stop it as shutdown.ts stops the orders API.
  */
 import type { Server } from 'node:http';
 import express from 'express';
 import pino from 'pino';
 import { requireBearer } from '../lib';
-import { clockToleranceFromEnv, logLevelFromEnv, portFromEnv, secondsFromEnv } from './env';
+import { clockToleranceFromEnv, httpTimeoutsFromEnv, logLevelFromEnv, portFromEnv, secondsFromEnv } from './env';
 import { listen } from './http-server';
+import { gracefulClose, serveUntilSignal } from './shutdown';
 
 export interface RunningResourceServer {
   server: Server;
@@ -27,6 +29,7 @@ export interface RunningResourceServer {
 
 export async function startResourceServer(env: NodeJS.ProcessEnv = process.env): Promise<RunningResourceServer> {
   const port = portFromEnv(env, 4000);
+  const timeouts = httpTimeoutsFromEnv(env);
   const issuer = (env.ISSUER || 'http://localhost:3000').replace(/\/+$/, '');
   const logger = pino({ name: 'reports-api', level: logLevelFromEnv(env) });
   const list = env.REVOCATION_LIST || `${issuer}/oauth/revocation-list`;
@@ -69,30 +72,16 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
     res.status(404).json({ error: 'not_found' });
   });
 
-  const { server, url } = await listen(app, port, env.HOST);
+  const { server, url } = await listen(app, port, env.HOST, timeouts);
   logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
-  return {
-    server,
-    url,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      }),
-  };
+  // nothing to release: no store, no pool (the revocation list's poll timer does not hold the process)
+  return { server, url, close: gracefulClose(server, async () => undefined) };
 }
 
 if (require.main === module) {
-  // handled from the start: a signal before the server listens (nothing to close yet: no store, no poll
-  // before the first request) ends the process at once, exit 0, rather than by the signal's default action
-  let running: RunningResourceServer | undefined;
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    process.once(signal, () => (running ? void running.close().then(() => process.exit(0)) : process.exit(0)));
-  }
-  startResourceServer().then(
-    (started) => {
-      running = started;
-    },
+  // SIGTERM and SIGINT handled from the start (a signal before the server listens ends the start, exit 0)
+  serveUntilSignal(pino({ name: 'reports-api', level: logLevelFromEnv(process.env) }), async () => (await startResourceServer()).close).then(
+    () => process.exit(0),
     (err: Error) => {
       console.error(`error: ${err.message}`);
       process.exit(1);

@@ -13,12 +13,13 @@ import { compiledExamples } from '../helpers/compiled-example';
 
 const examples = compiledExamples();
 const SERVER_JS = examples.script('server');
+const RESOURCE_SERVER_JS = examples.script('resource-server');
 
 type Line = Record<string, unknown>;
 
 /** The compiled server as a process (`detached`: a process group of its own, as a terminal's): its JSON log lines, and how it ended. */
-function start(env: NodeJS.ProcessEnv, detached = false) {
-  const child = spawn(process.execPath, [SERVER_JS], {
+function start(env: NodeJS.ProcessEnv, detached = false, script = SERVER_JS) {
+  const child = spawn(process.execPath, [script], {
     env: { PATH: process.env.PATH, PORT: '0', HOST: '127.0.0.1', ISSUER: 'http://localhost:3000', DEMO_CLIENT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached,
@@ -128,6 +129,36 @@ describe('the graceful stop (compiled, as a real process)', () => {
       expect(seen.answered).toBeGreaterThan(0);
     }
   }, 60_000);
+
+  it('the resource server (examples/resource-server.ts) too: keep-alive clients across SIGTERM lose no request they wrote (3 stops)', async () => {
+    // Before: it closed with server.close() and closeIdleConnections(), the race the orders API had.
+    for (let round = 0; round < 3; round++) {
+      const p = start({}, false, RESOURCE_SERVER_JS);
+      const url = String((await p.line(listening)).url);
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 6 });
+      const seen: Record<Seen, number> = { answered: 0, refused: 0, 'lost after written': 0, 'lost before written': 0 };
+      let exited = false;
+      const loop = async () => {
+        while (!exited) {
+          const what = await get(url, agent);
+          seen[what] += 1;
+          if (what === 'refused') await sleep(5);
+        }
+      };
+      const loops = Array.from({ length: 6 }, loop);
+      await sleep(150 + 50 * round);
+      p.child.kill('SIGTERM');
+      const exit = await p.exited;
+      exited = true;
+      await Promise.all(loops);
+      agent.destroy();
+      expect(exit).toMatchObject({ code: 0, signal: null });
+      expect(p.lines().filter((l) => l.event === 'server.stopping')).toEqual([expect.objectContaining({ signal: 'SIGTERM' })]);
+      expect(seen['lost after written']).toBe(0);
+      expect(seen['lost before written']).toBe(0);
+      expect(seen.answered).toBeGreaterThan(0);
+    }
+  }, 40_000);
 
   it.each([
     ['SIGTERM', 'SIGINT', 130],
