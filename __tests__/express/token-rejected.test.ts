@@ -168,6 +168,24 @@ describe('issuer.requireBearer(): other reasons', () => {
     expect(log.lines.join('')).not.toContain('RangeError');
   });
 
+  it('text of an unverified token is logged with bidi overrides, line separators and controls escaped, one visible line', async () => {
+    const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const now = Math.floor(Date.now() / 1000);
+    const claims = { iss: 'http://evil.test/\u2028{"event":"token.issued"}', sub: 'x', client_id: 'admin\u202egnp.exe', aud: AUDIENCE, iat: now, exp: now + 60, jti: 'j' };
+    const forged = `${b64({ alg: 'ES256', typ: 'at+jwt', kid: 'k\u0085\u2066' })}.${b64(claims)}.AAAA`;
+    expectRefused(await request(e).get('/me').set('Authorization', `Bearer ${forged}`));
+    const [line] = log.events('token.rejected');
+    expect(line).toMatchObject({
+      reason: 'wrong_issuer',
+      received: 'http://evil.test/\\u2028{"event":"token.issued"}',
+      claimed_client_id: 'admin\\u202egnp.exe',
+      kid: 'k\\u0085\\u2066',
+    });
+    expect(line.detail).toContain('\\u2028');
+    const text = log.lines.join('');
+    for (const raw of ['\u2028', '\u202e', '\u0085', '\u2066']) expect(text).not.toContain(raw);
+  });
+
   it('says where the refused request came from and went, never its query', async () => {
     expectRefused(await request(e).get('/me?note=should-not-be-logged&x=1').set('Authorization', 'Bearer abc.def.ghi'));
     expect(log.events('token.rejected')).toEqual([expect.objectContaining({ reason: 'malformed', ip: '127.0.0.1', method: 'GET', path: '/me' })]);

@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache';
 import { InvalidClientError, TemporarilyUnavailableError } from '../errors';
 import { verifyJws, type DpopAlgorithm } from '../jwt/algorithms';
 import { checkPublicJwk } from '../jwt/public-jwk';
+import { echoed } from '../shared/visible-text';
 import type { ClientJwks, ClientRecord } from '../stores/types';
 import { JwksUriUnavailableError, RemoteClientKeys } from './client-jwks-uri';
 
@@ -62,9 +63,9 @@ export function parseAssertion(jwt: string): ParsedAssertion | 'assertion_malfor
   return { header, payload, signingInput: `${parts[0]}.${parts[1]}`, signature: Buffer.from(parts[2], 'base64url') };
 }
 
-/** The value to log for a claim an attacker chose: short, and only when a string or number. */
+/** The value to log for a claim an attacker chose: short (control and bidi characters escaped), and only when a string or number. */
 function shown(value: unknown): unknown {
-  if (typeof value === 'string') return value.slice(0, 200);
+  if (typeof value === 'string') return echoed(value, 200, '');
   if (typeof value === 'number') return value;
   if (Array.isArray(value)) return value.slice(0, 4).map(shown);
   return typeof value;
