@@ -198,6 +198,73 @@ describe('issuer.requireBearer(): other reasons', () => {
   });
 });
 
+describe('the once-a-minute window is per reason and client (or address, for a token not verified)', () => {
+  const dataDir = tempDir();
+  const log = pinoCapture('debug');
+  let issuer: Issuer;
+  let e: Express;
+
+  beforeAll(async () => {
+    issuer = createIssuer({ issuer: 'http://issuer.test', audience: AUDIENCE, dataDir, logger: log.logger });
+    e = express();
+    e.set('trust proxy', true);
+    e.use(issuer.router());
+    e.get('/me', issuer.requireBearer(), sendAuth);
+    await issuer.ready();
+  });
+
+  afterAll(async () => {
+    await issuer.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  beforeEach(() => {
+    log.lines.length = 0;
+  });
+
+  const revoked = async (client: { clientId: string; clientSecret: string }) => {
+    const token = await fetchToken(e, client);
+    expect((await request(e).post('/oauth/revoke').auth(client.clientId, client.clientSecret).type('form').send({ token })).status).toBe(200);
+    return token;
+  };
+
+  it("a client replaying its own revoked token does not push another client's revoked token down to debug", async () => {
+    const noisy = await issuer.clients.create({ name: 'noisy', scopes: [] });
+    const victim = await issuer.clients.create({ name: 'victim', scopes: [] });
+    const noisyToken = await revoked(noisy);
+    const victimToken = await revoked(victim);
+    for (let i = 0; i < 5; i++) expect((await request(e).get('/me').set('Authorization', `Bearer ${noisyToken}`)).status).toBe(401);
+    // the victim's stolen (revoked) token, used from elsewhere
+    expect((await request(e).get('/me').set('X-Forwarded-For', '203.0.113.9').set('Authorization', `Bearer ${victimToken}`)).status).toBe(401);
+    const lines = log.events('token.rejected').map((l) => [l.level, l.reason, l.client_id, l.ip]);
+    expect(lines).toEqual([
+      [PINO_INFO, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_DEBUG, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_DEBUG, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_DEBUG, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_DEBUG, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_INFO, 'revoked', victim.clientId, '203.0.113.9'],
+    ]);
+  });
+
+  it('tokens not verified are counted by address (an IPv6 address by its /64), whatever client they claim', async () => {
+    const send = (ip: string, token = 'abc.def.ghi') => request(e).get('/me').set('X-Forwarded-For', ip).set('Authorization', `Bearer ${token}`);
+    for (let i = 0; i < 3; i++) expectRefused(await send('198.51.100.1'));
+    expectRefused(await send('198.51.100.2'));
+    expectRefused(await send('2001:db8:1:2::1'));
+    expectRefused(await send('2001:db8:1:2::ffff'));
+    const lines = log.events('token.rejected').map((l) => [l.level, l.reason, l.ip]);
+    expect(lines).toEqual([
+      [PINO_INFO, 'malformed', '198.51.100.1'],
+      [PINO_DEBUG, 'malformed', '198.51.100.1'],
+      [PINO_DEBUG, 'malformed', '198.51.100.1'],
+      [PINO_INFO, 'malformed', '198.51.100.2'],
+      [PINO_INFO, 'malformed', '2001:db8:1:2::1'],
+      [PINO_DEBUG, 'malformed', '2001:db8:1:2::ffff'],
+    ]);
+  });
+});
+
 describe('standalone requireBearer()', () => {
   const dataDir = tempDir();
   let issuer: Issuer;
