@@ -46,11 +46,19 @@ export abstract class OAuthError extends Error {
   }
 }
 
-/** 400 by default; also used with 405, 413 and 415 for requests the endpoint cannot take. */
+/**
+ * 400 by default; also used with 405, 413 and 415 for requests the endpoint
+ * cannot take. `detail`, when a machine-readable code (`two_auth_methods`,
+ * `missing_grant_type`, `body_too_large`…), is the `reason` of the refusal's
+ * log line; the wire says `invalid_request` whatever it is.
+ */
 export class InvalidRequestError extends OAuthError {
   readonly code = 'invalid_request';
-  constructor(description: string, options: OAuthErrorOptions & { status?: number; headers?: Record<string, string> } = {}) {
+  /** What the log line of the refusal adds (e.g. the client_id a request named); never sent. */
+  readonly facts: Readonly<Record<string, string>>;
+  constructor(description: string, options: OAuthErrorOptions & { status?: number; headers?: Record<string, string>; facts?: Record<string, string> } = {}) {
     super(options.status ?? 400, description, options, options.headers);
+    this.facts = options.facts ?? {};
   }
 }
 
@@ -87,10 +95,13 @@ export class InvalidScopeError extends OAuthError {
 export class TooManyRequestsError extends OAuthError {
   readonly code = 'invalid_request';
   readonly retryAfter: number;
-  constructor(retryAfterSeconds: number, options: OAuthErrorOptions = {}) {
+  /** The limit that refused it, for logs and metrics: the address's (any client_id), or one client_id's from that address. */
+  readonly limit: 'address' | 'client_address' | undefined;
+  constructor(retryAfterSeconds: number, options: OAuthErrorOptions & { limit?: 'address' | 'client_address' } = {}) {
     const retryAfter = Math.max(1, Math.ceil(retryAfterSeconds));
     super(429, 'too many failed client authentication attempts; retry later', options, { 'Retry-After': String(retryAfter) });
     this.retryAfter = retryAfter;
+    this.limit = options.limit;
   }
 }
 

@@ -39,11 +39,18 @@ export interface BruteForceSettings {
   keyPrefix: string;
 }
 
+/** Which limit refused a request: the address's (any client_id), or the client_id's from that address. */
+export type FailureLimit = 'address' | 'client_address';
+
 export interface LimitCheck {
   /** How long until this address, or this client from this address, may try again; 0 when not over a limit. */
   retryAfterMs: number;
   /** Failures counted for this client from this address (cleared by a success). */
   pairFailures: number;
+  /** Failures counted for this address, any client_id. */
+  addressFailures: number;
+  /** The limit this request is over (the address's when both), when retryAfterMs > 0. */
+  limit?: FailureLimit;
 }
 
 export interface FailureCount {
@@ -57,6 +64,11 @@ export interface FailureCount {
    * counted): how long until the next try, as check() would have said.
    */
   retryAfterMs: number;
+  /** Failures of this client from this address, and of this address, this one included (0 without an address). */
+  pairFailures: number;
+  addressFailures: number;
+  /** The limit this failure went past (the address's when both), when retryAfterMs > 0. */
+  limit?: FailureLimit;
 }
 
 
@@ -77,6 +89,10 @@ function clientKey(clientId: string): string {
 export { addressKey } from './address-key';
 
 const over = (res: RateLimiterRes | null, points: number): number => (res && res.consumedPoints >= points ? res.msBeforeNext : 0);
+
+/** The limit a request is over, from how long each refuses it: the address's when both (it refuses every client_id). */
+const limitOver = (addressMs: number, pairMs: number): { limit?: FailureLimit } =>
+  addressMs > 0 ? { limit: 'address' } : pairMs > 0 ? { limit: 'client_address' } : {};
 
 /** `threshold`, 2 × `threshold`, 4 × `threshold`…: an alert per crossing, not per request. */
 function isAlertCount(count: number, threshold: number): boolean {
@@ -110,14 +126,18 @@ export class FailedAuthLimiter {
 
   /** Before the secret is checked: one round of two parallel reads. */
   async check(clientId: string, address: string | undefined): Promise<LimitCheck> {
-    if (!address) return { retryAfterMs: 0, pairFailures: 0 };
+    if (!address) return { retryAfterMs: 0, pairFailures: 0, addressFailures: 0 };
     const [addr, pair] = await Promise.all([
       this.perAddress.get(addressKey(address)),
       this.perPair.get(FailedAuthLimiter.pairKey(clientId, address)),
     ]);
+    const addrMs = over(addr, this.settings.maxFailuresPerAddress);
+    const pairMs = over(pair, this.settings.maxFailuresPerClientAddress);
     return {
-      retryAfterMs: Math.max(over(addr, this.settings.maxFailuresPerAddress), over(pair, this.settings.maxFailuresPerClientAddress)),
+      retryAfterMs: Math.max(addrMs, pairMs),
       pairFailures: pair?.consumedPoints ?? 0,
+      addressFailures: addr?.consumedPoints ?? 0,
+      ...limitOver(addrMs, pairMs),
     };
   }
 
@@ -140,10 +160,15 @@ export class FailedAuthLimiter {
     const clientFailures = client?.consumedPoints ?? 0;
     // counted atomically: the limit's own failure still answers 401, those beyond it do not
     const beyond = (res: RateLimiterRes | null, points: number): number => (res && res.consumedPoints > points ? res.msBeforeNext : 0);
+    const addrMs = beyond(addr, this.settings.maxFailuresPerAddress);
+    const pairMs = beyond(pair, this.settings.maxFailuresPerClientAddress);
     return {
       clientFailures,
       alert: knownClient && isAlertCount(clientFailures, this.settings.alertFailuresPerClient),
-      retryAfterMs: Math.max(beyond(addr, this.settings.maxFailuresPerAddress), beyond(pair, this.settings.maxFailuresPerClientAddress)),
+      retryAfterMs: Math.max(addrMs, pairMs),
+      pairFailures: pair?.consumedPoints ?? 0,
+      addressFailures: addr?.consumedPoints ?? 0,
+      ...limitOver(addrMs, pairMs),
     };
   }
 

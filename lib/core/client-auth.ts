@@ -31,7 +31,7 @@ function formDecode(part: string): string {
   try {
     return decodeURIComponent(part.replace(/\+/g, ' '));
   } catch {
-    throw new InvalidRequestError('malformed percent-encoding in the Basic authorization header');
+    throw new InvalidRequestError('malformed percent-encoding in the Basic authorization header', { detail: 'malformed_basic' });
   }
 }
 
@@ -42,10 +42,10 @@ function formDecode(part: string): string {
 export function parseBasic(authorization: string | undefined): { clientId: string; clientSecret: string } | undefined {
   if (!authorization || !/^basic(?: |$)/i.test(authorization)) return undefined;
   const match = BASIC.exec(authorization);
-  if (!match) throw new InvalidRequestError('malformed Basic authorization header');
+  if (!match) throw new InvalidRequestError('malformed Basic authorization header', { detail: 'malformed_basic' });
   const decoded = Buffer.from(match[1], 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
-  if (colon < 0) throw new InvalidRequestError('malformed Basic authorization header');
+  if (colon < 0) throw new InvalidRequestError('malformed Basic authorization header', { detail: 'malformed_basic' });
   return { clientId: formDecode(decoded.slice(0, colon)), clientSecret: formDecode(decoded.slice(colon + 1)) };
 }
 
@@ -55,18 +55,26 @@ export function parseBasic(authorization: string | undefined): { clientId: strin
  */
 export function readClientCredentials(authorization: string | undefined, body: Readonly<Record<string, string>>): ClientCredentials | null {
   const basic = parseBasic(authorization);
+  // the client a refused request named, for its log line (who sent it): Basic's, else the body's
+  const named = (): Record<string, string> => {
+    const id = basic?.clientId ?? body.client_id;
+    return id === undefined ? {} : { claimed_client_id: loggedClientId(id) };
+  };
   if (body.client_assertion !== undefined || body.client_assertion_type !== undefined) {
     if (basic || body.client_secret !== undefined) {
-      throw new InvalidRequestError('client credentials must be sent by one method only: a client assertion, HTTP Basic or a client secret in the body');
+      throw new InvalidRequestError('client credentials must be sent by one method only: a client assertion, HTTP Basic or a client secret in the body', {
+        detail: 'two_auth_methods',
+        facts: named(),
+      });
     }
     return readAssertion(body);
   }
   if (basic) {
     if (body.client_secret !== undefined) {
-      throw new InvalidRequestError('client credentials must be sent by one method only: HTTP Basic or the request body');
+      throw new InvalidRequestError('client credentials must be sent by one method only: HTTP Basic or the request body', { detail: 'two_auth_methods', facts: named() });
     }
     if (body.client_id !== undefined && body.client_id !== basic.clientId) {
-      throw new InvalidRequestError('client_id in the body does not match the Basic authorization header');
+      throw new InvalidRequestError('client_id in the body does not match the Basic authorization header', { detail: 'basic_client_id_mismatch', facts: named() });
     }
     return { ...basic, method: 'client_secret_basic' };
   }
