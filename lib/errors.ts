@@ -112,9 +112,15 @@ export class ServerError extends OAuthError {
   }
 }
 
-/** What could not be reached when a 503 is answered: the metric label `reason` of the bearer checks' `unavailable`. */
-export type UnavailableDependency = 'store' | 'jwks' | 'revocation_list' | 'dpop_replay_store';
-export const UNAVAILABLE_DEPENDENCIES: readonly UnavailableDependency[] = ['store', 'jwks', 'revocation_list', 'dpop_replay_store'];
+/**
+ * What could not be reached when a 503 is answered: the metric label
+ * `reason` of the bearer checks' `unavailable`. `store`: the issuer's store
+ * (at a protected route: to look up an unknown kid); `revocations`: the
+ * issuer's revocations were not reloaded from its store for
+ * revocationMaxStale; `revocation_list`: a standalone verifier's list is stale.
+ */
+export type UnavailableDependency = 'store' | 'jwks' | 'revocations' | 'revocation_list' | 'dpop_replay_store';
+export const UNAVAILABLE_DEPENDENCIES: readonly UnavailableDependency[] = ['store', 'jwks', 'revocations', 'revocation_list', 'dpop_replay_store'];
 
 /** 503 when a dependency (store, JWKS) cannot be reached; `Retry-After` in seconds (default 5). */
 export class TemporarilyUnavailableError extends OAuthError {
@@ -170,8 +176,14 @@ export const TOKEN_REJECTION_REASONS = [
   'bad_signature',
   'expired',
   'not_yet_valid',
-  /** A DPoP-bound token sent as Bearer, the DPoP scheme with an unbound token, or a proof key that is not the token's. */
-  'dpop_binding',
+  /** A DPoP-bound token (cnf.jkt) sent with the Bearer scheme: a copied token, or a client that lost its key. */
+  'dpop_bound_as_bearer',
+  /** A DPoP proof signed by another key than the token's cnf.jkt: someone else's token with their own key. */
+  'dpop_key_mismatch',
+  /** The DPoP scheme with a token that is not DPoP-bound. */
+  'dpop_unbound_token',
+  /** The Bearer scheme on a route that requires DPoP (`dpop: 'required'`): usually a client or route misconfigured. */
+  'dpop_required',
   /** Revoked: the token itself (RFC 7009), its client, or every token of its client issued before a cut-off. */
   'revoked',
 ] as const;

@@ -66,7 +66,7 @@ export class IssuerRevocations {
           throw new TemporarilyUnavailableError('revocation status cannot be checked now', {
             detail: `revocations not reloaded from the store for over ${this.options.config.revocationMaxStale} s`,
             retryAfter,
-            dependency: 'store',
+            dependency: 'revocations',
           });
         }
         return state.isRevoked(claims);
