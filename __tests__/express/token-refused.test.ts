@@ -131,6 +131,22 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
     expect(events('client.auth_failed')[2].msg).toMatch(/^client authentication failed at \/oauth\/introspect /);
   });
 
+  it('client.auth_failed tells a secret rotated out and expired (expired_secret) from a wrong one; the answer is the same 401', async () => {
+    const c = await s.issuer.clients.create({ name: 'svc' });
+    const rotated = await s.issuer.clients.rotateSecret(c.clientId, { keepOldFor: 0 });
+    const send = (secret: string, ip: string) => token({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: secret }, ip);
+    const old = await send(c.clientSecret, '198.51.100.70');
+    const wrong = await send('not-a-secret-of-this-client', '198.51.100.71');
+    expect([old.status, old.body, old.headers['www-authenticate']]).toEqual([wrong.status, wrong.body, wrong.headers['www-authenticate']]);
+    expect(old.status).toBe(401);
+    expect((await send(rotated!.clientSecret, '198.51.100.72')).status).toBe(200);
+    expect(events('client.auth_failed').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.ip])).toEqual([
+      ['warn', 'expired_secret', c.clientId, '198.51.100.70'],
+      ['warn', 'wrong_secret', c.clientId, '198.51.100.71'],
+    ]);
+    expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
+  });
+
   it('revocation.refused and introspection.refused: another client\'s token, no token; with the client_id and what was tried', async () => {
     const a = await s.issuer.clients.create({ name: 'a', scopes: ['orders:read'] });
     const b = await s.issuer.clients.create({ name: 'b', scopes: ['orders:read'] });

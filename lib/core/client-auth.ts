@@ -122,7 +122,25 @@ export function loggedClientId(clientId: string): string {
   return LOGGABLE_ID.test(clientId) ? clientId : clientIdDigest(clientId);
 }
 
-export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'wrong_auth_method';
+export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'expired_secret' | 'wrong_auth_method';
+
+/** How many of a client's expired secrets (the most recently expired first) a failed secret is compared with, to log `expired_secret`. */
+const EXPIRED_SECRETS_CHECKED = 5;
+
+/**
+ * Whether `secret` is one of the client's secrets that have expired (one
+ * rotated out with `--keep-old`, its overlap over): only on the failure path,
+ * so a working secret costs nothing more; at most EXPIRED_SECRETS_CHECKED
+ * compares. The stores keep an expired secret's hash (rotation and revocation
+ * only cap `expiresAt`), so this is the same check as for a live one.
+ */
+function isExpiredSecret(client: ClientRecord, secret: string, now: Date): boolean {
+  const expired = client.secrets.filter((s) => s.expiresAt !== null && s.expiresAt <= now);
+  expired.sort((a, b) => b.expiresAt!.getTime() - a.expiresAt!.getTime());
+  let matched = false;
+  for (const s of expired.slice(0, EXPIRED_SECRETS_CHECKED)) if (verifySecret(secret, s.hash)) matched = true;
+  return matched;
+}
 
 /**
  * Finds the client and checks its secret in constant time. Every failure is
@@ -162,6 +180,6 @@ export async function authenticateClient(
   if (client.secrets.length === 0) verifyNothing(credentials.clientSecret);
   if (client.revokedAt !== null) return fail('revoked_client');
   if (client.authMethod === 'private_key_jwt') return fail('wrong_auth_method');
-  if (!ok) return fail('wrong_secret');
+  if (!ok) return fail(isExpiredSecret(client, credentials.clientSecret, now) ? 'expired_secret' : 'wrong_secret');
   return client;
 }

@@ -37,6 +37,7 @@ export const CLIENT_AUTH_FAILURE_REASONS = [
   'unknown_client',
   'revoked_client',
   'wrong_secret',
+  'expired_secret',
   'wrong_auth_method',
   'assertion_type_unsupported',
   'assertion_missing',
