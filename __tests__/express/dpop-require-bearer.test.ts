@@ -410,6 +410,9 @@ describe('DPoP refusals in token.rejected and the metrics', () => {
       const text = await registry.metrics();
       for (const series of [
         'ecc_token_requests_total{outcome="use_dpop_nonce"} 1',
+        // the token endpoint's refused proof by the check that failed, as at protected routes
+        'ecc_token_requests_total{outcome="invalid_dpop_proof",reason="dpop_htu"} 1',
+        'ecc_token_requests_total{outcome="invalid_dpop_proof",reason="dpop_replayed"} 0',
         'ecc_bearer_checks_total{outcome="invalid_token",reason="dpop_bound_as_bearer"} 1',
         'ecc_bearer_checks_total{outcome="invalid_dpop_proof",reason="dpop_missing"} 1',
       ]) {

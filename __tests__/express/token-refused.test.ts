@@ -166,12 +166,37 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
     expect(JSON.stringify(lines)).not.toContain(bToken);
   });
 
+  it('introspection.inactive at debug: why a token was answered {"active":false}, with the caller and the token\'s client once verified, never the token', async () => {
+    const rs = await s.issuer.clients.create({ name: 'rs', permissions: ['introspect'] });
+    const svc = await s.issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const other = await s.issuer.clients.create({ name: 'other-api-client', scopes: ['orders:read'], resources: ['http://other.test/api'] });
+    const revoked = await fetchToken(s.app, svc);
+    expect((await request(s.app).post('/oauth/revoke').auth(svc.clientId, svc.clientSecret).type('form').send({ token: revoked })).status).toBe(200);
+    const foreign = (await token({ grant_type: 'client_credentials', client_id: other.clientId, client_secret: other.clientSecret, resource: 'http://other.test/api' })).body.access_token as string;
+    const forged = `${revoked.split('.').slice(0, 2).join('.')}.AAAA`;
+    const introspect = (t: string) => request(s.app).post('/oauth/introspect').set(from('198.51.100.80')).auth(rs.clientId, rs.clientSecret).type('form').send({ token: t });
+    for (const t of ['not-a-token', revoked, foreign, forged]) expect((await introspect(t)).body).toEqual({ active: false });
+    expect(events('introspection.inactive').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.token_client_id, l.obj.ip])).toEqual([
+      ['debug', 'malformed', rs.clientId, undefined, '198.51.100.80'],
+      ['debug', 'revoked', rs.clientId, svc.clientId, '198.51.100.80'],
+      ['debug', 'other_audience', rs.clientId, other.clientId, '198.51.100.80'],
+      ['debug', 'bad_signature', rs.clientId, undefined, '198.51.100.80'],
+    ]);
+    const text = JSON.stringify(lines);
+    for (const t of [revoked, foreign]) {
+      expect(text).not.toContain(t);
+      expect(text).not.toContain(t.split('.')[2]);
+    }
+  });
+
   it('introspection without the permission: warn once a minute per client, the rest at debug', async () => {
     const a = await s.issuer.clients.create({ name: 'a' });
     for (let i = 0; i < 4; i++) {
       const res = await request(s.app).post('/oauth/introspect').auth(a.clientId, a.clientSecret).type('form').send({ token: 'x' });
       expect(res.body).toEqual({ active: false });
     }
+    // logged as introspection.refused (warn), not once more as introspection.inactive
+    expect(events('introspection.inactive')).toEqual([]);
     expect(events('introspection.refused').map((l) => [l.level, l.obj.reason, l.obj.ip])).toEqual([
       ['warn', 'no_permission', '127.0.0.1'],
       ['debug', 'no_permission', '127.0.0.1'],

@@ -12,7 +12,7 @@ import { signAccessToken, type IssuedToken } from './issuer';
 import { KeyDerivedNonces } from './key-derived-nonces';
 import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
-import type { IntrospectionResponse } from './introspection';
+import type { IntrospectionResult } from './introspection';
 import { IssuerAudiences } from './issuer-audiences';
 import { IssuerClientAuth } from './issuer-client-auth';
 import { IssuerHealthCheck, PING_TIMEOUT_MS, withTimeout, type IssuerHealth } from './issuer-health';
@@ -306,7 +306,7 @@ export class AuthorizationServer {
 
   /** RFC 7662 for an authenticated client (see IssuerRevocations.introspect). */
   /** `ip`: the caller's address, for the log line of a refusal. */
-  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResponse> {
+  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResult> {
     return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t), ip);
   }
 

@@ -6,7 +6,7 @@ import { parseTokenManagementRequest } from '../core/token-management';
 import { grantScope, parseTokenRequest } from '../core/token-request';
 import type { ClientRecord } from '../stores/types';
 import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
-import { managementCheck, tokenOutcome, type Counts, type ManagementCheck, type TokenOutcome } from '../metrics/counts';
+import { inactiveReason, managementCheck, tokenOutcome, type Counts, type ManagementCheck, type TokenOutcome } from '../metrics/counts';
 import { clientCredentialsExchange, type GrantExchange } from './oauth2orize';
 import { repeatedAuthorization } from './headers';
 import { queryNames, readForm } from './read-form';
@@ -200,8 +200,8 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     noStore,
     onlyMethods('POST'),
     tokenManagement(server, 'introspection', async (client, token, res) => {
-      const answer = await server.introspect(client, token, res.req.ip);
-      if (metrics?.tokenManagement) metrics.tokenManagement[answer.active ? 'introspection_active' : 'introspection_inactive']++;
+      const { answer, inactive } = await server.introspect(client, token, res.req.ip);
+      if (metrics?.tokenManagement) metrics.tokenManagement[answer.active ? 'introspection_active' : (`introspection_inactive:${inactiveReason(inactive?.reason)}` as const)]++;
       sendJson(res, 200, answer);
     }),
   );
