@@ -2,7 +2,7 @@ import { InvalidClientError, InvalidRequestError } from '../errors';
 import { CLIENT_ASSERTION_TYPE } from '../jwt/client-assertion';
 import type { ClientRecord, ClientStore } from '../stores/types';
 import { parseAssertion, type ClientAssertionVerifier, type ParsedAssertion } from './client-assertion';
-import { clientIdDigest, verifyNothing, verifySecret } from './secrets';
+import { loggedDigest, verifyNothing, verifySecret } from './secrets';
 
 export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
 
@@ -114,12 +114,13 @@ const LOGGABLE_ID = /^[A-Za-z0-9._~-]{0,32}$/;
 
 /**
  * A client_id as the audit log shows it: as it is when it has the shape of a
- * client id, else `h.` and 22 characters of its SHA-256. A request's
- * client_id may be anything: a secret sent in its place (43 characters),
- * or a stranger's megabyte; neither reaches the log.
+ * client id, else `h.` and 22 characters of an HMAC keyed per process
+ * (loggedDigest()). A request's client_id may be anything: a secret sent in
+ * its place (43 characters), or a stranger's megabyte; neither reaches the
+ * log, nor a hash anyone could check a guessed secret against.
  */
 export function loggedClientId(clientId: string): string {
-  return LOGGABLE_ID.test(clientId) ? clientId : clientIdDigest(clientId);
+  return LOGGABLE_ID.test(clientId) ? clientId : loggedDigest(clientId);
 }
 
 export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'expired_secret' | 'wrong_auth_method';
