@@ -215,12 +215,13 @@ export class ClientAssertionVerifier {
         }
       }
       if (candidates === 0) reject('assertion_wrong_algorithm', { alg: shown(header.alg) });
-      if (!verified) reject('assertion_bad_signature');
+      // no kid to name: the algorithm, and how many registered keys of it were tried
+      if (!verified) reject('assertion_bad_signature', { alg: shown(header.alg), keys_tried: candidates });
     } else {
       const entry = typeof header.kid === 'string' ? byKid.get(header.kid) : undefined;
       if (!entry) reject('assertion_unknown_key', { kid: shown(header.kid) });
       if (header.alg !== entry.alg) reject('assertion_wrong_algorithm', { alg: shown(header.alg), expected: entry.alg });
-      if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature');
+      if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature', { kid: header.kid, alg: entry.alg });
     }
 
     // claims
