@@ -46,11 +46,19 @@ export abstract class OAuthError extends Error {
   }
 }
 
-/** 400 by default; also used with 405, 413 and 415 for requests the endpoint cannot take. */
+/**
+ * 400 by default; also used with 405, 413 and 415 for requests the endpoint
+ * cannot take. `detail`, when a machine-readable code (`two_auth_methods`,
+ * `missing_grant_type`, `body_too_large`…), is the `reason` of the refusal's
+ * log line; the wire says `invalid_request` whatever it is.
+ */
 export class InvalidRequestError extends OAuthError {
   readonly code = 'invalid_request';
-  constructor(description: string, options: OAuthErrorOptions & { status?: number; headers?: Record<string, string> } = {}) {
+  /** What the log line of the refusal adds (e.g. the client_id a request named); never sent. */
+  readonly facts: Readonly<Record<string, string>>;
+  constructor(description: string, options: OAuthErrorOptions & { status?: number; headers?: Record<string, string>; facts?: Record<string, string> } = {}) {
     super(options.status ?? 400, description, options, options.headers);
+    this.facts = options.facts ?? {};
   }
 }
 
@@ -87,10 +95,13 @@ export class InvalidScopeError extends OAuthError {
 export class TooManyRequestsError extends OAuthError {
   readonly code = 'invalid_request';
   readonly retryAfter: number;
-  constructor(retryAfterSeconds: number, options: OAuthErrorOptions = {}) {
+  /** The limit that refused it, for logs and metrics: the address's (any client_id), or one client_id's from that address. */
+  readonly limit: 'address' | 'client_address' | undefined;
+  constructor(retryAfterSeconds: number, options: OAuthErrorOptions & { limit?: 'address' | 'client_address' } = {}) {
     const retryAfter = Math.max(1, Math.ceil(retryAfterSeconds));
     super(429, 'too many failed client authentication attempts; retry later', options, { 'Retry-After': String(retryAfter) });
     this.retryAfter = retryAfter;
+    this.limit = options.limit;
   }
 }
 
@@ -101,9 +112,15 @@ export class ServerError extends OAuthError {
   }
 }
 
-/** What could not be reached when a 503 is answered: the metric label `reason` of the bearer checks' `unavailable`. */
-export type UnavailableDependency = 'store' | 'jwks' | 'revocation_list' | 'dpop_replay_store';
-export const UNAVAILABLE_DEPENDENCIES: readonly UnavailableDependency[] = ['store', 'jwks', 'revocation_list', 'dpop_replay_store'];
+/**
+ * What could not be reached when a 503 is answered: the metric label
+ * `reason` of the bearer checks' `unavailable`. `store`: the issuer's store
+ * (at a protected route: to look up an unknown kid); `revocations`: the
+ * issuer's revocations were not reloaded from its store for
+ * revocationMaxStale; `revocation_list`: a standalone verifier's list is stale.
+ */
+export type UnavailableDependency = 'store' | 'jwks' | 'revocations' | 'revocation_list' | 'dpop_replay_store';
+export const UNAVAILABLE_DEPENDENCIES: readonly UnavailableDependency[] = ['store', 'jwks', 'revocations', 'revocation_list', 'dpop_replay_store'];
 
 /** 503 when a dependency (store, JWKS) cannot be reached; `Retry-After` in seconds (default 5). */
 export class TemporarilyUnavailableError extends OAuthError {
@@ -159,8 +176,14 @@ export const TOKEN_REJECTION_REASONS = [
   'bad_signature',
   'expired',
   'not_yet_valid',
-  /** A DPoP-bound token sent as Bearer, the DPoP scheme with an unbound token, or a proof key that is not the token's. */
-  'dpop_binding',
+  /** A DPoP-bound token (cnf.jkt) sent with the Bearer scheme: a copied token, or a client that lost its key. */
+  'dpop_bound_as_bearer',
+  /** A DPoP proof signed by another key than the token's cnf.jkt: someone else's token with their own key. */
+  'dpop_key_mismatch',
+  /** The DPoP scheme with a token that is not DPoP-bound. */
+  'dpop_unbound_token',
+  /** The Bearer scheme on a route that requires DPoP (`dpop: 'required'`): usually a client or route misconfigured. */
+  'dpop_required',
   /** Revoked: the token itself (RFC 7009), its client, or every token of its client issued before a cut-off. */
   'revoked',
 ] as const;

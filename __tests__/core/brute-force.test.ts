@@ -20,8 +20,9 @@ describe('FailedAuthLimiter (in memory)', () => {
     expect(blocked.retryAfterMs).toBeGreaterThan(0);
     expect(blocked.retryAfterMs).toBeLessThanOrEqual(60_000);
     expect(blocked.pairFailures).toBe(3);
-    expect(await l.check('victim', '192.0.2.2')).toEqual({ retryAfterMs: 0, pairFailures: 0 });
-    expect(await l.check('other', '192.0.2.1')).toEqual({ retryAfterMs: 0, pairFailures: 0 });
+    expect(blocked).toMatchObject({ limit: 'client_address', addressFailures: 3 });
+    expect(await l.check('victim', '192.0.2.2')).toEqual({ retryAfterMs: 0, pairFailures: 0, addressFailures: 0 });
+    expect(await l.check('other', '192.0.2.1')).toEqual({ retryAfterMs: 0, pairFailures: 0, addressFailures: 3 });
   });
 
   it('a client failing from many addresses is never refused from a fresh one', async () => {
@@ -30,7 +31,7 @@ describe('FailedAuthLimiter (in memory)', () => {
       await l.failed('victim', `198.51.100.${a}`, true);
       await l.failed('victim', `198.51.100.${a}`, true);
     }
-    expect(await l.check('victim', '203.0.113.9')).toEqual({ retryAfterMs: 0, pairFailures: 0 });
+    expect(await l.check('victim', '203.0.113.9')).toEqual({ retryAfterMs: 0, pairFailures: 0, addressFailures: 0 });
     expect((await l.check('victim', '198.51.100.7')).retryAfterMs).toBeGreaterThan(0);
   });
 
@@ -41,7 +42,7 @@ describe('FailedAuthLimiter (in memory)', () => {
     await l.failed(long, '192.0.2.1', false);
     await l.failed(long, '192.0.2.1', false);
     expect((await l.check(long, '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
-    for (const id of ids.slice(1)) expect({ id: id.slice(0, 70), ...(await l.check(id, '192.0.2.1')) }).toEqual({ id: id.slice(0, 70), retryAfterMs: 0, pairFailures: 0 });
+    for (const id of ids.slice(1)) expect({ id: id.slice(0, 70), ...(await l.check(id, '192.0.2.1')) }).toEqual({ id: id.slice(0, 70), retryAfterMs: 0, pairFailures: 0, addressFailures: 2 });
     for (const id of ids.slice(1)) await l.failed(id, '192.0.2.2', false);
     for (const id of ids.slice(1)) expect((await l.check(id, '192.0.2.2')).pairFailures).toBe(1);
   });
@@ -50,6 +51,7 @@ describe('FailedAuthLimiter (in memory)', () => {
     const l = new FailedAuthLimiter(settings({ maxFailuresPerAddress: 4 }));
     for (let i = 0; i < 4; i++) await l.failed(`guess-${i}`, '203.0.113.7', false);
     expect((await l.check('anyone', '203.0.113.7')).retryAfterMs).toBeGreaterThan(0);
+    expect(await l.check('anyone', '203.0.113.7')).toMatchObject({ limit: 'address', addressFailures: 4, pairFailures: 0 });
     expect((await l.check('anyone', '203.0.113.8')).retryAfterMs).toBe(0);
   });
 
@@ -66,7 +68,7 @@ describe('FailedAuthLimiter (in memory)', () => {
 
   it('counts no alert for an unknown client_id', async () => {
     const l = new FailedAuthLimiter(settings({ alertFailuresPerClient: 1 }));
-    expect(await l.failed('nobody', '192.0.2.1', false)).toEqual({ clientFailures: 0, alert: false, retryAfterMs: 0 });
+    expect(await l.failed('nobody', '192.0.2.1', false)).toEqual({ clientFailures: 0, alert: false, retryAfterMs: 0, pairFailures: 1, addressFailures: 1 });
   });
 
   it('a success clears the pair count only', async () => {
@@ -85,7 +87,7 @@ describe('FailedAuthLimiter (in memory)', () => {
   it('without an address, nothing is refused', async () => {
     const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 1, maxFailuresPerAddress: 1 }));
     await l.failed('c', undefined, true);
-    expect(await l.check('c', undefined)).toEqual({ retryAfterMs: 0, pairFailures: 0 });
+    expect(await l.check('c', undefined)).toEqual({ retryAfterMs: 0, pairFailures: 0, addressFailures: 0 });
   });
 
   it('an IPv6 address counts by its /64: one host cannot escape the limits by picking another of its addresses', async () => {

@@ -1,6 +1,6 @@
 import jwt from 'jsonwebtoken';
 import { InvalidRequestError, TemporarilyUnavailableError } from '../../lib/errors';
-import { introspect, revocationFor, type VerifyAccessToken } from '../../lib/core/introspection';
+import { introspect, introspectWithReason, revocationFor, type VerifyAccessToken } from '../../lib/core/introspection';
 import { signAccessToken } from '../../lib/core/issuer';
 import { generateStoredKey, loadStoredKey, type KeyResolver } from '../../lib/core/keys';
 import { RevocationState, revocationClaims } from '../../lib/core/revocation';
@@ -114,6 +114,21 @@ describe('introspect (RFC 7662)', () => {
       const { token } = issue('c1', state, { cnf });
       expect(await introspect(token, verify, state)).toStrictEqual({ active: false });
     }
+  });
+
+  it('introspectWithReason(): the same answer, and why it is inactive (never sent)', async () => {
+    const live = issue('c1', state);
+    expect(await introspectWithReason(live.token, verify, state)).toEqual({ answer: await introspect(live.token, verify, state) });
+    const why = async (token: unknown, options = {}) => (await introspectWithReason(token, verify, state, options)).inactive;
+    expect(await why(live.token, { mayIntrospect: () => false })).toEqual({ reason: 'other_audience', tokenClientId: 'c1' });
+    expect(await why(live.token, { now: () => live.claims.exp * 1000 })).toEqual({ reason: 'expired', tokenClientId: 'c1' });
+    expect(await why(issue('c1', state, { cnf: {} }).token)).toEqual({ reason: 'cnf_without_jkt', tokenClientId: 'c1' });
+    expect(await why('x'.repeat(9000))).toEqual({ reason: 'token_too_long' });
+    expect(await why('a.b.c')).toMatchObject({ reason: 'malformed' });
+    const [h, p] = live.token.split('.');
+    const forged = await why(`${h}.${p}.${issue('c2', state).token.split('.')[2]}`);
+    expect(forged).toMatchObject({ reason: 'bad_signature' });
+    expect(forged!.tokenClientId).toBeUndefined();
   });
 
   it('a dependency outage is thrown (→ 503), not reported as inactive', async () => {

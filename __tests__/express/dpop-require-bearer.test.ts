@@ -386,7 +386,7 @@ describeIfRedis('DR11 across instances: a proof replayed to another instance sha
 });
 
 describe('DPoP refusals in token.rejected and the metrics', () => {
-  it('counts dpop_binding, dpop_missing and the token endpoint outcomes, and logs the reasons', async () => {
+  it('counts dpop_bound_as_bearer, dpop_missing and the token endpoint outcomes, and logs the reasons', async () => {
     const { Registry } = await import('prom-client');
     const registry = new Registry();
     const lines: Record<string, unknown>[] = [];
@@ -410,15 +410,66 @@ describe('DPoP refusals in token.rejected and the metrics', () => {
       const text = await registry.metrics();
       for (const series of [
         'ecc_token_requests_total{outcome="use_dpop_nonce"} 1',
-        'ecc_token_requests_total{outcome="invalid_dpop_proof"} 1',
-        'ecc_bearer_checks_total{outcome="invalid_token",reason="dpop_binding"} 1',
+        // the token endpoint's refused proof by the check that failed, as at protected routes
+        'ecc_token_requests_total{outcome="invalid_dpop_proof",reason="dpop_htu"} 1',
+        'ecc_token_requests_total{outcome="invalid_dpop_proof",reason="dpop_replayed"} 0',
+        'ecc_bearer_checks_total{outcome="invalid_token",reason="dpop_bound_as_bearer"} 1',
         'ecc_bearer_checks_total{outcome="invalid_dpop_proof",reason="dpop_missing"} 1',
       ]) {
         expect(text).toContain(series);
       }
       const rejected = lines.filter((l) => l.event === 'token.rejected').map((l) => [l.reason, l.client_id]);
-      expect(rejected).toEqual([['dpop_binding', client.clientId], ['dpop_missing', client.clientId]]);
+      expect(rejected).toEqual([['dpop_bound_as_bearer', client.clientId], ['dpop_missing', client.clientId]]);
       expect(JSON.stringify(lines)).not.toContain(at);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('tells the four ways a token and its scheme or proof disagree apart, each at info with the client_id, in logs and metrics; a bound token as Bearer with a DPoP header names its client', async () => {
+    const { Registry } = await import('prom-client');
+    const registry = new Registry();
+    const lines: { level: string; obj: Record<string, unknown> }[] = [];
+    const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+    const t = await setup({ metrics: { registry }, logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } }, (app, i) => {
+      app.use(i.router());
+      app.get('/orders', i.requireBearer(), sendAuth);
+      app.get('/strict', i.requireBearer({ dpop: 'required' }), sendAuth);
+    });
+    try {
+      const key = newDpopKey();
+      const thief = newDpopKey();
+      const client = await t.issuer.clients.create({ name: 'm', scopes: 'orders:read' });
+      const form = { grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret };
+      const bound = (await request(t.app).post('/oauth/token').set('DPoP', key.proof({ htm: 'POST', htu: TOKEN_URL })).type('form').send(form)).body.access_token as string;
+      const plain = (await request(t.app).post('/oauth/token').type('form').send(form)).body.access_token as string;
+      const get = (path: string, authorization: string, proof?: string) => {
+        const req = request(t.app).get(path).set('Authorization', authorization);
+        return proof === undefined ? req : req.set('DPoP', proof);
+      };
+      const proof = (path: string, token: string, k = key) => k.proof({ htm: 'GET', htu: `${API}${path}`, accessToken: token });
+      expect((await get('/orders', `Bearer ${plain}`)).status).toBe(200); // now in the verified-token cache
+      lines.length = 0;
+
+      expect((await get('/orders', `Bearer ${bound}`)).status).toBe(401);
+      expect((await get('/orders', `DPoP ${bound}`, proof('/orders', bound, thief))).status).toBe(401);
+      expect((await get('/orders', `DPoP ${plain}`, proof('/orders', plain))).status).toBe(401);
+      expect((await get('/strict', `Bearer ${plain}`)).status).toBe(401);
+      expect((await get('/orders', `Bearer ${bound}`, proof('/orders', bound))).status).toBe(400);
+
+      const rejected = lines.filter((l) => l.obj.event === 'token.rejected').map((l) => [l.level, l.obj.reason, l.obj.client_id]);
+      expect(rejected).toEqual([
+        ['info', 'dpop_bound_as_bearer', client.clientId],
+        ['info', 'dpop_key_mismatch', client.clientId],
+        ['info', 'dpop_unbound_token', client.clientId],
+        ['info', 'dpop_required', client.clientId],
+        ['info', 'invalid_request', client.clientId],
+      ]);
+      const text = await registry.metrics();
+      for (const reason of ['dpop_bound_as_bearer', 'dpop_key_mismatch', 'dpop_unbound_token', 'dpop_required']) {
+        expect(text).toContain(`ecc_bearer_checks_total{outcome="invalid_token",reason="${reason}"} 1`);
+      }
+      expect(text).not.toContain('dpop_binding');
     } finally {
       await t.close();
     }

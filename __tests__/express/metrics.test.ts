@@ -8,7 +8,7 @@ import { Registry } from 'prom-client';
 import request from 'supertest';
 import { createIssuer, requireBearer, TemporarilyUnavailableError, ServerError, TooManyRequestsError, InvalidScopeError, InvalidClientError, type Issuer, type IssuerOptions } from '../../lib';
 import { tokenOutcome } from '../../lib/metrics/counts';
-import { InvalidTargetError } from '../../lib/errors';
+import { InvalidDpopProofError, InvalidTargetError, UseDpopNonceError } from '../../lib/errors';
 import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
 import { fetchToken, freshKey, mint } from '../helpers/tokens';
 
@@ -68,9 +68,23 @@ describe('an issuer with metrics on', () => {
     expect(value(text, 'ecc_token_requests_total{outcome="unsupported_grant_type"}')).toBe(1);
     expect(value(text, 'ecc_token_requests_total{outcome="invalid_scope"}')).toBe(1);
     // every outcome is there from the start, at 0
-    for (const outcome of ['rate_limited', 'unavailable', 'server_error', 'unauthorized_client']) {
+    for (const outcome of ['unavailable', 'server_error', 'unauthorized_client']) {
       expect(value(text, `ecc_token_requests_total{outcome="${outcome}"}`)).toBe(0);
     }
+    for (const series of [
+      'rate_limited",reason="address',
+      'rate_limited",reason="client_address',
+      'unavailable",reason="store',
+      'unavailable",reason="dpop_replay_store',
+      'invalid_dpop_proof",reason="dpop_htu',
+      'invalid_dpop_proof",reason="dpop_replayed',
+      'invalid_client",reason="expired_secret',
+    ]) {
+      expect(value(text, `ecc_token_requests_total{outcome="${series}"}`)).toBe(0);
+    }
+    // a series per label set, never one without its reason
+    expect(value(text, 'ecc_token_requests_total{outcome="rate_limited"}')).toBeUndefined();
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_dpop_proof"}')).toBeUndefined();
     expect(value(text, 'ecc_token_request_duration_seconds_count')).toBe(7);
     const sum = value(text, 'ecc_token_request_duration_seconds_sum')!;
     expect(sum).toBeGreaterThan(0);
@@ -127,15 +141,25 @@ describe('an issuer with metrics on', () => {
     expect((await call('/oauth/revoke', svc, { token: 'not-a-token' })).status).toBe(200);
     expect((await call('/oauth/revoke', { ...svc, clientSecret: 'wrong' }, { token })).status).toBe(401);
     expect((await call('/oauth/introspect', rs, { token })).body).toEqual({ active: false }); // revoked now
+    expect((await call('/oauth/introspect', svc, { token })).body).toEqual({ active: false }); // no introspect permission
 
     const text = await registry.metrics();
-    const series = (endpoint: string, outcome: string) => value(text, `ecc_token_management_requests_total{endpoint="${endpoint}",outcome="${outcome}"}`);
+    const series = (endpoint: string, outcome: string, reason?: string) =>
+      value(text, `ecc_token_management_requests_total{endpoint="${endpoint}",outcome="${outcome}"${reason === undefined ? '' : `,reason="${reason}"`}}`);
     expect(series('introspection', 'active')).toBe(1);
-    expect(series('introspection', 'inactive')).toBe(2);
-    expect(series('introspection', 'invalid_client')).toBe(1);
+    // an inactive answer by why: a caller without the permission is not a token problem
+    expect(series('introspection', 'inactive', 'invalid_token')).toBe(1);
+    expect(series('introspection', 'inactive', 'revoked')).toBe(1);
+    expect(series('introspection', 'inactive', 'no_permission')).toBe(1);
+    expect(series('introspection', 'inactive', 'expired')).toBe(0);
+    expect(series('introspection', 'inactive', 'other_audience')).toBe(0);
+    expect(series('introspection', 'inactive')).toBeUndefined();
+    expect(series('introspection', 'invalid_client', 'wrong_secret')).toBe(1);
+    expect(series('introspection', 'invalid_client', 'unknown_client')).toBe(0);
     expect(series('introspection', 'invalid_request')).toBe(1);
     expect(series('revocation', 'ok')).toBe(2);
-    expect(series('revocation', 'invalid_client')).toBe(1);
+    expect(series('revocation', 'invalid_client', 'wrong_secret')).toBe(1);
+    expect(series('revocation', 'rate_limited', 'address')).toBe(0);
     expect(series('revocation', 'unavailable')).toBe(0);
     // token requests are counted apart: the one token asked for, nothing more
     expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(1);
@@ -148,8 +172,24 @@ describe('an issuer with metrics on', () => {
     const bad = { grant_type: 'client_credentials', client_id: client.clientId, client_secret: 'wrong' };
     for (let i = 0; i < 4; i++) await request(app).post('/oauth/token').type('form').send(bad);
     const text = await registry.metrics();
-    expect(value(text, 'ecc_token_requests_total{outcome="rate_limited"}')).toBeGreaterThanOrEqual(1);
-    expect((value(text, 'ecc_token_requests_total{outcome="rate_limited"}') ?? 0) + (value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"}') ?? 0)).toBe(4);
+    // the address's limit (2) came before the pair's (10): counted as such
+    expect(value(text, 'ecc_token_requests_total{outcome="rate_limited",reason="address"}')).toBeGreaterThanOrEqual(1);
+    expect(value(text, 'ecc_token_requests_total{outcome="rate_limited",reason="client_address"}')).toBe(0);
+    expect((value(text, 'ecc_token_requests_total{outcome="rate_limited",reason="address"}') ?? 0) + (value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"}') ?? 0)).toBe(4);
+  });
+
+  it('counts a lockout of one client_id at an address apart from one of the address, and an expired secret apart from a wrong one', async () => {
+    const registry = new Registry();
+    const { issuer, app } = await start({ metrics: { registry }, bruteForce: { maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 50 } });
+    const client = await issuer.clients.create({ name: 'svc', scopes: [] });
+    await issuer.clients.rotateSecret(client.clientId, { keepOldFor: 0 });
+    const old = { grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret };
+    for (let i = 0; i < 3; i++) await request(app).post('/oauth/token').type('form').send(old);
+    const text = await registry.metrics();
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="expired_secret"}')).toBe(2);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"}')).toBe(0);
+    expect(value(text, 'ecc_token_requests_total{outcome="rate_limited",reason="client_address"}')).toBe(1);
+    expect(value(text, 'ecc_token_requests_total{outcome="rate_limited",reason="address"}')).toBe(0);
   });
 
   it('counts bearer checks by outcome and reason, and verified-token cache hits and misses', async () => {
@@ -278,8 +318,13 @@ describe('options', () => {
 
   it('maps token endpoint errors to outcomes', () => {
     expect(tokenOutcome(new TemporarilyUnavailableError())).toBe('unavailable');
+    expect(tokenOutcome(new TemporarilyUnavailableError(undefined, { dependency: 'store' }))).toBe('unavailable:store');
+    expect(tokenOutcome(new TemporarilyUnavailableError(undefined, { dependency: 'dpop_replay_store' }))).toBe('unavailable:dpop_replay_store');
     expect(tokenOutcome(new ServerError())).toBe('server_error');
-    expect(tokenOutcome(new TooManyRequestsError(3))).toBe('rate_limited');
+    expect(tokenOutcome(new TooManyRequestsError(3, { limit: 'address' }))).toBe('rate_limited:address');
+    expect(tokenOutcome(new TooManyRequestsError(3, { limit: 'client_address' }))).toBe('rate_limited:client_address');
+    expect(tokenOutcome(new InvalidDpopProofError('htu'))).toBe('invalid_dpop_proof:dpop_htu');
+    expect(tokenOutcome(new UseDpopNonceError('n'))).toBe('use_dpop_nonce');
     expect(tokenOutcome(new InvalidScopeError('x'))).toBe('invalid_scope');
     expect(tokenOutcome(new InvalidClientError({ detail: 'assertion_replayed' }))).toBe('invalid_client:assertion_replayed');
     expect(tokenOutcome(new InvalidClientError({ detail: 'client 42 said so' }))).toBe('invalid_client:other');

@@ -192,7 +192,7 @@ describe('private_key_jwt at the token endpoint', () => {
     await s.issuer.clients.addKey(clientId, second.publicJwk);
     expect((await tokenRequest(s.app, forge(second.privateKey, { alg: 'ES256' }, claims(clientId)))).status).toBe(200);
     expect((await tokenRequest(s.app, forge(key.privateKey, { alg: 'ES256' }, claims(clientId)))).status).toBe(200);
-    await refused(await tokenRequest(s.app, forge(ecKey('x').privateKey, { alg: 'ES256' }, claims(clientId))), 'assertion_bad_signature');
+    await refused(await tokenRequest(s.app, forge(ecKey('x').privateKey, { alg: 'ES256' }, claims(clientId))), 'assertion_bad_signature', { alg: 'ES256', keys_tried: 2 });
   });
 
   it('PK23/PK13: two JWTs in client_assertion, or a 10 kB assertion, are refused', async () => {
@@ -227,7 +227,8 @@ describe('private_key_jwt at the token endpoint', () => {
     const assertion = forge(other.privateKey, { alg: 'ES256', kid: 'k1', jwk: other.publicJwk }, claims(clientId));
     await refused(await tokenRequest(s.app, assertion), 'assertion_embedded_key');
     // and without the header, the other key's signature does not verify against the registered one
-    await refused(await tokenRequest(s.app, forge(other.privateKey, { alg: 'ES256', kid: 'k1' }, claims(clientId))), 'assertion_bad_signature');
+    // the kid whose key did not verify it: a client signing with a key it has not registered under that kid
+    await refused(await tokenRequest(s.app, forge(other.privateKey, { alg: 'ES256', kid: 'k1' }, claims(clientId))), 'assertion_bad_signature', { kid: 'k1', alg: 'ES256' });
   });
 
   it('an unknown kid, and a client_id in the body naming another client, are refused', async () => {

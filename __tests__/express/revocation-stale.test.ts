@@ -42,7 +42,7 @@ async function instance(options: { revocationFailOpen?: boolean; revocationMaxSt
   const dataDir = tempDir();
   const { store, cut } = await cuttableStore(dataDir, failAfterMs);
   const lines: Record<string, unknown>[] = [];
-  const log = (level: string) => (o: Record<string, unknown>) => void lines.push({ level, ...o });
+  const log = (level: string) => (o: Record<string, unknown>, msg?: string) => void lines.push({ level, ...o, msg });
   const issuer: Issuer = createIssuer({
     issuer: ISSUER,
     audience: AUDIENCE,
@@ -99,6 +99,11 @@ test('fail closed: within revocationMaxStale the held revocations answer; past i
     expect(t.lines.filter((l) => String(l.event).startsWith('revocations.'))).toEqual([
       expect.objectContaining({ level: 'error', event: 'revocations.stale', fail_open: false, reason: expect.stringContaining('ECONNREFUSED') }),
     ]);
+    // the warn line of the route says why: stale revocations, not a key source or an unknown kid
+    expect(t.lines.filter((l) => l.event === 'bearer.unavailable')).toEqual([
+      expect.objectContaining({ level: 'warn', dependency: 'revocations', reason: expect.stringContaining('revocations not reloaded from the store') }),
+    ]);
+    expect(t.lines.find((l) => l.event === 'bearer.unavailable')!.msg).toMatch(/the revocations are stale/);
 
     t.cut(false);
     await until(async () => (await get()).status === 200);

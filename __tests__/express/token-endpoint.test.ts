@@ -1,4 +1,4 @@
-import { createPublicKey, type JsonWebKey } from 'node:crypto';
+import { createHash, createPublicKey, type JsonWebKey } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
@@ -513,7 +513,15 @@ describe('logging', () => {
         ['unknown_client', expect.stringMatching(/^h\.[A-Za-z0-9_-]{22}$/)],
       ]);
       expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
+      // not the secret's plain SHA-256 (anyone holding a candidate secret could check it against the log): keyed per process
+      const sha256 = `h.${createHash('sha256').update(c.clientSecret).digest('base64url').slice(0, 22)}`;
+      expect(failed[0].client_id).not.toBe(sha256);
+      expect(JSON.stringify(lines)).not.toContain(sha256.slice(2));
+      // the same value reads the same within this process's log
+      await basic(c.clientSecret, 'again');
+      expect(lines.filter((l) => l.event === 'client.rate_limited').map((l) => l.client_id)).toEqual([failed[0].client_id]);
       expect(lines.filter((l) => l.event === 'error')).toEqual([]);
+      lines.length = 0;
       // each was counted against the address (limit 3)
       expect((await basic(c.clientId, c.clientSecret)).status).toBe(429);
       // a mistyped id of the usual shape stays readable

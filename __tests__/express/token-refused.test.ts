@@ -8,12 +8,12 @@ import request from 'supertest';
 import { setup, type TestSetup } from '../helpers/app';
 import { fetchToken } from '../helpers/tokens';
 
-type Line = { level: string; obj: Record<string, unknown> };
+type Line = { level: string; obj: Record<string, unknown>; msg?: string };
 
 describe('refusals at the issuer endpoints are logged with their reason, throttled', () => {
   let s: TestSetup;
   const lines: Line[] = [];
-  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+  const at = (level: string) => (obj: Record<string, unknown>, msg?: string) => void lines.push({ level, obj, msg });
   const events = (event: string) => lines.filter((l) => l.obj.event === event);
   const from = (ip: string) => ({ 'X-Forwarded-For': ip });
 
@@ -58,6 +58,95 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
     expect(JSON.stringify(lines)).not.toContain(d.clientSecret);
   });
 
+  it('token.refused: each cause of an invalid_request has its own reason and window (the wire still says invalid_request); two methods name the Basic client', async () => {
+    const c = await s.issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const good = { grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret };
+    const ip = '198.51.100.30';
+    const post = () => request(s.app).post('/oauth/token').set(from(ip));
+    const answers = [
+      await post().auth(c.clientId, c.clientSecret).type('form').send({ grant_type: 'client_credentials', client_secret: c.clientSecret }),
+      await post().type('form').send({ client_id: c.clientId, client_secret: c.clientSecret }),
+      await post().type('form').send(`grant_type=client_credentials&grant_type=client_credentials&client_id=${c.clientId}&client_secret=${c.clientSecret}`),
+      await post().set('Authorization', 'Basic !!!').type('form').send({ grant_type: 'client_credentials' }),
+      await post().type('json').send(good),
+      await request(s.app).get('/oauth/token').set(from(ip)),
+      await post().type('form').send(`grant_type=client_credentials&pad=${'x'.repeat(9000)}`),
+      await post().set('Content-Type', 'application/x-www-form-urlencoded').set('Content-Encoding', 'gzip').send('xx'),
+    ];
+    expect(answers.map((r) => [r.status, r.body.error])).toEqual([
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+      [400, 'invalid_request'],
+      [405, 'invalid_request'],
+      [413, 'invalid_request'],
+      [415, 'invalid_request'],
+    ]);
+    const refused = events('token.refused').map((l) => [l.level, l.obj.reason, l.obj.error, l.obj.status]);
+    expect(refused).toEqual([
+      ['info', 'two_auth_methods', 'invalid_request', 400],
+      ['info', 'missing_grant_type', 'invalid_request', 400],
+      ['info', 'repeated_parameter', 'invalid_request', 400],
+      ['info', 'malformed_basic', 'invalid_request', 400],
+      ['info', 'unsupported_content_type', 'invalid_request', 400],
+      ['info', 'method_not_allowed', 'invalid_request', 405],
+      ['info', 'body_too_large', 'invalid_request', 413],
+      ['info', 'compressed_body', 'invalid_request', 415],
+    ]);
+    // not authenticated, so not client_id: the client the Basic header named
+    expect(events('token.refused')[0].obj).toMatchObject({ claimed_client_id: c.clientId, ip, detail: expect.stringContaining('one method only') });
+    expect(events('token.refused')[0].obj.client_id).toBeUndefined();
+    expect(events('token.refused')[2].obj.detail).toBe('parameter grant_type is repeated');
+    expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
+  });
+
+  it('token.refused for invalid_target names the resource asked for, shortened and escaped', async () => {
+    const c = await s.issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const good = { grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret };
+    expect((await token({ ...good, resource: 'http://elsewhere.test/\u202egnp' })).body.error).toBe('invalid_target');
+    expect((await token({ ...good, resource: `http://elsewhere.test/${'a'.repeat(300)}` }, '198.51.100.31')).body.error).toBe('invalid_target');
+    const [bidi, long] = events('token.refused').map((l) => l.obj);
+    expect(bidi).toMatchObject({ reason: 'invalid_target', client_id: c.clientId, resource: 'http://elsewhere.test/\\u202egnp' });
+    expect(long.resource).toBe(`http://elsewhere.test/${'a'.repeat(178)}…`);
+  });
+
+  it('client.auth_failed names the endpoint, and each endpoint has its own window; no_credentials names the client_id the body sent', async () => {
+    const c = await s.issuer.clients.create({ name: 'svc' });
+    const ip = '198.51.100.40';
+    const unknown = (path: string, id: string) => request(s.app).post(path).set(from(ip)).type('form').send({ grant_type: 'client_credentials', client_id: id, client_secret: 'x', token: 't' });
+    expect((await unknown('/oauth/token', 'nobody-1')).status).toBe(401);
+    expect((await unknown('/oauth/token', 'nobody-2')).status).toBe(401);
+    expect((await unknown('/oauth/introspect', 'nobody-3')).status).toBe(401);
+    expect((await unknown('/oauth/revoke', 'nobody-4')).status).toBe(401);
+    expect((await token({ grant_type: 'client_credentials', client_id: c.clientId }, ip)).status).toBe(401);
+    const failed = events('client.auth_failed').map((l) => [l.level, l.obj.endpoint, l.obj.reason, l.obj.client_id]);
+    expect(failed).toEqual([
+      ['warn', 'token', 'unknown_client', 'nobody-1'],
+      ['debug', 'token', 'unknown_client', 'nobody-2'],
+      ['warn', 'introspection', 'unknown_client', 'nobody-3'],
+      ['warn', 'revocation', 'unknown_client', 'nobody-4'],
+      ['warn', 'token', 'no_credentials', c.clientId],
+    ]);
+    expect(events('client.auth_failed')[2].msg).toMatch(/^client authentication failed at \/oauth\/introspect /);
+  });
+
+  it('client.auth_failed tells a secret rotated out and expired (expired_secret) from a wrong one; the answer is the same 401', async () => {
+    const c = await s.issuer.clients.create({ name: 'svc' });
+    const rotated = await s.issuer.clients.rotateSecret(c.clientId, { keepOldFor: 0 });
+    const send = (secret: string, ip: string) => token({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: secret }, ip);
+    const old = await send(c.clientSecret, '198.51.100.70');
+    const wrong = await send('not-a-secret-of-this-client', '198.51.100.71');
+    expect([old.status, old.body, old.headers['www-authenticate']]).toEqual([wrong.status, wrong.body, wrong.headers['www-authenticate']]);
+    expect(old.status).toBe(401);
+    expect((await send(rotated!.clientSecret, '198.51.100.72')).status).toBe(200);
+    expect(events('client.auth_failed').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.ip])).toEqual([
+      ['warn', 'expired_secret', c.clientId, '198.51.100.70'],
+      ['warn', 'wrong_secret', c.clientId, '198.51.100.71'],
+    ]);
+    expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
+  });
+
   it('revocation.refused and introspection.refused: another client\'s token, no token; with the client_id and what was tried', async () => {
     const a = await s.issuer.clients.create({ name: 'a', scopes: ['orders:read'] });
     const b = await s.issuer.clients.create({ name: 'b', scopes: ['orders:read'] });
@@ -67,13 +156,37 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
     expect((await request(s.app).post('/oauth/revoke').auth(a.clientId, a.clientSecret).type('form').send({})).status).toBe(400);
     expect((await request(s.app).post('/oauth/introspect').auth(a.clientId, a.clientSecret).type('form').send({})).status).toBe(400);
 
+    // another client's token and a missing token are two causes: each its own reason, each at info
     expect(events('revocation.refused').map((l) => [l.level, l.obj.reason, l.obj.client_id])).toEqual([
       ['info', 'invalid_request', a.clientId],
-      ['debug', 'invalid_request', a.clientId],
+      ['info', 'missing_token', a.clientId],
     ]);
     expect(events('revocation.refused')[0].obj).toMatchObject({ ip: '198.51.100.3', detail: `client ${a.clientId} tried to revoke a token of ${b.clientId}` });
-    expect(events('introspection.refused').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.detail])).toEqual([['info', 'invalid_request', a.clientId, 'missing token']]);
+    expect(events('introspection.refused').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.detail])).toEqual([['info', 'missing_token', a.clientId, 'missing token']]);
     expect(JSON.stringify(lines)).not.toContain(bToken);
+  });
+
+  it('introspection.inactive at debug: why a token was answered {"active":false}, with the caller and the token\'s client once verified, never the token', async () => {
+    const rs = await s.issuer.clients.create({ name: 'rs', permissions: ['introspect'] });
+    const svc = await s.issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const other = await s.issuer.clients.create({ name: 'other-api-client', scopes: ['orders:read'], resources: ['http://other.test/api'] });
+    const revoked = await fetchToken(s.app, svc);
+    expect((await request(s.app).post('/oauth/revoke').auth(svc.clientId, svc.clientSecret).type('form').send({ token: revoked })).status).toBe(200);
+    const foreign = (await token({ grant_type: 'client_credentials', client_id: other.clientId, client_secret: other.clientSecret, resource: 'http://other.test/api' })).body.access_token as string;
+    const forged = `${revoked.split('.').slice(0, 2).join('.')}.AAAA`;
+    const introspect = (t: string) => request(s.app).post('/oauth/introspect').set(from('198.51.100.80')).auth(rs.clientId, rs.clientSecret).type('form').send({ token: t });
+    for (const t of ['not-a-token', revoked, foreign, forged]) expect((await introspect(t)).body).toEqual({ active: false });
+    expect(events('introspection.inactive').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.token_client_id, l.obj.ip])).toEqual([
+      ['debug', 'malformed', rs.clientId, undefined, '198.51.100.80'],
+      ['debug', 'revoked', rs.clientId, svc.clientId, '198.51.100.80'],
+      ['debug', 'other_audience', rs.clientId, other.clientId, '198.51.100.80'],
+      ['debug', 'bad_signature', rs.clientId, undefined, '198.51.100.80'],
+    ]);
+    const text = JSON.stringify(lines);
+    for (const t of [revoked, foreign]) {
+      expect(text).not.toContain(t);
+      expect(text).not.toContain(t.split('.')[2]);
+    }
   });
 
   it('introspection without the permission: warn once a minute per client, the rest at debug', async () => {
@@ -82,6 +195,8 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
       const res = await request(s.app).post('/oauth/introspect').auth(a.clientId, a.clientSecret).type('form').send({ token: 'x' });
       expect(res.body).toEqual({ active: false });
     }
+    // logged as introspection.refused (warn), not once more as introspection.inactive
+    expect(events('introspection.inactive')).toEqual([]);
     expect(events('introspection.refused').map((l) => [l.level, l.obj.reason, l.obj.ip])).toEqual([
       ['warn', 'no_permission', '127.0.0.1'],
       ['debug', 'no_permission', '127.0.0.1'],
@@ -132,5 +247,43 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
       ['warn', two.clientId, '198.51.100.11'],
       ['debug', two.clientId, '198.51.100.11'],
     ]);
+  });
+});
+
+describe('client.rate_limited says which limit refused the request, with the counts', () => {
+  let s: TestSetup;
+  const lines: Line[] = [];
+  const at = (level: string) => (obj: Record<string, unknown>, msg?: string) => void lines.push({ level, obj, msg });
+  const events = (event: string) => lines.filter((l) => l.obj.event === event);
+  const token = (fields: Record<string, string>, ip: string) => request(s.app).post('/oauth/token').set('X-Forwarded-For', ip).type('form').send(fields);
+
+  beforeEach(async () => {
+    lines.length = 0;
+    s = await setup({
+      bruteForce: { maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 4, window: 600 },
+      logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
+    });
+    s.app.set('trust proxy', true);
+  });
+  afterEach(() => s.close());
+
+  it('client_address: this client_id failed too often from this address', async () => {
+    const one = await s.issuer.clients.create({ name: 'one' });
+    for (let i = 0; i < 2; i++) expect((await token({ grant_type: 'client_credentials', client_id: one.clientId, client_secret: 'wrong' }, '198.51.100.50')).status).toBe(401);
+    expect((await token({ grant_type: 'client_credentials', client_id: one.clientId, client_secret: one.clientSecret }, '198.51.100.50')).status).toBe(429);
+    const [line] = events('client.rate_limited');
+    expect(line.level).toBe('warn');
+    expect(line.obj).toMatchObject({ limit: 'client_address', endpoint: 'token', client_id: one.clientId, ip: '198.51.100.50', client_address_failures: 2, address_failures: 2, max_failures: 2 });
+    expect(line.msg).toMatch(/^too many failed client authentications for this client_id from this address/);
+  });
+
+  it('address: a guesser used up the address, and the next client from it is named as this request\'s client_id, not as the culprit', async () => {
+    const innocent = await s.issuer.clients.create({ name: 'innocent' });
+    for (let i = 0; i < 4; i++) expect((await token({ grant_type: 'client_credentials', client_id: `guess-${i}`, client_secret: 'x' }, '198.51.100.60')).status).toBe(401);
+    expect((await token({ grant_type: 'client_credentials', client_id: innocent.clientId, client_secret: innocent.clientSecret }, '198.51.100.60')).status).toBe(429);
+    const [line] = events('client.rate_limited');
+    expect(line.obj).toMatchObject({ limit: 'address', client_id: innocent.clientId, address_failures: 4, client_address_failures: 0, max_failures: 4 });
+    expect(line.msg).toMatch(/from this address: every request from it is refused/);
+    expect(line.msg).toMatch(/not necessarily one that failed/);
   });
 });

@@ -168,6 +168,24 @@ describe('issuer.requireBearer(): other reasons', () => {
     expect(log.lines.join('')).not.toContain('RangeError');
   });
 
+  it('text of an unverified token is logged with bidi overrides, line separators and controls escaped, one visible line', async () => {
+    const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const now = Math.floor(Date.now() / 1000);
+    const claims = { iss: 'http://evil.test/\u2028{"event":"token.issued"}', sub: 'x', client_id: 'admin\u202egnp.exe', aud: AUDIENCE, iat: now, exp: now + 60, jti: 'j' };
+    const forged = `${b64({ alg: 'ES256', typ: 'at+jwt', kid: 'k\u0085\u2066' })}.${b64(claims)}.AAAA`;
+    expectRefused(await request(e).get('/me').set('Authorization', `Bearer ${forged}`));
+    const [line] = log.events('token.rejected');
+    expect(line).toMatchObject({
+      reason: 'wrong_issuer',
+      received: 'http://evil.test/\\u2028{"event":"token.issued"}',
+      claimed_client_id: 'admin\\u202egnp.exe',
+      kid: 'k\\u0085\\u2066',
+    });
+    expect(line.detail).toContain('\\u2028');
+    const text = log.lines.join('');
+    for (const raw of ['\u2028', '\u202e', '\u0085', '\u2066']) expect(text).not.toContain(raw);
+  });
+
   it('says where the refused request came from and went, never its query', async () => {
     expectRefused(await request(e).get('/me?note=should-not-be-logged&x=1').set('Authorization', 'Bearer abc.def.ghi'));
     expect(log.events('token.rejected')).toEqual([expect.objectContaining({ reason: 'malformed', ip: '127.0.0.1', method: 'GET', path: '/me' })]);
@@ -177,6 +195,73 @@ describe('issuer.requireBearer(): other reasons', () => {
   it('a request without a token is not a refused token: nothing logged', async () => {
     expect((await request(e).get('/me')).status).toBe(401);
     expect(log.events('token.rejected')).toEqual([]);
+  });
+});
+
+describe('the once-a-minute window is per reason and client (or address, for a token not verified)', () => {
+  const dataDir = tempDir();
+  const log = pinoCapture('debug');
+  let issuer: Issuer;
+  let e: Express;
+
+  beforeAll(async () => {
+    issuer = createIssuer({ issuer: 'http://issuer.test', audience: AUDIENCE, dataDir, logger: log.logger });
+    e = express();
+    e.set('trust proxy', true);
+    e.use(issuer.router());
+    e.get('/me', issuer.requireBearer(), sendAuth);
+    await issuer.ready();
+  });
+
+  afterAll(async () => {
+    await issuer.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  beforeEach(() => {
+    log.lines.length = 0;
+  });
+
+  const revoked = async (client: { clientId: string; clientSecret: string }) => {
+    const token = await fetchToken(e, client);
+    expect((await request(e).post('/oauth/revoke').auth(client.clientId, client.clientSecret).type('form').send({ token })).status).toBe(200);
+    return token;
+  };
+
+  it("a client replaying its own revoked token does not push another client's revoked token down to debug", async () => {
+    const noisy = await issuer.clients.create({ name: 'noisy', scopes: [] });
+    const victim = await issuer.clients.create({ name: 'victim', scopes: [] });
+    const noisyToken = await revoked(noisy);
+    const victimToken = await revoked(victim);
+    for (let i = 0; i < 5; i++) expect((await request(e).get('/me').set('Authorization', `Bearer ${noisyToken}`)).status).toBe(401);
+    // the victim's stolen (revoked) token, used from elsewhere
+    expect((await request(e).get('/me').set('X-Forwarded-For', '203.0.113.9').set('Authorization', `Bearer ${victimToken}`)).status).toBe(401);
+    const lines = log.events('token.rejected').map((l) => [l.level, l.reason, l.client_id, l.ip]);
+    expect(lines).toEqual([
+      [PINO_INFO, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_DEBUG, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_DEBUG, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_DEBUG, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_DEBUG, 'revoked', noisy.clientId, '127.0.0.1'],
+      [PINO_INFO, 'revoked', victim.clientId, '203.0.113.9'],
+    ]);
+  });
+
+  it('tokens not verified are counted by address (an IPv6 address by its /64), whatever client they claim', async () => {
+    const send = (ip: string, token = 'abc.def.ghi') => request(e).get('/me').set('X-Forwarded-For', ip).set('Authorization', `Bearer ${token}`);
+    for (let i = 0; i < 3; i++) expectRefused(await send('198.51.100.1'));
+    expectRefused(await send('198.51.100.2'));
+    expectRefused(await send('2001:db8:1:2::1'));
+    expectRefused(await send('2001:db8:1:2::ffff'));
+    const lines = log.events('token.rejected').map((l) => [l.level, l.reason, l.ip]);
+    expect(lines).toEqual([
+      [PINO_INFO, 'malformed', '198.51.100.1'],
+      [PINO_DEBUG, 'malformed', '198.51.100.1'],
+      [PINO_DEBUG, 'malformed', '198.51.100.1'],
+      [PINO_INFO, 'malformed', '198.51.100.2'],
+      [PINO_INFO, 'malformed', '2001:db8:1:2::1'],
+      [PINO_DEBUG, 'malformed', '2001:db8:1:2::ffff'],
+    ]);
   });
 });
 

@@ -91,6 +91,9 @@ describeIfRedis('the DPoP replay store (Redis) stalls', () => {
     expect(await metric('ecc_dpop_replay_store_up')).toBe(0);
     expect(await metric('ecc_dpop_replay_store_errors_total')).toBe(4);
     expect(await metric('ecc_bearer_checks_total{outcome="unavailable",reason="dpop_replay_store"}')).toBe(1);
+    // the token endpoint's 503s say what was down: the replay store, not the issuer's store
+    expect(await metric('ecc_token_requests_total{outcome="unavailable",reason="dpop_replay_store"}')).toBe(3);
+    expect(await metric('ecc_token_requests_total{outcome="unavailable",reason="store"}')).toBe(0);
     expect(await metric('ecc_store_up')).toBe(1);
     await sleep(1_100); // past health()'s one-second cache
     // shown, without taking the instance out: requests without DPoP are served, and every instance shares that Redis

@@ -20,7 +20,7 @@ describe('FailedAuthLimiter with Redis unreachable', () => {
     const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 3, alertFailuresPerClient: 2 }), redisFailureCounters(redis));
     await l.failed('c', '192.0.2.1', true);
     // the limit's own failure is not beyond it; the next one is
-    expect(await l.failed('c', '192.0.2.1', true)).toEqual({ clientFailures: 2, alert: true, retryAfterMs: 0 });
+    expect(await l.failed('c', '192.0.2.1', true)).toEqual({ clientFailures: 2, alert: true, retryAfterMs: 0, pairFailures: 2, addressFailures: 2 });
     expect((await l.check('c', '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
     expect((await l.failed('c', '192.0.2.1', true)).retryAfterMs).toBeGreaterThan(0);
     expect((await l.check('c', '192.0.2.2')).retryAfterMs).toBe(0);

@@ -1,3 +1,5 @@
+import { clip as clipText, echoed as echoedText, visible } from '../shared/visible-text';
+
 /**
  * The one error a token request can end in. `error` is the RFC 6749 §5.2 code
  * the token endpoint sent, or one of this client's own codes when there was no
@@ -21,39 +23,21 @@ const DISCOVERY_ERRORS = new Set(['discovery_failed', 'invalid_metadata']);
 export const ECHOED_CHARS = 200;
 
 /**
- * Control characters (C0, DEL, C1) and the Unicode line and paragraph
- * separators: a log that prints the text would start a new line at some of
- * them, so an answer could forge lines of the caller's log. Also the
- * bidirectional controls (marks, embeddings, overrides, isolates: U+061C,
- * U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069): a terminal or log
- * viewer shows the text after them in another order than it has.
+ * `text` cut to `max` characters with an ellipsis when longer (never half a
+ * surrogate pair): lib/shared/visible-text.ts's, with this client's default.
  */
-const CONTROLS = /[\p{Cc}\p{Bidi_Control}\u2028\u2029]/gu;
-const SHORT_ESCAPES: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
-
-/**
- * `text` with each control character written as an escape (`\n`, `\r`,
- * `\t`, else `\uXXXX`, as JSON writes them): the text still shows, on one
- * line. Applied again, it changes nothing.
- */
-function visible(text: string): string {
-  return text.replace(CONTROLS, (c) => SHORT_ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-}
-
-/** `text` cut to `max` characters with an ellipsis when longer (never half a surrogate pair). */
 export function clip(text: string, max = ECHOED_CHARS): string {
-  if (text.length <= max) return text;
-  const code = text.charCodeAt(max - 1);
-  return `${text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max)}…`;
+  return clipText(text, max);
 }
 
 /**
  * Someone else's text (a token endpoint's, a store's) as a message of this
  * client repeats it: cut to `max` characters, then every control character
- * escaped (see visible()), so it stays one line in the caller's log.
+ * escaped (see visible() in lib/shared/visible-text.ts, the one the issuer's
+ * log lines use too), so it stays one line in the caller's log.
  */
 export function echoed(text: string, max = ECHOED_CHARS): string {
-  return visible(clip(text, max));
+  return echoedText(text, max);
 }
 
 /** Marks an init whose `error_description` is the token endpoint's own text, not a sentence of this client's (see endpointError()). */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { IssuerConfig } from '../config';
-import { InvalidDpopProofError, TemporarilyUnavailableError, type OAuthError } from '../errors';
+import { InvalidDpopProofError, InvalidRequestError, InvalidTargetError, TemporarilyUnavailableError, type OAuthError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
@@ -12,13 +12,14 @@ import { signAccessToken, type IssuedToken } from './issuer';
 import { KeyDerivedNonces } from './key-derived-nonces';
 import { deferredKeyStore, KeyRing } from './keys';
 import { authorizationServerMetadata } from './metadata';
-import type { IntrospectionResponse } from './introspection';
+import type { IntrospectionResult } from './introspection';
 import { IssuerAudiences } from './issuer-audiences';
 import { IssuerClientAuth } from './issuer-client-auth';
 import { IssuerHealthCheck, PING_TIMEOUT_MS, withTimeout, type IssuerHealth } from './issuer-health';
 import { IssuerRevocations } from './issuer-revocations';
 import { ReplayStoreHealth } from './replay-store-health';
 import { StoreHealth } from './store-health';
+import { clip } from '../shared/visible-text';
 import { AccessTokenVerifier } from './verifier';
 
 /** How long a failed start-up is kept before the next try (ms). */
@@ -27,6 +28,12 @@ const READY_RETRY_MS = 1000;
 const WRITE_PROBE_CLIENT = ' write-probe';
 /** How often expired assertion jtis are deleted from the store. */
 const JTI_PURGE_MS = 60_000;
+
+/** A refused request's `resource` as its log line shows it: each value cut to 200 characters, at most 4 of them (escaped by the log). */
+function loggedResource(resource: string | readonly string[]): string | string[] {
+  const one = (value: string): string => clip(value, 200);
+  return typeof resource === 'string' ? one(resource) : resource.slice(0, 4).map(one);
+}
 
 /**
  * Everything the issuer does, without HTTP: authenticate clients (see
@@ -299,7 +306,7 @@ export class AuthorizationServer {
 
   /** RFC 7662 for an authenticated client (see IssuerRevocations.introspect). */
   /** `ip`: the caller's address, for the log line of a refusal. */
-  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResponse> {
+  introspect(client: ClientRecord, token: string, ip?: string): Promise<IntrospectionResult> {
     return this.revocations.introspect(client, token, (t) => this.audiences.anyAudience.verify(t), ip);
   }
 
@@ -309,10 +316,12 @@ export class AuthorizationServer {
    * are client.auth_failed and client.rate_limited): `token.refused`,
    * `revocation.refused` or `introspection.refused`, with a bounded `reason`,
    * the `error` code and status sent, `detail`, the `client_id` once the
-   * client is authenticated, and `ip`. At info for the first of a reason and
+   * client is authenticated, what the error adds (the client_id a request
+   * with two authentication methods named), the `resource` refused
+   * (invalid_target), and `ip`. At info for the first of a reason and
    * client (or address, before authentication) in a minute, the rest at debug.
    */
-  refused(endpoint: 'token' | 'revocation' | 'introspection', error: OAuthError, source: { clientId?: string; ip?: string }): void {
+  refused(endpoint: 'token' | 'revocation' | 'introspection', error: OAuthError, source: { clientId?: string; ip?: string; resource?: string | readonly string[] }): void {
     const reason = refusalReason(error);
     const detail = error.detail !== undefined && error.detail !== reason ? error.detail : error.description;
     const line = {
@@ -321,6 +330,8 @@ export class AuthorizationServer {
       error: error.code,
       status: error.status,
       detail: detail.slice(0, 300),
+      ...(error instanceof InvalidRequestError && error.facts),
+      ...(source.resource !== undefined && error instanceof InvalidTargetError && { resource: loggedResource(source.resource) }),
       ...(source.clientId !== undefined && { client_id: source.clientId }),
       ip: source.ip,
     };

@@ -1,5 +1,6 @@
 import { RateLimiterMemory, type RateLimiterRes } from 'rate-limiter-flexible';
 import type { FailureCounter, FailureCounterFactory } from '../stores/types';
+import { addressKey } from './address-key';
 import { clientIdDigest } from './secrets';
 
 /**
@@ -38,11 +39,18 @@ export interface BruteForceSettings {
   keyPrefix: string;
 }
 
+/** Which limit refused a request: the address's (any client_id), or the client_id's from that address. */
+export type FailureLimit = 'address' | 'client_address';
+
 export interface LimitCheck {
   /** How long until this address, or this client from this address, may try again; 0 when not over a limit. */
   retryAfterMs: number;
   /** Failures counted for this client from this address (cleared by a success). */
   pairFailures: number;
+  /** Failures counted for this address, any client_id. */
+  addressFailures: number;
+  /** The limit this request is over (the address's when both), when retryAfterMs > 0. */
+  limit?: FailureLimit;
 }
 
 export interface FailureCount {
@@ -56,6 +64,11 @@ export interface FailureCount {
    * counted): how long until the next try, as check() would have said.
    */
   retryAfterMs: number;
+  /** Failures of this client from this address, and of this address, this one included (0 without an address). */
+  pairFailures: number;
+  addressFailures: number;
+  /** The limit this failure went past (the address's when both), when retryAfterMs > 0. */
+  limit?: FailureLimit;
 }
 
 
@@ -73,35 +86,13 @@ function clientKey(clientId: string): string {
   return PLAIN_ID.test(clientId) ? `i.${clientId}` : clientIdDigest(clientId);
 }
 
-/**
- * One key per peer: an IPv4 address as it is, whether the server listens on
- * IPv4 or dual-stack (`::ffff:192.0.2.1` is `192.0.2.1`); an IPv6 address by
- * its /64, the smallest block a host or a subscriber is given (one host may
- * pick any of its 2^64 addresses for each request).
- */
-export function addressKey(address: string): string {
-  if (!address.includes(':')) return address;
-  if (address.startsWith('::ffff:') && address.includes('.')) return address.slice(7);
-  return ipv6Prefix64(address) ?? address;
-}
-
-/** `2001:db8:1:2::/64` for any address of that /64; undefined for what is not a plain IPv6 address. */
-function ipv6Prefix64(address: string): string | undefined {
-  const zone = address.indexOf('%');
-  const bare = zone >= 0 ? address.slice(0, zone) : address;
-  if (bare.includes('.')) return undefined; // an IPv4 tail (other than ::ffff:): kept whole
-  const halves = bare.split('::');
-  if (halves.length > 2) return undefined;
-  const head = halves[0] === '' ? [] : halves[0].split(':');
-  const tail = halves.length === 2 && halves[1] !== '' ? halves[1].split(':') : [];
-  const zeros = 8 - head.length - tail.length;
-  if (halves.length === 1 ? zeros !== 0 : zeros < 1) return undefined;
-  const groups = [...head, ...new Array<string>(halves.length === 2 ? zeros : 0).fill('0'), ...tail];
-  if (!groups.every((g) => /^[0-9a-fA-F]{1,4}$/.test(g))) return undefined;
-  return `${groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':')}::/64`;
-}
+export { addressKey } from './address-key';
 
 const over = (res: RateLimiterRes | null, points: number): number => (res && res.consumedPoints >= points ? res.msBeforeNext : 0);
+
+/** The limit a request is over, from how long each refuses it: the address's when both (it refuses every client_id). */
+const limitOver = (addressMs: number, pairMs: number): { limit?: FailureLimit } =>
+  addressMs > 0 ? { limit: 'address' } : pairMs > 0 ? { limit: 'client_address' } : {};
 
 /** `threshold`, 2 × `threshold`, 4 × `threshold`…: an alert per crossing, not per request. */
 function isAlertCount(count: number, threshold: number): boolean {
@@ -135,14 +126,18 @@ export class FailedAuthLimiter {
 
   /** Before the secret is checked: one round of two parallel reads. */
   async check(clientId: string, address: string | undefined): Promise<LimitCheck> {
-    if (!address) return { retryAfterMs: 0, pairFailures: 0 };
+    if (!address) return { retryAfterMs: 0, pairFailures: 0, addressFailures: 0 };
     const [addr, pair] = await Promise.all([
       this.perAddress.get(addressKey(address)),
       this.perPair.get(FailedAuthLimiter.pairKey(clientId, address)),
     ]);
+    const addrMs = over(addr, this.settings.maxFailuresPerAddress);
+    const pairMs = over(pair, this.settings.maxFailuresPerClientAddress);
     return {
-      retryAfterMs: Math.max(over(addr, this.settings.maxFailuresPerAddress), over(pair, this.settings.maxFailuresPerClientAddress)),
+      retryAfterMs: Math.max(addrMs, pairMs),
       pairFailures: pair?.consumedPoints ?? 0,
+      addressFailures: addr?.consumedPoints ?? 0,
+      ...limitOver(addrMs, pairMs),
     };
   }
 
@@ -165,10 +160,15 @@ export class FailedAuthLimiter {
     const clientFailures = client?.consumedPoints ?? 0;
     // counted atomically: the limit's own failure still answers 401, those beyond it do not
     const beyond = (res: RateLimiterRes | null, points: number): number => (res && res.consumedPoints > points ? res.msBeforeNext : 0);
+    const addrMs = beyond(addr, this.settings.maxFailuresPerAddress);
+    const pairMs = beyond(pair, this.settings.maxFailuresPerClientAddress);
     return {
       clientFailures,
       alert: knownClient && isAlertCount(clientFailures, this.settings.alertFailuresPerClient),
-      retryAfterMs: Math.max(beyond(addr, this.settings.maxFailuresPerAddress), beyond(pair, this.settings.maxFailuresPerClientAddress)),
+      retryAfterMs: Math.max(addrMs, pairMs),
+      pairFailures: pair?.consumedPoints ?? 0,
+      addressFailures: addr?.consumedPoints ?? 0,
+      ...limitOver(addrMs, pairMs),
     };
   }
 

@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache';
 import { InvalidClientError, TemporarilyUnavailableError } from '../errors';
 import { verifyJws, type DpopAlgorithm } from '../jwt/algorithms';
 import { checkPublicJwk } from '../jwt/public-jwk';
+import { echoed } from '../shared/visible-text';
 import type { ClientJwks, ClientRecord } from '../stores/types';
 import { JwksUriUnavailableError, RemoteClientKeys } from './client-jwks-uri';
 
@@ -62,9 +63,9 @@ export function parseAssertion(jwt: string): ParsedAssertion | 'assertion_malfor
   return { header, payload, signingInput: `${parts[0]}.${parts[1]}`, signature: Buffer.from(parts[2], 'base64url') };
 }
 
-/** The value to log for a claim an attacker chose: short, and only when a string or number. */
+/** The value to log for a claim an attacker chose: short (control and bidi characters escaped), and only when a string or number. */
 function shown(value: unknown): unknown {
-  if (typeof value === 'string') return value.slice(0, 200);
+  if (typeof value === 'string') return echoed(value, 200, '');
   if (typeof value === 'number') return value;
   if (Array.isArray(value)) return value.slice(0, 4).map(shown);
   return typeof value;
@@ -214,12 +215,13 @@ export class ClientAssertionVerifier {
         }
       }
       if (candidates === 0) reject('assertion_wrong_algorithm', { alg: shown(header.alg) });
-      if (!verified) reject('assertion_bad_signature');
+      // no kid to name: the algorithm, and how many registered keys of it were tried
+      if (!verified) reject('assertion_bad_signature', { alg: shown(header.alg), keys_tried: candidates });
     } else {
       const entry = typeof header.kid === 'string' ? byKid.get(header.kid) : undefined;
       if (!entry) reject('assertion_unknown_key', { kid: shown(header.kid) });
       if (header.alg !== entry.alg) reject('assertion_wrong_algorithm', { alg: shown(header.alg), expected: entry.alg });
-      if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature');
+      if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature', { kid: header.kid, alg: entry.alg });
     }
 
     // claims

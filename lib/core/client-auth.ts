@@ -2,7 +2,7 @@ import { InvalidClientError, InvalidRequestError } from '../errors';
 import { CLIENT_ASSERTION_TYPE } from '../jwt/client-assertion';
 import type { ClientRecord, ClientStore } from '../stores/types';
 import { parseAssertion, type ClientAssertionVerifier, type ParsedAssertion } from './client-assertion';
-import { clientIdDigest, verifyNothing, verifySecret } from './secrets';
+import { loggedDigest, verifyNothing, verifySecret } from './secrets';
 
 export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
 
@@ -31,7 +31,7 @@ function formDecode(part: string): string {
   try {
     return decodeURIComponent(part.replace(/\+/g, ' '));
   } catch {
-    throw new InvalidRequestError('malformed percent-encoding in the Basic authorization header');
+    throw new InvalidRequestError('malformed percent-encoding in the Basic authorization header', { detail: 'malformed_basic' });
   }
 }
 
@@ -42,10 +42,10 @@ function formDecode(part: string): string {
 export function parseBasic(authorization: string | undefined): { clientId: string; clientSecret: string } | undefined {
   if (!authorization || !/^basic(?: |$)/i.test(authorization)) return undefined;
   const match = BASIC.exec(authorization);
-  if (!match) throw new InvalidRequestError('malformed Basic authorization header');
+  if (!match) throw new InvalidRequestError('malformed Basic authorization header', { detail: 'malformed_basic' });
   const decoded = Buffer.from(match[1], 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
-  if (colon < 0) throw new InvalidRequestError('malformed Basic authorization header');
+  if (colon < 0) throw new InvalidRequestError('malformed Basic authorization header', { detail: 'malformed_basic' });
   return { clientId: formDecode(decoded.slice(0, colon)), clientSecret: formDecode(decoded.slice(colon + 1)) };
 }
 
@@ -55,18 +55,26 @@ export function parseBasic(authorization: string | undefined): { clientId: strin
  */
 export function readClientCredentials(authorization: string | undefined, body: Readonly<Record<string, string>>): ClientCredentials | null {
   const basic = parseBasic(authorization);
+  // the client a refused request named, for its log line (who sent it): Basic's, else the body's
+  const named = (): Record<string, string> => {
+    const id = basic?.clientId ?? body.client_id;
+    return id === undefined ? {} : { claimed_client_id: loggedClientId(id) };
+  };
   if (body.client_assertion !== undefined || body.client_assertion_type !== undefined) {
     if (basic || body.client_secret !== undefined) {
-      throw new InvalidRequestError('client credentials must be sent by one method only: a client assertion, HTTP Basic or a client secret in the body');
+      throw new InvalidRequestError('client credentials must be sent by one method only: a client assertion, HTTP Basic or a client secret in the body', {
+        detail: 'two_auth_methods',
+        facts: named(),
+      });
     }
     return readAssertion(body);
   }
   if (basic) {
     if (body.client_secret !== undefined) {
-      throw new InvalidRequestError('client credentials must be sent by one method only: HTTP Basic or the request body');
+      throw new InvalidRequestError('client credentials must be sent by one method only: HTTP Basic or the request body', { detail: 'two_auth_methods', facts: named() });
     }
     if (body.client_id !== undefined && body.client_id !== basic.clientId) {
-      throw new InvalidRequestError('client_id in the body does not match the Basic authorization header');
+      throw new InvalidRequestError('client_id in the body does not match the Basic authorization header', { detail: 'basic_client_id_mismatch', facts: named() });
     }
     return { ...basic, method: 'client_secret_basic' };
   }
@@ -106,15 +114,34 @@ const LOGGABLE_ID = /^[A-Za-z0-9._~-]{0,32}$/;
 
 /**
  * A client_id as the audit log shows it: as it is when it has the shape of a
- * client id, else `h.` and 22 characters of its SHA-256. A request's
- * client_id may be anything: a secret sent in its place (43 characters),
- * or a stranger's megabyte; neither reaches the log.
+ * client id, else `h.` and 22 characters of an HMAC keyed per process
+ * (loggedDigest()). A request's client_id may be anything: a secret sent in
+ * its place (43 characters), or a stranger's megabyte; neither reaches the
+ * log, nor a hash anyone could check a guessed secret against.
  */
 export function loggedClientId(clientId: string): string {
-  return LOGGABLE_ID.test(clientId) ? clientId : clientIdDigest(clientId);
+  return LOGGABLE_ID.test(clientId) ? clientId : loggedDigest(clientId);
 }
 
-export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'wrong_auth_method';
+export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'expired_secret' | 'wrong_auth_method';
+
+/** How many of a client's expired secrets (the most recently expired first) a failed secret is compared with, to log `expired_secret`. */
+const EXPIRED_SECRETS_CHECKED = 5;
+
+/**
+ * Whether `secret` is one of the client's secrets that have expired (one
+ * rotated out with `--keep-old`, its overlap over): only on the failure path,
+ * so a working secret costs nothing more; at most EXPIRED_SECRETS_CHECKED
+ * compares. The stores keep an expired secret's hash (rotation and revocation
+ * only cap `expiresAt`), so this is the same check as for a live one.
+ */
+function isExpiredSecret(client: ClientRecord, secret: string, now: Date): boolean {
+  const expired = client.secrets.filter((s) => s.expiresAt !== null && s.expiresAt <= now);
+  expired.sort((a, b) => b.expiresAt!.getTime() - a.expiresAt!.getTime());
+  let matched = false;
+  for (const s of expired.slice(0, EXPIRED_SECRETS_CHECKED)) if (verifySecret(secret, s.hash)) matched = true;
+  return matched;
+}
 
 /**
  * Finds the client and checks its secret in constant time. Every failure is
@@ -154,6 +181,6 @@ export async function authenticateClient(
   if (client.secrets.length === 0) verifyNothing(credentials.clientSecret);
   if (client.revokedAt !== null) return fail('revoked_client');
   if (client.authMethod === 'private_key_jwt') return fail('wrong_auth_method');
-  if (!ok) return fail('wrong_secret');
+  if (!ok) return fail(isExpiredSecret(client, credentials.clientSecret, now) ? 'expired_secret' : 'wrong_secret');
   return client;
 }

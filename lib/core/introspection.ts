@@ -3,7 +3,7 @@
  * HTTP layer authenticates the caller, reads the form and translates the
  * answer; the decisions are here.
  */
-import { InvalidRequestError, InvalidTokenError } from '../errors';
+import { InvalidRequestError, InvalidTokenError, type TokenRejectionReason } from '../errors';
 import type { AccessTokenClaims } from './issuer';
 import type { RevocationCheck, RevocationEvent } from './revocation';
 
@@ -33,6 +33,26 @@ const MAX_TOKEN_LENGTH = 8192;
 
 const INACTIVE: { active: false } = Object.freeze({ active: false }) as { active: false };
 
+/**
+ * Why an introspection answered `{ active: false }`, for the log line
+ * (introspection.inactive) and the metric: the verifier's reason for a token
+ * it refused (forged, another issuer's, malformed…), or the issuer's own
+ * decision on a verified one.
+ */
+export type InactiveReason = TokenRejectionReason | 'token_too_long' | 'expired' | 'revoked' | 'other_audience' | 'cnf_without_jkt' | 'no_permission';
+
+/** An introspection's answer, and when inactive why (never sent: RFC 7662 §2.2 allows nothing but `active: false`). */
+export interface IntrospectionResult {
+  answer: IntrospectionResponse;
+  inactive?: {
+    reason: InactiveReason;
+    /** The verifier's detail for a refused token (its values shortened and escaped). */
+    detail?: string;
+    /** The token's client_id, once its signature is verified. */
+    tokenClientId?: string;
+  };
+}
+
 export interface IntrospectOptions {
   /** Whether this caller may learn about this token (e.g. it is the token's audience); `false` → inactive. Default: yes. */
   mayIntrospect?: (claims: AccessTokenClaims & Record<string, unknown>) => boolean;
@@ -58,21 +78,34 @@ export async function introspect(
   revocation: RevocationCheck,
   options: IntrospectOptions = {},
 ): Promise<IntrospectionResponse> {
-  if (typeof token !== 'string' || token.length === 0 || token.length > MAX_TOKEN_LENGTH) return { ...INACTIVE };
+  return (await introspectWithReason(token, verify, revocation, options)).answer;
+}
+
+/** introspect(), and why the answer is inactive when it is (for the log and the metric). */
+export async function introspectWithReason(
+  token: unknown,
+  verify: VerifyAccessToken,
+  revocation: RevocationCheck,
+  options: IntrospectOptions = {},
+): Promise<IntrospectionResult> {
+  if (typeof token !== 'string' || token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
+    return { answer: { ...INACTIVE }, inactive: { reason: typeof token === 'string' && token.length > MAX_TOKEN_LENGTH ? 'token_too_long' : 'malformed' } };
+  }
   let claims: AccessTokenClaims & Record<string, unknown>;
   try {
     ({ claims } = await verify(token));
   } catch (err) {
-    if (err instanceof InvalidTokenError) return { ...INACTIVE };
+    if (err instanceof InvalidTokenError) return { answer: { ...INACTIVE }, inactive: { reason: err.reason, detail: err.detail, tokenClientId: err.facts.client_id } };
     throw err;
   }
-  if (claims.exp * 1000 <= (options.now ?? Date.now)()) return { ...INACTIVE };
-  if (revocation.isRevoked(claims) !== false) return { ...INACTIVE };
-  if (options.mayIntrospect && !options.mayIntrospect(claims)) return { ...INACTIVE };
+  const inactive = (reason: InactiveReason): IntrospectionResult => ({ answer: { ...INACTIVE }, inactive: { reason, tokenClientId: claims.client_id } });
+  if (claims.exp * 1000 <= (options.now ?? Date.now)()) return inactive('expired');
+  if (revocation.isRevoked(claims) !== false) return inactive('revoked');
+  if (options.mayIntrospect && !options.mayIntrospect(claims)) return inactive('other_audience');
   const cnf = claims.cnf as { jkt?: unknown } | undefined;
   const jkt = cnf && typeof cnf === 'object' && typeof cnf.jkt === 'string' ? cnf.jkt : undefined;
   // a confirmation without a key thumbprint binds the token to nothing it can prove: requireBearer() refuses it either way
-  if (cnf !== undefined && jkt === undefined) return { ...INACTIVE };
+  if (cnf !== undefined && jkt === undefined) return inactive('cnf_without_jkt');
   const answer: ActiveIntrospection = {
     active: true,
     client_id: claims.client_id,
@@ -87,7 +120,7 @@ export async function introspect(
     token_type: jkt ? 'DPoP' : 'Bearer',
   };
   if (jkt) answer.cnf = { jkt };
-  return answer;
+  return { answer };
 }
 
 /**

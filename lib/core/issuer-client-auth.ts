@@ -8,7 +8,7 @@ import { LRUCache } from 'lru-cache';
 import { InvalidClientError, OAuthError, StoreUnavailableError, TemporarilyUnavailableError, TooManyRequestsError } from '../errors';
 import type { Logger } from '../logger';
 import type { ClientRecord, Store } from '../stores/types';
-import { addressKey, type FailedAuthLimiter } from './brute-force';
+import { addressKey, type FailedAuthLimiter, type FailureCount, type FailureLimit } from './brute-force';
 import { AssertionRejectedError, type ClientAssertionVerifier } from './client-assertion';
 import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
 import { JwksUriUnavailableError } from './client-jwks-uri';
@@ -20,6 +20,9 @@ import { asTemporarilyUnavailable, type StoreHealth } from './store-health';
  * client_id is whatever the request said, so it does not key a log window.
  */
 const BEFORE_CLIENT_LOOKUP = new Set(['no_credentials', 'unknown_client', 'assertion_type_unsupported', 'assertion_missing', 'assertion_malformed', 'assertion_wrong_subject']);
+
+/** The endpoints that authenticate clients, as client.auth_failed and client.rate_limited name them. */
+export type ClientAuthEndpoint = 'token' | 'revocation' | 'introspection';
 
 /** An address as the brute-force limits count it (an IPv6 address by its /64). */
 const addressOf = (ip: string | undefined): string => (ip === undefined ? '' : addressKey(ip));
@@ -97,12 +100,14 @@ export class IssuerClientAuth {
     return authenticateClient((id) => this.findFresh(id), credentials, now, this.assertions);
   }
 
-  async authenticate(credentials: ClientCredentials, source: { ip?: string } = {}): Promise<ClientRecord> {
+  /** `source`: the caller's address, and the endpoint asked (for the log lines; `token` by default). */
+  async authenticate(credentials: ClientCredentials, source: { ip?: string; endpoint?: ClientAuthEndpoint } = {}): Promise<ClientRecord> {
+    const endpoint = source.endpoint ?? 'token';
     // a store outage is a 503 (already reported to storeHealth by the store call that failed)
     if (!this.issuer.isReady) await this.issuer.ready().catch((err: unknown) => Promise.reject(asTemporarilyUnavailable(err)));
     // only what the caller controls can refuse it: its address, and this client_id from its address
     const limit = this.limiter && (await this.limiter.check(credentials.clientId, source.ip));
-    if (limit && limit.retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, limit.retryAfterMs);
+    if (limit && limit.retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, limit, endpoint);
     try {
       const client = await this.check(credentials);
       if (limit && limit.pairFailures > 0) await this.limiter!.succeeded(credentials.clientId, source.ip);
@@ -116,11 +121,11 @@ export class IssuerClientAuth {
       }
       if (err instanceof OAuthError) {
         const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
-        this.authFailed({ event: 'client.auth_failed', client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts });
+        this.authFailed({ event: 'client.auth_failed', endpoint, client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts });
         if (err instanceof InvalidClientError && this.limiter) {
-          const retryAfterMs = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
+          const counted = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
           // one of a burst that passed the check together, past the limit once counted: answered as the check would have
-          if (retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, retryAfterMs);
+          if (counted.retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, counted, endpoint);
         }
       }
       throw err;
@@ -150,49 +155,92 @@ export class IssuerClientAuth {
    * `client.auth_failed`, at warn for the first of its key in a minute and at
    * debug for the rest of that minute (a warn line counts them once it is over), so
    * that neither a guesser nor a flood without credentials sets the log's
-   * rate. The key: the reason and the address, and the client_id for a
-   * client that exists (wrong secret, revoked, a refused assertion), so each
-   * client's failures from each address still show.
+   * rate. The key: the endpoint, the reason and the address, and the
+   * client_id for a client that exists (wrong secret, revoked, a refused
+   * assertion), so each client's failures from each address still show, and
+   * a failure at /oauth/introspect is not hidden by the token endpoint's.
    */
-  private authFailed(line: { client_id: string; ip: string | undefined; reason: string | undefined } & Record<string, unknown>): void {
+  private authFailed(line: { endpoint: ClientAuthEndpoint; client_id: string; ip: string | undefined; reason: string | undefined } & Record<string, unknown>): void {
     // a client_id only keys the window once a registered client was found: made-up ids would each get a warn line
     const perClient = line.reason !== undefined && !BEFORE_CLIENT_LOOKUP.has(line.reason);
-    this.refusalLog.report('warn', `auth_failed|${line.reason}|${addressOf(line.ip)}|${perClient ? line.client_id : ''}`, line, 'client authentication failed');
+    const at = line.endpoint === 'token' ? '' : ` at /oauth/${line.endpoint === 'revocation' ? 'revoke' : 'introspect'}`;
+    this.refusalLog.report('warn', `auth_failed|${line.endpoint}|${line.reason}|${addressOf(line.ip)}|${perClient ? line.client_id : ''}`, line, `client authentication failed${at}`);
   }
 
   /**
-   * A 429: the first for a client_id and address in a minute logged at warn,
-   * the rest of that minute at debug (a warn line says how many once it is
-   * over), so a guesser cannot set the log's rate and every lockout shows;
-   * the failures that led to it are in client.auth_failed lines and counts.
+   * A 429, with the limit it is over (`address`: the address failed too
+   * often, whatever client_id it sent, so this request's client_id may be
+   * an innocent one that came next; `client_address`: this client_id failed
+   * too often from this address) and both counts. Logged at warn for the
+   * first in a minute of an address's lockout, or of a client_id's at an
+   * address (a few per address at most: the address's own limit stops more
+   * pairs from filling), the rest of that minute at debug (a warn line says
+   * how many once it is over), so a guesser cannot set the log's rate and
+   * every lockout shows; the failures that led to it are in
+   * client.auth_failed lines and counts.
    */
-  private rateLimited(credentials: ClientCredentials, ip: string | undefined, retryAfterMs: number): TooManyRequestsError {
+  private rateLimited(
+    credentials: ClientCredentials,
+    ip: string | undefined,
+    over: { retryAfterMs: number; limit?: FailureLimit; addressFailures: number; pairFailures: number },
+    endpoint: ClientAuthEndpoint,
+  ): TooManyRequestsError {
     const clientId = loggedClientId(credentials.clientId);
-    const line = { event: 'client.rate_limited', client_id: clientId, method: credentials.method, ip, retry_after_ms: retryAfterMs };
-    // keyed by the address alone: the client_id of a refused request is whatever it sent (each made-up one would be a warn line)
-    this.refusalLog.report('warn', `rate_limited|${addressOf(ip)}`, line, 'too many failed client authentications');
-    return new TooManyRequestsError(retryAfterMs / 1000);
+    const limit = over.limit ?? 'address';
+    const { maxFailuresPerAddress, maxFailuresPerClientAddress } = this.limiter!.settings;
+    const line = {
+      event: 'client.rate_limited',
+      limit,
+      endpoint,
+      client_id: clientId,
+      method: credentials.method,
+      ip,
+      address_failures: over.addressFailures,
+      client_address_failures: over.pairFailures,
+      max_failures: limit === 'address' ? maxFailuresPerAddress : maxFailuresPerClientAddress,
+      retry_after_ms: over.retryAfterMs,
+    };
+    if (limit === 'address') {
+      // keyed by the address alone: the client_id of a refused request is whatever it sent (each made-up one would be a warn line)
+      this.refusalLog.report(
+        'warn',
+        `rate_limited|address|${addressOf(ip)}`,
+        line,
+        'too many failed client authentications from this address: every request from it is refused for now, whatever client_id it names (client_id is this request\'s, not necessarily one that failed)',
+      );
+    } else {
+      this.refusalLog.report('warn', `rate_limited|client_address|${addressOf(ip)}|${clientId}`, line, 'too many failed client authentications for this client_id from this address');
+    }
+    return new TooManyRequestsError(over.retryAfterMs / 1000, { limit });
   }
 
-  /** A token, revocation or introspection request that sent no client credentials: logged as a failed authentication, not counted (it guesses nothing). */
-  noCredentials(source: { ip?: string } = {}): InvalidClientError {
-    this.authFailed({ event: 'client.auth_failed', client_id: '', method: 'none', ip: source.ip, reason: 'no_credentials' });
+  /**
+   * A token, revocation or introspection request that sent no client
+   * credentials: logged as a failed authentication, not counted (it guesses
+   * nothing). `clientId`: a client_id the body sent without a secret, named
+   * in the line (as sent, or `h.` and a keyed hash: see loggedClientId()).
+   */
+  noCredentials(source: { ip?: string; endpoint?: ClientAuthEndpoint; clientId?: string } = {}): InvalidClientError {
+    const clientId = source.clientId === undefined ? '' : loggedClientId(source.clientId);
+    this.authFailed({ event: 'client.auth_failed', endpoint: source.endpoint ?? 'token', client_id: clientId, method: 'none', ip: source.ip, reason: 'no_credentials' });
     return new InvalidClientError({ detail: 'no_credentials' });
   }
 
   /**
    * Counts a failure; at the alert threshold (and each doubling) of a
-   * registered client, one audit event. Answers how long the address or the
-   * pair is refused when this failure went past a limit, else 0.
+   * registered client, one audit event. Answers the counts, and how long
+   * the address or the pair is refused when this failure went past a limit
+   * (else retryAfterMs 0).
    */
-  private async countFailure(clientId: string, ip: string | undefined, knownClient: boolean): Promise<number> {
-    const { clientFailures, alert, retryAfterMs } = await this.limiter!.failed(clientId, ip, knownClient);
-    if (!alert) return retryAfterMs;
+  private async countFailure(clientId: string, ip: string | undefined, knownClient: boolean): Promise<FailureCount> {
+    const counted = await this.limiter!.failed(clientId, ip, knownClient);
+    const { clientFailures, alert } = counted;
+    if (!alert) return counted;
     const { alertFailuresPerClient, window } = this.limiter!.settings;
     this.logger.warn(
       { event: 'client.auth_failures_high', client_id: clientId, failures: clientFailures, threshold: alertFailuresPerClient, window_s: window, ip },
       'many failed authentications for one client; its right secret still works',
     );
-    return retryAfterMs;
+    return counted;
   }
 }

@@ -9,7 +9,7 @@
 import type { IssuerConfig } from '../config';
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
-import { introspect, revocationFor, type IntrospectionResponse, type VerifyAccessToken } from './introspection';
+import { introspectWithReason, revocationFor, type IntrospectionResult, type VerifyAccessToken } from './introspection';
 import type { LoadedKey } from './keys';
 import { TemporarilyUnavailableError } from '../errors';
 import { RevocationState, type RevocableClaims, type RevocationCheck, type RevocationReason } from './revocation';
@@ -17,6 +17,7 @@ import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { PublishedRevocationList } from './revocation-list';
 import { ThrottledLog } from './refusal-log';
 import { asTemporarilyUnavailable } from './store-health';
+import { visibleFields } from '../shared/visible-text';
 
 export interface IssuerRevocationsOptions {
   config: IssuerConfig;
@@ -66,7 +67,7 @@ export class IssuerRevocations {
           throw new TemporarilyUnavailableError('revocation status cannot be checked now', {
             detail: `revocations not reloaded from the store for over ${this.options.config.revocationMaxStale} s`,
             retryAfter,
-            dependency: 'store',
+            dependency: 'revocations',
           });
         }
         return state.isRevoked(claims);
@@ -176,12 +177,16 @@ export class IssuerRevocations {
   /**
    * RFC 7662 for an authenticated client: callers holding the `introspect`
    * permission learn a live token's claims; every other answer is exactly
-   * `{ active: false }`, including for callers without the permission.
+   * `{ active: false }`, including for callers without the permission. Why
+   * an answer is inactive comes back beside it (for the metric) and, but
+   * for a caller without the permission (introspection.refused at warn), is
+   * logged at debug as introspection.inactive: the reason, the caller, the
+   * token's client_id once verified; never the token.
    */
-  async introspect(client: ClientRecord, token: string, verify: VerifyAccessToken, ip?: string): Promise<IntrospectionResponse> {
+  async introspect(client: ClientRecord, token: string, verify: VerifyAccessToken, ip?: string): Promise<IntrospectionResult> {
     if (!client.permissions.includes('introspect')) {
       this.refusals.report('warn', client.clientId, { event: 'introspection.refused', client_id: client.clientId, reason: 'no_permission', ip }, 'introspection by a client without the introspect permission');
-      return { active: false };
+      return { answer: { active: false }, inactive: { reason: 'no_permission' } };
     }
     // the store's answer, not this instance's last reload: what another instance revoked a moment ago is inactive
     // here too (one cheap version read; a reload only when something changed). A store whose last reload failed is
@@ -194,7 +199,22 @@ export class IssuerRevocations {
       const aud = claims.aud;
       return Array.isArray(aud) ? aud.some((a) => audiences.includes(a as string)) : audiences.includes(aud as string);
     };
-    return introspect(token, verify, this.check, { now: this.options.now, mayIntrospect });
+    const result = await introspectWithReason(token, verify, this.check, { now: this.options.now, mayIntrospect });
+    if (result.inactive) {
+      const { reason, detail, tokenClientId } = result.inactive;
+      this.options.logger.debug?.(
+        visibleFields({
+          event: 'introspection.inactive',
+          reason,
+          client_id: client.clientId,
+          ...(tokenClientId !== undefined && { token_client_id: tokenClientId }),
+          ...(detail !== undefined && { detail: detail.slice(0, 300) }),
+          ip,
+        }),
+        `introspection answered inactive: ${reason}`,
+      );
+    }
+    return result;
   }
 
   async close(): Promise<void> {

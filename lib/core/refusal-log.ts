@@ -1,5 +1,6 @@
 import { InvalidDpopProofError, type OAuthError } from '../errors';
 import type { Logger } from '../logger';
+import { visibleFields } from '../shared/visible-text';
 import { LogWindows } from './throttle';
 
 /**
@@ -44,7 +45,13 @@ export class ThrottledLog {
     this.windows = new LogWindows(windowMs, now, max);
   }
 
-  report(level: 'info' | 'warn', key: string, line: Record<string, unknown>, msg: string): void {
+  /**
+   * `line`'s strings (a refused request's: a claimed client_id, a received
+   * value, a detail quoting the request) are logged with their control,
+   * bidi and line-separator characters escaped (visibleFields()).
+   */
+  report(level: 'info' | 'warn', key: string, fields: Record<string, unknown>, msg: string): void {
+    const line = visibleFields(fields);
     const debugOnly = this.windows.take(key, { level, line, msg });
     if (debugOnly === undefined) {
       this.logger.debug?.(line, msg);

@@ -30,13 +30,28 @@ const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 
 
 /**
  * A value sent as a client_id, in a bounded form: `h.` and 22 characters of
- * its SHA-256. For brute-force keys and log lines, where a request's
- * client_id (up to the body limit, or a secret sent in its place) must not
- * appear as it is.
+ * its SHA-256. For the brute-force counters' keys, which every instance
+ * sharing a Redis must compute alike; never for a log line (see
+ * loggedDigest()): a deterministic hash of a secret sent in the client_id's
+ * place would let anyone holding a candidate secret confirm it from the log.
  */
 export function clientIdDigest(value: string): string {
   const digest = oneShot ? oneShot('sha256', value, 'base64url') : createHash('sha256').update(value).digest('base64url');
   return `h.${digest.slice(0, 22)}`;
+}
+
+/** The key of loggedDigest(): random per process, never stored or logged. */
+const LOG_DIGEST_KEY = randomBytes(32);
+
+/**
+ * A value sent as a client_id, as a log line may show it: `h.` and 22
+ * characters of its HMAC-SHA-256 under a key drawn at random when the
+ * process starts. The same value gives the same text within one process's
+ * log (a flood of one made-up id reads as one), but not across instances or
+ * restarts, and nobody can tell from the log whether it was a given secret.
+ */
+export function loggedDigest(value: string): string {
+  return `h.${createHmac('sha256', LOG_DIGEST_KEY).update(value, 'utf8').digest('base64url').slice(0, 22)}`;
 }
 
 export function generateSecret(): string {

@@ -35,7 +35,7 @@ export function parseTokenManagementRequest(entries: Iterable<[string, string]>)
     // a parameter sent without a value is one omitted (RFC 6749 §3.2): it neither counts nor repeats
     if (!KNOWN.has(name) || value === '') continue;
     if (seen.has(name)) {
-      const repeated = new InvalidRequestError(`parameter ${name} is repeated`);
+      const repeated = new InvalidRequestError(`parameter ${name} is repeated`, { detail: 'repeated_parameter' });
       if (!REQUEST_PARAMS.has(name)) throw repeated;
       problem ??= repeated;
       continue;
@@ -45,5 +45,5 @@ export function parseTokenManagementRequest(entries: Iterable<[string, string]>)
   }
   // token_type_hint is only a hint (RFC 7009 §2.1, RFC 7662 §2.1): this issuer has access tokens alone, so any value is read as one
   const token = params.token;
-  return { params, token: problem ?? token ?? new InvalidRequestError('missing token') };
+  return { params, token: problem ?? token ?? new InvalidRequestError('missing token', { detail: 'missing_token' }) };
 }

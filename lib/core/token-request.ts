@@ -35,12 +35,12 @@ export function parseTokenRequest(entries: Iterable<[string, string]>): TokenReq
       resource = resource === undefined ? value : [...(Array.isArray(resource) ? resource : [resource]), value];
       continue;
     }
-    if (seen.has(name)) throw new InvalidRequestError(`parameter ${name} is repeated`);
+    if (seen.has(name)) throw new InvalidRequestError(`parameter ${name} is repeated`, { detail: 'repeated_parameter' });
     seen.add(name);
     params[name] = value;
   }
   const grantType = params.grant_type;
-  if (grantType === undefined) throw new InvalidRequestError('missing grant_type');
+  if (grantType === undefined) throw new InvalidRequestError('missing grant_type', { detail: 'missing_grant_type' });
   if (grantType !== GRANT_TYPE) throw new UnsupportedGrantTypeError();
   let scope: string[] | undefined;
   if (params.scope !== undefined) {

@@ -5,6 +5,7 @@ import type { AccessTokenClaims } from './issuer';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey } from './keys';
 import { assertNotRevoked, type RevocationCheck } from './revocation';
 import { safeJson } from '../shared/safe-json';
+import { echoed } from '../shared/visible-text';
 
 /**
  * What a verified access token tells the protected route; becomes `req.auth`.
@@ -53,11 +54,14 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** Values read from an unverified token are shortened before they are logged. */
+/**
+ * Values read from an unverified token are shortened before they are logged,
+ * and their control, bidi and line-separator characters escaped (a U+202E
+ * in a claimed client_id would show the rest of the line reversed).
+ */
 const CLIP = 200;
 function clip(value: unknown): string {
-  const text = typeof value === 'string' ? value : asJson(value);
-  return text.length > CLIP ? `${text.slice(0, CLIP)}...` : text;
+  return echoed(typeof value === 'string' ? value : asJson(value), CLIP, '...');
 }
 
 /** A claim or header value that is not a string, as JSON; anyone can send one nested too deep to write. */

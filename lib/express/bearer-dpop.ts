@@ -20,9 +20,12 @@ import type { Fail, Scheme } from './bearer-refusals';
  */
 const checkedProofs = new WeakMap<Request, { checked: CheckedDpopProof; stores: Set<ReplayStore> }>();
 
-/** invalid_token for a token sent with the wrong scheme, or a proof not made with its key. */
-export const bindingError = (description: string, detail: string, auth?: AccessTokenAuth): InvalidTokenError =>
-  new InvalidTokenError(description, { reason: 'dpop_binding', detail, facts: auth ? { client_id: auth.clientId } : undefined });
+/** The four ways a token and the scheme or proof it came with disagree, each its own reason (two are signs of a stolen token). */
+export type BindingReason = 'dpop_bound_as_bearer' | 'dpop_key_mismatch' | 'dpop_unbound_token' | 'dpop_required';
+
+/** invalid_token for a token sent with the wrong scheme, or a proof not made with its key; `auth`: the token, when verified (its client_id is logged). */
+export const bindingError = (description: string, reason: BindingReason, detail: string, auth?: AccessTokenAuth): InvalidTokenError =>
+  new InvalidTokenError(description, { reason, detail, facts: auth ? { client_id: auth.clientId } : undefined });
 
 export interface DpopRequestOptions {
   verifier: AccessTokenVerifier;
@@ -53,7 +56,7 @@ export function dpopRequests(options: DpopRequestOptions): (req: Request, res: R
   return (req, res, next, token, known) => {
     const withAuth = (auth: AccessTokenAuth): void => {
       const jkt = (auth.claims.cnf as { jkt?: unknown } | undefined)?.jkt;
-      if (typeof jkt !== 'string') return fail(res, bindingError('the access token is not DPoP-bound; send it as Bearer', 'DPoP scheme with a token without cnf.jkt', auth), 'dpop');
+      if (typeof jkt !== 'string') return fail(res, bindingError('the access token is not DPoP-bound; send it as Bearer', 'dpop_unbound_token', 'DPoP scheme with a token without cnf.jkt', auth), 'dpop');
       const proof = req.headers.dpop;
       const seen = checkedProofs.get(req);
       const checkedBefore = seen?.stores.has(dpop.replay) ? seen.checked : undefined;
@@ -65,7 +68,7 @@ export function dpopRequests(options: DpopRequestOptions): (req: Request, res: R
           dpop,
         );
       } catch (err) {
-        return fail(res, err instanceof InvalidTokenError ? bindingError(err.description, err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop', auth);
+        return fail(res, err instanceof InvalidTokenError ? bindingError(err.description, 'dpop_key_mismatch', err.detail ?? 'dpop proof key is not cnf.jkt', auth) : err, 'dpop', auth);
       }
       const passed = (result: VerifiedDpopProof): void => {
         if (typeof proof === 'string') {

@@ -7,7 +7,17 @@ import type { Request, Response } from 'express';
 import type { RefusedRequest, RejectionLog } from '../core/rejection-log';
 import { atMostEvery } from '../core/throttle';
 import type { AccessTokenAuth } from '../core/verifier';
-import { bearerChallenge, dpopChallenge, InvalidDpopProofError, InvalidRequestError, InvalidTokenError, TemporarilyUnavailableError, toOAuthError, type OAuthError } from '../errors';
+import {
+  bearerChallenge,
+  dpopChallenge,
+  InvalidDpopProofError,
+  InvalidRequestError,
+  InvalidTokenError,
+  TemporarilyUnavailableError,
+  toOAuthError,
+  type OAuthError,
+  type UnavailableDependency,
+} from '../errors';
 import type { Logger } from '../logger';
 import { bearerCheck, dpopProofReason, type BearerCheck, type Counts } from '../metrics/counts';
 import type { DpopMode } from './require-bearer';
@@ -18,9 +28,20 @@ export type Scheme = 'none' | 'bearer' | 'dpop' | 'both';
 
 /**
  * Logs why and answers. `auth`: the token, when it was verified before the
- * refusal (a DPoP proof refused for a valid token): its client_id is logged.
+ * refusal (a DPoP proof refused for a valid token, a bound token sent as
+ * Bearer with a DPoP header): its client_id is logged.
  */
 export type Fail = (res: Response, err: unknown, scheme?: Scheme, auth?: AccessTokenAuth) => void;
+
+/** What bearer.unavailable says, by what could not be reached. */
+const UNAVAILABLE_MESSAGES: Record<UnavailableDependency | 'unknown', string> = {
+  store: "cannot check a token: its kid is not loaded and the issuer's store, where it would be looked up, is unavailable",
+  jwks: 'cannot check a token: its kid is not loaded and the JWKS, where it would be looked up, cannot be fetched',
+  revocations: "cannot check tokens: the revocations are stale (not reloaded from the issuer's store for revocationMaxStale), so a revoked token could pass",
+  revocation_list: 'cannot check tokens: the revocation list is stale (not fetched or verified for maxStale), so a revoked token could pass',
+  dpop_replay_store: 'cannot check DPoP proofs: the DPoP replay store is unavailable',
+  unknown: 'cannot check tokens: a dependency is unavailable',
+};
 
 /** What token.rejected says of a refused request: the address (after `trust proxy`), the method and the path, never the query. */
 export function refusedRequest(req: Request): RefusedRequest {
@@ -66,18 +87,13 @@ export function bearerRefusals(options: RefusalOptions): Fail {
    */
   const unavailable = atMostEvery(60_000, (error: OAuthError): void => {
     const dependency = error instanceof TemporarilyUnavailableError ? error.dependency : undefined;
-    logger.warn(
-      { event: 'bearer.unavailable', dependency, reason: error.detail ?? error.description },
-      dependency === 'dpop_replay_store'
-        ? 'requireBearer() cannot check DPoP proofs: the DPoP replay store is unavailable; answering 503'
-        : 'requireBearer() cannot check tokens: a key source is unavailable; answering 503',
-    );
+    logger.warn({ event: 'bearer.unavailable', dependency, reason: error.detail ?? error.description }, `requireBearer() ${UNAVAILABLE_MESSAGES[dependency ?? 'unknown']}; answering 503`);
   });
 
   return (res: Response, err: unknown, scheme: Scheme = 'bearer', auth?: AccessTokenAuth): void => {
     const error: OAuthError = toOAuthError(err);
     if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts, refusedRequest(res.req));
-    else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, {}, refusedRequest(res.req));
+    else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, auth ? { client_id: auth.clientId } : {}, refusedRequest(res.req));
     else if (error instanceof InvalidDpopProofError) rejections.report(dpopProofReason(error.reason), error.detail, auth ? { client_id: auth.clientId } : {}, refusedRequest(res.req));
     else if (error.status === 503) unavailable(error);
     else if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);

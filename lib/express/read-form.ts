@@ -9,7 +9,7 @@ const MAX_DRAIN_BYTES = 1024 * 1024;
 const FORM = /^application\/x-www-form-urlencoded\s*(;|$)/i;
 
 function tooLarge(): InvalidRequestError {
-  return new InvalidRequestError(`request body larger than ${MAX_FORM_BYTES} bytes`, { status: 413, headers: { Connection: 'close' } });
+  return new InvalidRequestError(`request body larger than ${MAX_FORM_BYTES} bytes`, { status: 413, headers: { Connection: 'close' }, detail: 'body_too_large' });
 }
 
 function entriesOfParsed(body: unknown): [string, string][] {
@@ -17,7 +17,7 @@ function entriesOfParsed(body: unknown): [string, string][] {
   const entries: [string, string][] = [];
   for (const [name, value] of Object.entries(body)) {
     for (const v of Array.isArray(value) ? value : [value]) {
-      if (typeof v !== 'string') throw new InvalidRequestError(`parameter ${name} is malformed`);
+      if (typeof v !== 'string') throw new InvalidRequestError(`parameter ${name} is malformed`, { detail: 'malformed_parameter' });
       entries.push([name, v]);
     }
   }
@@ -32,15 +32,15 @@ function entriesOfParsed(body: unknown): [string, string][] {
 export function readForm(req: IncomingMessage & { body?: unknown; _body?: boolean }): Promise<[string, string][]> {
   const type = req.headers['content-type'];
   if (!type || !FORM.test(type)) {
-    return Promise.reject(new InvalidRequestError('the request body must be application/x-www-form-urlencoded'));
+    return Promise.reject(new InvalidRequestError('the request body must be application/x-www-form-urlencoded', { detail: 'unsupported_content_type' }));
   }
   const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(type)?.[1]?.toLowerCase();
   if (charset && charset !== 'utf-8' && charset !== 'utf8' && charset !== 'us-ascii') {
-    return Promise.reject(new InvalidRequestError('the request body must be encoded in UTF-8'));
+    return Promise.reject(new InvalidRequestError('the request body must be encoded in UTF-8', { detail: 'unsupported_charset' }));
   }
   const encoding = req.headers['content-encoding'];
   if (encoding && encoding.toLowerCase() !== 'identity') {
-    return Promise.reject(new InvalidRequestError('a compressed request body is not accepted', { status: 415 }));
+    return Promise.reject(new InvalidRequestError('a compressed request body is not accepted', { status: 415, detail: 'compressed_body' }));
   }
   // an application body parser ran first (body-parser 1 sets _body; 2 leaves the stream ended)
   if (req._body || req.readableEnded) {
@@ -77,7 +77,7 @@ export function readForm(req: IncomingMessage & { body?: unknown; _body?: boolea
     };
     const onError = (err: Error): void => {
       cleanup();
-      reject(new InvalidRequestError('the request body could not be read', { detail: err.message }));
+      reject(new InvalidRequestError('the request body could not be read', { detail: 'body_unreadable', facts: { read_error: err.message.slice(0, 200) } }));
     };
     const cleanup = (): void => {
       req.off('data', onData);

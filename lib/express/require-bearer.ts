@@ -172,7 +172,8 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       if (afterPending(err, req, res, next, 'bearer')) return;
       return fail(res, err);
     }
-    if (mode === 'required') return fail(res, bindingError('this resource requires a DPoP-bound access token', 'Bearer scheme where DPoP is required'));
+    // the token is not verified for this answer; a verified one from the cache names its client
+    if (mode === 'required') return fail(res, bindingError('this resource requires a DPoP-bound access token', 'dpop_required', 'Bearer scheme where DPoP is required', known));
 
     const done = (err: unknown, auth: AccessTokenAuth | false): void => {
       if (err) return fail(res, err);
@@ -180,9 +181,9 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
       // a DPoP-bound token is worth nothing without its proof (RFC 9449 §7.1)
       if (auth.claims.cnf !== undefined) {
         if (mode !== 'disabled' && req.headers.dpop !== undefined) {
-          return fail(res, new InvalidRequestError('send a DPoP-bound token with the DPoP scheme, not Bearer'), 'both');
+          return fail(res, new InvalidRequestError('send a DPoP-bound token with the DPoP scheme, not Bearer'), 'both', auth);
         }
-        return fail(res, bindingError('the access token is DPoP-bound; send it with the DPoP scheme and a proof', 'DPoP-bound token sent as Bearer', auth));
+        return fail(res, bindingError('the access token is DPoP-bound; send it with the DPoP scheme and a proof', 'dpop_bound_as_bearer', 'DPoP-bound token sent as Bearer', auth));
       }
       accept(req, res, next, auth, 'bearer');
     };

@@ -6,7 +6,7 @@ import { parseTokenManagementRequest } from '../core/token-management';
 import { grantScope, parseTokenRequest } from '../core/token-request';
 import type { ClientRecord } from '../stores/types';
 import { InvalidClientError, InvalidRequestError, toOAuthError } from '../errors';
-import { managementCheck, tokenOutcome, type Counts, type ManagementCheck, type TokenOutcome } from '../metrics/counts';
+import { inactiveReason, managementCheck, tokenOutcome, type Counts, type ManagementCheck, type TokenOutcome } from '../metrics/counts';
 import { clientCredentialsExchange, type GrantExchange } from './oauth2orize';
 import { repeatedAuthorization } from './headers';
 import { queryNames, readForm } from './read-form';
@@ -25,7 +25,9 @@ export interface TokenMetrics {
 const STARTED = Symbol('startedAt');
 /** The client_id once the client is authenticated, for the log line of a refusal that follows. */
 const CLIENT = Symbol('clientId');
-type Timed = Request & { [STARTED]?: number; [CLIENT]?: string };
+/** The token request's `resource`, for the log line of an invalid_target that follows. */
+const RESOURCE = Symbol('resource');
+type Timed = Request & { [STARTED]?: number; [CLIENT]?: string; [RESOURCE]?: string | string[] };
 
 function startClock(req: Request, _res: Response, next: NextFunction): void {
   (req as Timed)[STARTED] = performance.now();
@@ -47,7 +49,7 @@ function onlyMethods(...methods: string[]) {
   const allow = methods.join(', ');
   return (req: Request, _res: Response, next: NextFunction): void => {
     if (methods.includes(req.method)) return next();
-    next(new InvalidRequestError(`method ${req.method} is not allowed; use ${allow}`, { status: 405, headers: { Allow: allow } }));
+    next(new InvalidRequestError(`method ${req.method} is not allowed; use ${allow}`, { status: 405, headers: { Allow: allow }, detail: 'method_not_allowed' }));
   };
 }
 
@@ -88,11 +90,12 @@ function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchang
       checkRequestLine(req, CREDENTIAL_PARAMS, 'client credentials must be sent in the request body or the Authorization header, never in the URL');
       const { params, scope, resource } = parseTokenRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
-      if (!credentials) throw server.clientAuth.noCredentials({ ip: req.ip });
-      const client = await server.clientAuth.authenticate(credentials, { ip: req.ip });
+      if (!credentials) throw server.clientAuth.noCredentials({ ip: req.ip, endpoint: 'token', clientId: params.client_id });
+      const client = await server.clientAuth.authenticate(credentials, { ip: req.ip, endpoint: 'token' });
       (req as Timed)[CLIENT] = client.clientId;
       const scopes = grantScope(client, scope);
       // RFC 8707: which API the token is for, checked once the client is known
+      (req as Timed)[RESOURCE] = resource;
       const audience = server.audienceFor(client, resource);
       // DPoP (RFC 9449 §5): checked only once the client is authenticated
       const proof = req.headers.dpop;
@@ -114,14 +117,14 @@ function prepareTokenRequest(server: AuthorizationServer, exchange: GrantExchang
  * its own, the client authenticated the same way (same brute-force limits),
  * then `answer` with the client and the token.
  */
-function tokenManagement(server: AuthorizationServer, answer: (client: ClientRecord, token: string, res: Response) => Promise<void>) {
+function tokenManagement(server: AuthorizationServer, endpoint: 'revocation' | 'introspection', answer: (client: ClientRecord, token: string, res: Response) => Promise<void>) {
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     try {
       checkRequestLine(req, TOKEN_MANAGEMENT_PARAMS, 'credentials and tokens must be sent in the request body, never in the URL');
       const { params, token } = parseTokenManagementRequest(await readForm(req));
       const credentials = readClientCredentials(req.headers.authorization, params);
-      if (!credentials) throw server.clientAuth.noCredentials({ ip: req.ip });
-      const client = await server.clientAuth.authenticate(credentials, { ip: req.ip });
+      if (!credentials) throw server.clientAuth.noCredentials({ ip: req.ip, endpoint, clientId: params.client_id });
+      const client = await server.clientAuth.authenticate(credentials, { ip: req.ip, endpoint });
       (req as Timed)[CLIENT] = client.clientId;
       if (token instanceof InvalidRequestError) throw token;
       await answer(client, token, res);
@@ -183,7 +186,7 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     '/oauth/revoke',
     noStore,
     onlyMethods('POST'),
-    tokenManagement(server, async (client, token, res) => {
+    tokenManagement(server, 'revocation', async (client, token, res) => {
       await server.revoke(client, token);
       if (metrics?.tokenManagement) metrics.tokenManagement.revocation_ok++;
       res.statusCode = 200;
@@ -196,9 +199,9 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     '/oauth/introspect',
     noStore,
     onlyMethods('POST'),
-    tokenManagement(server, async (client, token, res) => {
-      const answer = await server.introspect(client, token, res.req.ip);
-      if (metrics?.tokenManagement) metrics.tokenManagement[answer.active ? 'introspection_active' : 'introspection_inactive']++;
+    tokenManagement(server, 'introspection', async (client, token, res) => {
+      const { answer, inactive } = await server.introspect(client, token, res.req.ip);
+      if (metrics?.tokenManagement) metrics.tokenManagement[answer.active ? 'introspection_active' : (`introspection_inactive:${inactiveReason(inactive?.reason)}` as const)]++;
       sendJson(res, 200, answer);
     }),
   );
@@ -253,7 +256,7 @@ export function issuerRouter(server: AuthorizationServer, metrics?: TokenMetrics
     const endpoint = REFUSAL_EVENTS[routeKey(req.path)];
     if (metrics?.tokenManagement && (endpoint === 'revocation' || endpoint === 'introspection')) metrics.tokenManagement[managementCheck(endpoint, error)]++;
     if (endpoint && error.status < 500 && error.status !== 429 && !(error instanceof InvalidClientError)) {
-      server.refused(endpoint, error, { clientId: (req as Timed)[CLIENT], ip: req.ip });
+      server.refused(endpoint, error, { clientId: (req as Timed)[CLIENT], ip: req.ip, resource: (req as Timed)[RESOURCE] });
     }
     sendTokenError(res, error, realm);
     const startedAt = (req as Timed)[STARTED];

@@ -6,6 +6,7 @@ import {
   InvalidTokenError,
   MissingTokenError,
   TemporarilyUnavailableError,
+  TooManyRequestsError,
   TOKEN_REJECTION_REASONS,
   UNAVAILABLE_DEPENDENCIES,
   UseDpopNonceError,
@@ -37,6 +38,7 @@ export const CLIENT_AUTH_FAILURE_REASONS = [
   'unknown_client',
   'revoked_client',
   'wrong_secret',
+  'expired_secret',
   'wrong_auth_method',
   'assertion_type_unsupported',
   'assertion_missing',
@@ -65,32 +67,36 @@ export const CLIENT_AUTH_FAILURE_REASONS = [
 ] as const;
 export type ClientAuthFailureReason = (typeof CLIENT_AUTH_FAILURE_REASONS)[number];
 
-const OUTCOME_ONLY = [
-  'issued',
-  'invalid_request',
-  'invalid_scope',
-  'invalid_target',
-  'unauthorized_client',
-  'unsupported_grant_type',
-  'invalid_dpop_proof',
-  'use_dpop_nonce',
-  'rate_limited',
-  'unavailable',
-  'server_error',
-] as const;
+/** The `reason` of a refused DPoP proof, in logs and metrics: `dpop_htu`, `dpop_replayed`, ... */
+export type DpopProofReason = `dpop_${DpopProofFailure}`;
+export const dpopProofReason = (failure: DpopProofFailure): DpopProofReason => `dpop_${failure}`;
+
+/** Which brute-force limit a 429 hit: the `reason` of the `rate_limited` series. */
+export const RATE_LIMITS = ['address', 'client_address'] as const;
+type RateLimit = (typeof RATE_LIMITS)[number];
+/** The limit of a 429 (every TooManyRequestsError the issuer makes names one; the address's otherwise). */
+const rateLimitOf = (error: OAuthError): RateLimit => (error instanceof TooManyRequestsError && error.limit === 'client_address' ? 'client_address' : 'address');
+
+const OUTCOME_ONLY = ['issued', 'invalid_request', 'invalid_scope', 'invalid_target', 'unauthorized_client', 'unsupported_grant_type', 'use_dpop_nonce', 'unavailable', 'server_error'] as const;
+
+/** What a token endpoint 503 could not reach, when known: the `reason` of its `unavailable` series. */
+const TOKEN_UNAVAILABLE = ['client_jwks_uri', 'store', 'dpop_replay_store'] as const;
+
+type Series = { outcome: string; reason?: string };
+const seriesOf = <K extends string>(entries: [K, Series][]): Record<K, Series> => Object.fromEntries(entries) as Record<K, Series>;
 
 /**
  * Token endpoint series: a key per series with its `outcome` label, and its
- * `reason` label where it has one (`invalid_client` by failure reason, the
- * 503 of a client jwks_uri that cannot be fetched).
+ * `reason` label where it has one (`invalid_client` by failure reason,
+ * `invalid_dpop_proof` by the check that failed, `rate_limited` by the limit,
+ * `unavailable` by what could not be reached when known).
  */
 export const TOKEN_SERIES = {
-  ...(Object.fromEntries(OUTCOME_ONLY.map((outcome) => [outcome, { outcome }])) as Record<(typeof OUTCOME_ONLY)[number], { outcome: string; reason?: string }>),
-  'unavailable:client_jwks_uri': { outcome: 'unavailable', reason: 'client_jwks_uri' } as { outcome: string; reason?: string },
-  ...(Object.fromEntries(CLIENT_AUTH_FAILURE_REASONS.map((reason) => [`invalid_client:${reason}`, { outcome: 'invalid_client', reason }])) as Record<
-    `invalid_client:${ClientAuthFailureReason}`,
-    { outcome: string; reason?: string }
-  >),
+  ...seriesOf(OUTCOME_ONLY.map((outcome) => [outcome, { outcome }])),
+  ...seriesOf(TOKEN_UNAVAILABLE.map((reason) => [`unavailable:${reason}` as const, { outcome: 'unavailable', reason }])),
+  ...seriesOf(CLIENT_AUTH_FAILURE_REASONS.map((reason) => [`invalid_client:${reason}` as const, { outcome: 'invalid_client', reason }])),
+  ...seriesOf(DPOP_PROOF_FAILURES.map((f) => [`invalid_dpop_proof:${dpopProofReason(f)}` as const, { outcome: 'invalid_dpop_proof', reason: dpopProofReason(f) }])),
+  ...seriesOf(RATE_LIMITS.map((limit) => [`rate_limited:${limit}` as const, { outcome: 'rate_limited', reason: limit }])),
 };
 export type TokenOutcome = keyof typeof TOKEN_SERIES;
 export const TOKEN_OUTCOMES = Object.keys(TOKEN_SERIES) as TokenOutcome[];
@@ -102,36 +108,73 @@ export function clientAuthFailureReason(detail: string | undefined): ClientAuthF
   return detail !== undefined && AUTH_FAILURES.has(detail) ? (detail as ClientAuthFailureReason) : 'other';
 }
 
-/** The series of a failed token request: its error code (invalid_client by reason), with 429, 503 and other 5xx apart. */
+/** The series of a failed token request: its error code (invalid_client, invalid_dpop_proof and 429 by reason), with 503 and other 5xx apart. */
 export function tokenOutcome(error: OAuthError): TokenOutcome {
-  if (error.status === 429) return 'rate_limited';
-  if (error.status === 503) return error.detail === 'assertion_jwks_uri_unavailable' ? 'unavailable:client_jwks_uri' : 'unavailable';
+  if (error.status === 429) return `rate_limited:${rateLimitOf(error)}`;
+  if (error.status === 503) {
+    if (error.detail === 'assertion_jwks_uri_unavailable') return 'unavailable:client_jwks_uri';
+    const dependency = error instanceof TemporarilyUnavailableError ? error.dependency : undefined;
+    return dependency === 'store' || dependency === 'dpop_replay_store' ? `unavailable:${dependency}` : 'unavailable';
+  }
   if (error.status >= 500) return 'server_error';
   if (error.code === 'invalid_client') return `invalid_client:${clientAuthFailureReason(error.detail)}`;
+  if (error instanceof InvalidDpopProofError) return `invalid_dpop_proof:${dpopProofReason(error.reason)}`;
   return (OUTCOME_ONLY as readonly string[]).includes(error.code) ? (error.code as TokenOutcome) : 'invalid_request';
 }
 
-/** How a revocation (RFC 7009) or introspection (RFC 7662) request ended, besides its answer. */
-const MANAGEMENT_ERRORS = ['invalid_client', 'invalid_request', 'rate_limited', 'unavailable', 'server_error'] as const;
-type ManagementError = (typeof MANAGEMENT_ERRORS)[number];
-export type ManagementCheck = `revocation_${'ok' | ManagementError}` | `introspection_${'active' | 'inactive' | ManagementError}`;
-/** Each series of `ecc_token_management_requests_total`, with its `endpoint` and `outcome` labels. */
-export const MANAGEMENT_SERIES = Object.fromEntries([
-  ...(['ok', ...MANAGEMENT_ERRORS] as const).map((outcome) => [`revocation_${outcome}`, { endpoint: 'revocation', outcome }]),
-  ...(['active', 'inactive', ...MANAGEMENT_ERRORS] as const).map((outcome) => [`introspection_${outcome}`, { endpoint: 'introspection', outcome }]),
-]) as Record<ManagementCheck, { endpoint: string; outcome: string }>;
-export const MANAGEMENT_CHECKS = Object.keys(MANAGEMENT_SERIES) as ManagementCheck[];
-
-/** The series of a refused revocation or introspection request: a failed client authentication, 429, 503, other 5xx, or any other 4xx. */
-export function managementCheck(endpoint: 'revocation' | 'introspection', error: OAuthError): ManagementCheck {
-  const outcome: ManagementError =
-    error.status === 429 ? 'rate_limited' : error.status === 503 ? 'unavailable' : error.status >= 500 ? 'server_error' : error.code === 'invalid_client' ? 'invalid_client' : 'invalid_request';
-  return `${endpoint}_${outcome}`;
+/**
+ * The `reason` of `ecc_token_management_requests_total{endpoint="introspection",outcome="inactive"}`:
+ * a caller without the permission, a token past its exp, revoked, for
+ * another API than the caller's, or refused by the verifier (forged,
+ * another issuer's, malformed…; the log line has the verifier's reason).
+ */
+export const INACTIVE_REASONS = ['no_permission', 'expired', 'revoked', 'other_audience', 'invalid_token'] as const;
+export type InactiveMetricReason = (typeof INACTIVE_REASONS)[number];
+export function inactiveReason(reason: string | undefined): InactiveMetricReason {
+  return reason === 'no_permission' || reason === 'expired' || reason === 'revoked' || reason === 'other_audience' ? reason : 'invalid_token';
 }
 
-/** The `reason` of a refused DPoP proof, in logs and metrics: `dpop_htu`, `dpop_replayed`, ... */
-export type DpopProofReason = `dpop_${DpopProofFailure}`;
-export const dpopProofReason = (failure: DpopProofFailure): DpopProofReason => `dpop_${failure}`;
+/** How a revocation (RFC 7009) or introspection (RFC 7662) request ended, besides its answer. */
+const MANAGEMENT_PLAIN = ['invalid_request', 'unavailable', 'server_error'] as const;
+type ManagementEndpoint = 'revocation' | 'introspection';
+type ManagementError =
+  | (typeof MANAGEMENT_PLAIN)[number]
+  | `invalid_client:${ClientAuthFailureReason}`
+  | `rate_limited:${RateLimit}`;
+export type ManagementCheck = `revocation_${'ok' | ManagementError}` | `introspection_${'active' | `inactive:${InactiveMetricReason}` | ManagementError}`;
+type ManagementSeries = { endpoint: string; outcome: string; reason?: string };
+
+function managementErrors(endpoint: ManagementEndpoint): [ManagementCheck, ManagementSeries][] {
+  return [
+    ...MANAGEMENT_PLAIN.map((outcome): [ManagementCheck, ManagementSeries] => [`${endpoint}_${outcome}`, { endpoint, outcome }]),
+    ...CLIENT_AUTH_FAILURE_REASONS.map((reason): [ManagementCheck, ManagementSeries] => [`${endpoint}_invalid_client:${reason}`, { endpoint, outcome: 'invalid_client', reason }]),
+    ...RATE_LIMITS.map((reason): [ManagementCheck, ManagementSeries] => [`${endpoint}_rate_limited:${reason}`, { endpoint, outcome: 'rate_limited', reason }]),
+  ];
+}
+
+/**
+ * Each series of `ecc_token_management_requests_total`, with its `endpoint`
+ * and `outcome` labels, and its `reason` where it has one (`invalid_client`
+ * by failure reason, `rate_limited` by limit, introspection's `inactive` by
+ * why); the others have none (the same as `""` in PromQL).
+ */
+export const MANAGEMENT_SERIES = Object.fromEntries([
+  ['revocation_ok', { endpoint: 'revocation', outcome: 'ok' }],
+  ...managementErrors('revocation'),
+  ['introspection_active', { endpoint: 'introspection', outcome: 'active' }],
+  ...INACTIVE_REASONS.map((reason) => [`introspection_inactive:${reason}`, { endpoint: 'introspection', outcome: 'inactive', reason }]),
+  ...managementErrors('introspection'),
+]) as Record<ManagementCheck, ManagementSeries>;
+export const MANAGEMENT_CHECKS = Object.keys(MANAGEMENT_SERIES) as ManagementCheck[];
+
+/** The series of a refused revocation or introspection request: a failed client authentication (by reason), 429 (by limit), 503, other 5xx, or any other 4xx. */
+export function managementCheck(endpoint: ManagementEndpoint, error: OAuthError): ManagementCheck {
+  if (error.status === 429) return `${endpoint}_rate_limited:${rateLimitOf(error)}`;
+  if (error.status === 503) return `${endpoint}_unavailable`;
+  if (error.status >= 500) return `${endpoint}_server_error`;
+  if (error.code === 'invalid_client') return `${endpoint}_invalid_client:${clientAuthFailureReason(error.detail)}`;
+  return `${endpoint}_invalid_request`;
+}
 /** The series of a 503 whose cause is known: `unavailable_store`, `unavailable_jwks`, ... */
 type UnavailableCheck = `unavailable_${UnavailableDependency}`;
 

@@ -62,7 +62,7 @@ export class RegistryMetrics {
 
     this.marker = new prom.Counter({
       name: METRIC_NAMES.tokenRequests,
-      help: 'Token endpoint requests (POST /oauth/token) by outcome, and for invalid_client by reason',
+      help: 'Token endpoint requests (POST /oauth/token) by outcome, and by reason for invalid_client, invalid_dpop_proof, rate_limited and unavailable',
       labelNames: ['outcome', 'reason'],
       registers,
       collect() {
@@ -72,8 +72,8 @@ export class RegistryMetrics {
     });
     new prom.Counter({
       name: METRIC_NAMES.tokenManagement,
-      help: 'Revocation (POST /oauth/revoke) and introspection (POST /oauth/introspect) requests by endpoint and outcome',
-      labelNames: ['endpoint', 'outcome'],
+      help: 'Revocation (POST /oauth/revoke) and introspection (POST /oauth/introspect) requests by endpoint and outcome, and by reason for invalid_client, rate_limited and inactive',
+      labelNames: ['endpoint', 'outcome', 'reason'],
       registers,
       collect() {
         this.reset();
