@@ -6,9 +6,11 @@
  * (startPrimary rejects with a StopSignal, exit 0); later, each worker gets
  * SIGTERM (one still starting stops in the same way) and the primary exits 0
  * once they all have, or at once when none is running (all waiting to be
- * restarted).
+ * restarted). METRICS=1: GET /metrics, at any worker, answers with the sum
+ * over all of them (cluster-metrics.ts).
  */
 import cluster from 'node:cluster';
+import { primaryMetrics } from './cluster-metrics';
 import { createDemoClient } from './demo-client';
 import { boolFromEnv, issuerFromEnv, loggerFromEnv } from './env';
 import { STOP_SIGNALS, StopSignal } from './shutdown';
@@ -43,6 +45,9 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
     redis?.disconnect();
   }
   preparing.signal.throwIfAborted();
+  // METRICS=1: a worker's GET /metrics answers with the sum over all workers, which the primary collects (cluster-metrics.ts)
+  const metrics = boolFromEnv(env, 'METRICS', false) ? primaryMetrics(logger) : undefined;
+  if (metrics) cluster.on('message', (worker, message) => metrics.onMessage(worker, message));
   forked = true;
   const forkedAt = new Map<number, number>();
   const fork = (): void => {
@@ -54,6 +59,7 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
   // that doubles with each such death, up to 30 s, instead of in a loop as fast as node can fork
   let quickDeaths = 0;
   cluster.on('exit', (worker, code, signal) => {
+    metrics?.onExit(worker);
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
       return;
