@@ -10,8 +10,11 @@
  * the first): one `server.stop_forced` line, SIGTERM again to each worker
  * (its second: it exits at once too), and the primary exits at once with
  * 128 + the signal's number (130, 143).
+ * METRICS=1: GET /metrics, at any worker, answers with the sum over all of
+ * them (cluster-metrics.ts).
  */
 import cluster from 'node:cluster';
+import { primaryMetrics } from './cluster-metrics';
 import { createDemoClient } from './demo-client';
 import { boolFromEnv, httpTimeoutsFromEnv, issuerFromEnv, loggerFromEnv } from './env';
 import { exitCodeOf, SAME_STOP_MS, STOP_SIGNALS, StopSignal } from './shutdown';
@@ -57,6 +60,9 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
     redis?.disconnect();
   }
   preparing.signal.throwIfAborted();
+  // METRICS=1: a worker's GET /metrics answers with the sum over all workers, which the primary collects (cluster-metrics.ts)
+  const metrics = boolFromEnv(env, 'METRICS', false) ? primaryMetrics(logger) : undefined;
+  if (metrics) cluster.on('message', (worker, message) => metrics.onMessage(worker, message));
   forked = true;
   const forkedAt = new Map<number, number>();
   const fork = (): void => {
@@ -68,6 +74,7 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
   // that doubles with each such death, up to 30 s, instead of in a loop as fast as node can fork
   let quickDeaths = 0;
   cluster.on('exit', (worker, code, signal) => {
+    metrics?.onExit(worker);
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
       return;

@@ -14,7 +14,8 @@
  * KEY_ROTATION_LEAD_TIME (300 s, 0-86400), KEY_REFRESH_INTERVAL (30 s,
  * 0.1-3600), CLOCK_TOLERANCE (5 s, 0-300), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
- * Prometheus metrics at GET /metrics, per process), TRUST_PROXY (Express's
+ * Prometheus metrics at GET /metrics; with WORKERS=N the sum over the
+ * workers, see cluster-metrics.ts), TRUST_PROXY (Express's
  * `trust proxy`: hops, true, or proxy addresses), DEMO_CLIENT (0: no demo
  * client on the first start; server.ts and cluster.ts read it),
  * REQUEST_TIMEOUT (30 s, 1-3600), HEADERS_TIMEOUT (10 s, 1-3600, at most

@@ -4,8 +4,8 @@
  * and the well-known documents, requireBearer() guards /api.
  */
 import express from 'express';
-import type { Registry } from 'prom-client';
 import type { Issuer } from '../lib';
+import type { MetricsEndpoint } from './cluster-metrics';
 
 interface Order {
   id: number;
@@ -22,11 +22,12 @@ function onlyMethods(allow: string): express.RequestHandler {
 }
 
 /**
- * `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1);
+ * `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1; a worker of
+ * WORKERS=N the primary's sum over all workers, which rejects with a `status` of 503 when it cannot be had);
  * `trustProxy`: Express's `trust proxy` (TRUST_PROXY), so that behind a proxy `req.ip`, the address the
  * brute-force limits count, is the caller's and not the proxy's.
  */
-export function createApp(issuer: Issuer, options: { metrics?: Registry; trustProxy?: boolean | number | string[] } = {}): express.Express {
+export function createApp(issuer: Issuer, options: { metrics?: MetricsEndpoint; trustProxy?: boolean | number | string[] } = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
   if (options.trustProxy !== undefined) app.set('trust proxy', options.trustProxy);

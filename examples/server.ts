@@ -12,6 +12,7 @@ import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 import type { Issuer } from '../lib';
 import { startPrimary } from './cluster';
+import { workerMetrics } from './cluster-metrics';
 import { createDemoClient } from './demo-client';
 import { boolFromEnv, httpTimeoutsFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
 import { createApp } from './orders-app';
@@ -43,8 +44,20 @@ export async function startServer(
   // DEMO_CLIENT=0 (or false, no, off): no demo client, so no secret is printed into a stdout that a log collector keeps
   const demoClient = options.demoClient !== false && boolFromEnv(env, 'DEMO_CLIENT', true);
   const logger = loggerFromEnv(env);
-  const { issuer, publicUrl, redis, metrics, trustProxy } = await issuerFromEnv(env, logger, signal);
+  // a worker of WORKERS=N with METRICS=1: GET /metrics answers with the primary's sum over all workers, and this
+  // worker answers the primary's collections from now on (with no metrics until its registry is made)
+  const clustered = cluster.isWorker && boolFromEnv(env, 'METRICS', false) ? workerMetrics() : undefined;
+  let opened: Awaited<ReturnType<typeof issuerFromEnv>>;
+  try {
+    opened = await issuerFromEnv(env, logger, signal);
+  } catch (err) {
+    clustered?.close();
+    throw err;
+  }
+  const { issuer, publicUrl, redis, metrics, trustProxy } = opened;
+  if (clustered && metrics) clustered.serve(metrics);
   const release = async (): Promise<void> => {
+    clustered?.close();
     await issuer.close();
     await redis?.quit().catch(() => undefined);
   };
@@ -55,7 +68,7 @@ export async function startServer(
     // once begun, the demo client is created and printed: a client stored with its secret never shown would be of no use
     if (demoClient) await createDemoClient(issuer, publicUrl, print);
     signal?.throwIfAborted();
-    listening = await listen(createApp(issuer, { metrics, trustProxy }), port, env.HOST, timeouts);
+    listening = await listen(createApp(issuer, { metrics: clustered?.endpoint ?? metrics, trustProxy }), port, env.HOST, timeouts);
   } catch (err) {
     await within(5_000, release());
     throw err;

@@ -248,6 +248,27 @@ describe('an issuer with metrics on', () => {
     expect(text.match(/^ecc_signing_key_age_seconds\{kid="[^"]+"\} /gm)).toHaveLength(1);
   });
 
+  it("summed over a cluster's workers (prom-client's AggregatorRegistry.aggregate): counters add up, ecc_store_up and the key age do not", async () => {
+    const registry = new Registry();
+    const { issuer, app } = await start({ metrics: { registry } });
+    await fetchToken(app, await issuer.clients.create({ name: 'svc', scopes: [] }));
+    const [current] = (await issuer.keys.list()).filter((k) => k.status === 'current');
+    const { AggregatorRegistry } = await import('prom-client');
+    // two workers that saw the same: what each reports, as a worker answers the primary
+    const worker = await registry.getMetricsAsJSON();
+    const text = await AggregatorRegistry.aggregate([worker, worker]).metrics();
+    expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(2);
+    expect(value(text, 'ecc_token_request_duration_seconds_count')).toBe(2);
+    expect(value(text, 'ecc_store_up')).toBe(1);
+    // each worker's age of the same key, not twice it
+    const age = worker.find((m) => m.name === 'ecc_signing_key_age_seconds')!.values[0].value;
+    expect(age).toBeGreaterThan(0);
+    expect(value(text, `ecc_signing_key_age_seconds{kid="${current.kid}"}`)).toBe(age);
+    // a worker that finds the store down: 0 for the group
+    const down = worker.map((m) => (m.name === 'ecc_store_up' ? { ...m, values: [{ value: 0, labels: {} }] } : m));
+    expect(value(await AggregatorRegistry.aggregate([worker, down]).metrics(), 'ecc_store_up')).toBe(0);
+  });
+
   it('leaves other metrics on the registry alone', async () => {
     const registry = new Registry();
     registry.setDefaultLabels({});

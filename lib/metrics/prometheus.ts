@@ -119,6 +119,8 @@ export class RegistryMetrics {
       help: 'Seconds since the current signing key began signing, by kid',
       labelNames: ['kid'],
       registers,
+      // summed over a cluster's workers (prom-client's AggregatorRegistry) an age would double: each reports the same key
+      aggregator: 'max',
       collect() {
         this.reset();
         for (const s of metrics.sources) {
@@ -133,6 +135,8 @@ export class RegistryMetrics {
       name: METRIC_NAMES.storeUp,
       help: 'Whether the issuer store answers reads and writes (1) or not (0: down, or read-only such as a full disk); absent without an issuer',
       registers,
+      // over a cluster's workers: 0 when any finds it down, as for several issuers on one registry (a sum would read 2)
+      aggregator: 'min',
       collect() {
         const stores = [...metrics.sources].filter((s) => s.store !== undefined);
         if (stores.length > 0) this.set(stores.every((s) => s.store!.state === 'up') ? 1 : 0);
@@ -143,6 +147,7 @@ export class RegistryMetrics {
       name: METRIC_NAMES.dpopReplayStoreUp,
       help: 'Whether the shared DPoP replay store (Redis) answered the last proof check or probe (1) or not (0); absent without one',
       registers,
+      aggregator: 'min',
       collect() {
         const stores = [...new Set([...metrics.sources].map((s) => s.dpopReplayStore).filter((r) => r !== undefined))];
         if (stores.length > 0) this.set(stores.every((r) => r.up) ? 1 : 0);

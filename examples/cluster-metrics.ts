@@ -1,0 +1,263 @@
+/**
+ * METRICS=1 with WORKERS=N: GET /metrics answers for the whole group, each
+ * series summed over the workers, at the same path and port as with one
+ * process (nothing listens in the primary).
+ *
+ * The worker that gets the scrape asks the primary over the cluster's IPC
+ * channel; the primary asks every worker for its registry as JSON
+ * (getMetricsAsJSON), combines them with prom-client's
+ * AggregatorRegistry.aggregate() (counters and the histogram summed, a
+ * gauge by the `aggregator` its definition names: ecc_store_up the minimum,
+ * ecc_signing_key_age_seconds the maximum) and sends the text back.
+ *
+ * Not AggregatorRegistry.clusterMetrics(): it fails the whole scrape when one
+ * worker has not answered within 5 s (a stuck worker, or one still starting),
+ * and a dead worker's counts go with it, so the sums drop and Prometheus
+ * reads the drop as a counter reset (rate() then counts the survivors' whole
+ * totals as new). Here the primary keeps each worker's last answer: a worker
+ * that does not answer within COLLECT_TIMEOUT_MS is counted with its counters
+ * as last seen (its gauges are left out), and a dead worker's last counters
+ * stay in the sums, so no counter goes down; what a worker counted after its
+ * last scrape and before it died is lost.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import type * as PromClient from 'prom-client';
+import type { MetricObjectWithValues, MetricValue, Registry } from 'prom-client';
+import type { Logger } from 'pino';
+
+/** How long the primary waits for the workers' registries; a late worker counts as last seen. */
+export const COLLECT_TIMEOUT_MS = 3_000;
+/** How long a worker waits for the primary's sum before answering the scrape 503. */
+export const SCRAPE_TIMEOUT_MS = 5_000;
+
+type Metrics = MetricObjectWithValues<MetricValue<string>>[];
+
+// worker → primary: it answers collections from now on. worker → primary: a scrape; primary → worker: its answer.
+// primary → worker: a collection; worker → primary: its registry
+const HELLO = 'ecc:metrics:hello';
+const SCRAPE = 'ecc:metrics:scrape';
+const SCRAPED = 'ecc:metrics:scraped';
+const COLLECT = 'ecc:metrics:collect';
+const LOCAL = 'ecc:metrics:local';
+
+type Message =
+  | { type: typeof HELLO }
+  | { type: typeof SCRAPE; id: number }
+  | { type: typeof SCRAPED; id: number; text?: string; error?: string }
+  | { type: typeof COLLECT; round: number }
+  | { type: typeof LOCAL; round: number; metrics?: Metrics; error?: string };
+
+const isMessage = (m: unknown): m is Message => typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && (m as { type: string }).type.startsWith('ecc:metrics:');
+
+const prom = (): typeof PromClient => require('prom-client') as typeof PromClient;
+
+/** What GET /metrics serves (a prom-client Registry is one). */
+export interface MetricsEndpoint {
+  readonly contentType: string;
+  metrics(): Promise<string>;
+}
+
+export interface WorkerMetrics {
+  /** For GET /metrics: the primary's sum over the workers; rejects with a 503 error after SCRAPE_TIMEOUT_MS. */
+  readonly endpoint: MetricsEndpoint;
+  /** Answers the primary's collections with `registry` from now on (until then with no metrics, so a starting worker does not hold a scrape up). */
+  serve(registry: Registry): void;
+  /** Stops answering; a scrape waiting for the primary gets 503 at once. */
+  close(): void;
+}
+
+/** In a worker: answers the primary's collections and asks it for the sum. */
+export function workerMetrics(scrapeTimeoutMs = SCRAPE_TIMEOUT_MS): WorkerMetrics {
+  let registry: Registry | undefined;
+  let nextId = 0;
+  const waiting = new Map<number, { resolve: (text: string) => void; reject: (err: Error) => void }>();
+  const unavailable = (why: string): Error => Object.assign(new Error(`metrics unavailable: ${why}`), { status: 503 });
+  // a send to a primary that is gone: its callback gets the error (without one, the process would get an 'error' event)
+  const ignore = (): void => undefined;
+  const onMessage = (message: unknown): void => {
+    if (!isMessage(message)) return;
+    if (message.type === COLLECT) {
+      const { round } = message;
+      (registry ? registry.getMetricsAsJSON() : Promise.resolve([])).then(
+        (metrics) => process.send?.({ type: LOCAL, round, metrics } satisfies Message, undefined, undefined, ignore),
+        (err: Error) => process.send?.({ type: LOCAL, round, error: String(err?.message ?? err) } satisfies Message, undefined, undefined, ignore),
+      );
+    } else if (message.type === SCRAPED) {
+      const waiter = waiting.get(message.id);
+      waiting.delete(message.id);
+      if (message.text !== undefined) waiter?.resolve(message.text);
+      else waiter?.reject(unavailable(message.error ?? 'no answer'));
+    }
+  };
+  process.on('message', onMessage);
+  process.send?.({ type: HELLO } satisfies Message, undefined, undefined, ignore);
+  return {
+    endpoint: {
+      get contentType() {
+        // the primary's sum is a registry of prom-client's default format, the Prometheus text format
+        return prom().Registry.PROMETHEUS_CONTENT_TYPE;
+      },
+      metrics() {
+        const id = nextId++;
+        return new Promise<string>((resolve, reject) => {
+          const timer = setTimeout(() => {
+            waiting.delete(id);
+            reject(unavailable(`the primary did not answer within ${scrapeTimeoutMs} ms`));
+          }, scrapeTimeoutMs);
+          const settle = <T>(fn: (v: T) => void) => (v: T) => {
+            clearTimeout(timer);
+            fn(v);
+          };
+          waiting.set(id, { resolve: settle(resolve), reject: settle(reject) });
+          process.send?.({ type: SCRAPE, id } satisfies Message, undefined, undefined, (err) => {
+            if (err) waiting.get(id)?.reject(unavailable(err.message));
+          });
+        });
+      },
+    },
+    serve(r) {
+      registry = r;
+    },
+    close() {
+      process.off('message', onMessage);
+      for (const waiter of waiting.values()) waiter.reject(unavailable('stopping'));
+      waiting.clear();
+    },
+  };
+}
+
+interface Round {
+  /** Workers (by id) asked and not answered yet. */
+  pending: Set<number>;
+  answers: Map<number, Metrics>;
+  done: () => void;
+}
+
+/** Only what may be carried over from an earlier answer: counters and histograms, never below what they were. */
+const countersOf = (metrics: Metrics): Metrics => metrics.filter((m) => (m.type as unknown as string) === 'counter' || (m.type as unknown as string) === 'histogram');
+
+export interface PrimaryMetrics {
+  /** The cluster's 'message' listener. */
+  onMessage(worker: Worker, message: unknown): void;
+  /** The cluster's 'exit' listener: the worker's last counters stay in the sums. */
+  onExit(worker: Worker): void;
+}
+
+/** In the primary: answers the workers' scrapes with the sum over all of them. */
+export function primaryMetrics(logger: Logger, collectTimeoutMs = COLLECT_TIMEOUT_MS): PrimaryMetrics {
+  const { AggregatorRegistry } = prom();
+  /** Each live worker's last answer (by worker id), with the round it answered. */
+  const lastSeen = new Map<number, { round: number; metrics: Metrics }>();
+  /** The last counters of workers that died; merged into one list once there are several. */
+  let retired: Metrics[] = [];
+  let merging = false;
+  /** Workers that answer collections: one still loading its modules would not, and has counted nothing yet. */
+  const answering = new Set<number>();
+  /** Workers that missed a round, so that a stuck one is logged once, not at every scrape. */
+  const late = new Set<number>();
+  const rounds = new Map<number, Round>();
+  let nextRound = 0;
+
+  const answered = (worker: Worker, round: number, metrics: Metrics | undefined, error: string | undefined): void => {
+    const r = rounds.get(round);
+    // an answer read after the worker's exit (its counters are in `retired` already) is not taken again
+    if (metrics !== undefined && !worker.isDead()) {
+      if ((lastSeen.get(worker.id)?.round ?? -1) < round) lastSeen.set(worker.id, { round, metrics });
+      if (late.delete(worker.id)) logger.info({ event: 'metrics.worker_answered', pid: worker.process.pid }, 'a worker answers the metrics collection again');
+    }
+    if (!r || !r.pending.delete(worker.id)) return;
+    if (metrics !== undefined) r.answers.set(worker.id, metrics);
+    else missed(worker, error ?? 'no metrics');
+    if (r.pending.size === 0) r.done();
+  };
+
+  const missed = (worker: Worker, reason: string): void => {
+    if (late.has(worker.id)) return;
+    late.add(worker.id);
+    logger.warn(
+      { event: 'metrics.worker_unanswered', pid: worker.process.pid, reason },
+      'a worker did not answer the metrics collection: its counters count as last seen, its gauges are left out',
+    );
+  };
+
+  const collect = async (): Promise<string> => {
+    const round = nextRound++;
+    const r: Round = { pending: new Set(), answers: new Map(), done: () => undefined };
+    rounds.set(round, r);
+    try {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, collectTimeoutMs);
+        r.done = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        for (const worker of Object.values(cluster.workers ?? {})) {
+          if (!worker?.isConnected() || !answering.has(worker.id)) continue;
+          r.pending.add(worker.id);
+          worker.send({ type: COLLECT, round } satisfies Message, (err) => {
+            if (err) answered(worker, round, undefined, err.message);
+          });
+        }
+        if (r.pending.size === 0) r.done();
+      });
+    } finally {
+      rounds.delete(round);
+    }
+    for (const id of r.pending) {
+      const worker = cluster.workers?.[id];
+      if (worker) missed(worker, `no answer within ${collectTimeoutMs} ms`);
+    }
+    // the live workers (one that answered and then died is in `retired` by now, and counts once): this round's
+    // answer, or for one that did not answer (stuck, or dying) its counters as last seen, so that no sum drops
+    const parts: Metrics[] = [...retired];
+    for (const [id, seen] of lastSeen) parts.push(r.answers.get(id) ?? countersOf(seen.metrics));
+    return AggregatorRegistry.aggregate(parts).metrics();
+  };
+
+  /** Keeps `retired` one list: a worker that crash-loops adds one at each death. */
+  const mergeRetired = async (): Promise<void> => {
+    if (merging || retired.length < 2) return;
+    merging = true;
+    try {
+      const merged = retired.slice();
+      const sum = (await AggregatorRegistry.aggregate(merged).getMetricsAsJSON()) as Metrics;
+      // those retired meanwhile stay after the sum
+      retired = [sum, ...retired.slice(merged.length)];
+    } finally {
+      merging = false;
+    }
+  };
+
+  return {
+    onMessage(worker, message) {
+      if (!isMessage(message)) return;
+      if (message.type === HELLO) {
+        answering.add(worker.id);
+      } else if (message.type === LOCAL) {
+        answered(worker, message.round, message.metrics, message.error);
+      } else if (message.type === SCRAPE) {
+        const reply = (answer: { text?: string; error?: string }): void => {
+          if (worker.isConnected()) worker.send({ type: SCRAPED, id: message.id, ...answer } satisfies Message, () => undefined);
+        };
+        collect().then(
+          (text) => reply({ text }),
+          (err: Error) => reply({ error: String(err?.message ?? err) }),
+        );
+      }
+    },
+    onExit(worker) {
+      const seen = lastSeen.get(worker.id);
+      lastSeen.delete(worker.id);
+      answering.delete(worker.id);
+      late.delete(worker.id);
+      if (seen) {
+        retired.push(countersOf(seen.metrics));
+        // should it fail, the lists stay apart: the sums are the same
+        mergeRetired().catch(() => undefined);
+      }
+      for (const r of rounds.values()) {
+        if (r.pending.delete(worker.id) && r.pending.size === 0) r.done();
+      }
+    },
+  };
+}
