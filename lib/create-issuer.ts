@@ -8,6 +8,7 @@ import { keyStatus, type LoadedKey, type PublicJwk } from './core/keys';
 import { KeyDerivedNonces } from './core/key-derived-nonces';
 import { RejectionLog } from './core/rejection-log';
 import { scopeOption } from './core/scope';
+import { sharedServiceGate } from './core/service-gate';
 import { atMostEvery } from './core/throttle';
 import { bearerMiddleware, type DpopMode } from './express/require-bearer';
 import { checkDpopMode } from './config';
@@ -17,6 +18,7 @@ import { resolveLogger, type Logger } from './logger';
 import { BEARER_CHECKS, MANAGEMENT_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 import { openEmbeddedStore } from './stores/embedded';
+import { REDIS_DEADLINE_MS } from './stores/redis-deadline';
 import { redisFailureCounters } from './stores/redis-rate-limiter';
 import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
 import { RedisRevocationNotifier, type RedisPublishClient } from './stores/redis-revocation-notifier';
@@ -124,6 +126,8 @@ export function createIssuer(options: IssuerOptions): Issuer {
   const logger = resolveLogger(options.logger);
   const store = options.store === undefined ? undefined : checkStore(options.store);
   if (store) warnUnconditionalRotation(store, logger);
+  // every part on one Redis client shares what was learned of it (a stall met by one is known to all at once)
+  const redisGate = (redis: unknown) => sharedServiceGate(redis as object, { name: 'Redis', deadlineMs: REDIS_DEADLINE_MS });
   // brute-force counts in Redis when given one, shared by every instance; else in this instance's memory
   const bruteForceRedis = options.bruteForce ? options.bruteForce.redis : undefined;
   const limiter = config.bruteForce
@@ -132,6 +136,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
         bruteForceRedis
           ? redisFailureCounters(
               bruteForceRedis,
+              redisGate(bruteForceRedis),
               atMostEvery(60_000, (reason: string) =>
                 logger.warn({ event: 'brute_force.redis_unavailable', reason }, "Redis holds no failed-authentication counts now: counting in this instance's memory"),
               ),
@@ -145,11 +150,14 @@ export function createIssuer(options: IssuerOptions): Issuer {
     logger,
     limiter,
     undefined,
-    options.dpop?.redis ? new RedisReplayStore({ client: options.dpop.redis as RedisSetNxClient, prefix: config.dpop.keyPrefix }) : undefined,
+    options.dpop?.redis
+      ? { store: new RedisReplayStore({ client: options.dpop.redis as RedisSetNxClient, prefix: config.dpop.keyPrefix }), gate: redisGate(options.dpop.redis) }
+      : undefined,
     config.revocationPush &&
       new RedisRevocationNotifier({
         redis: config.revocationPush.redis as RedisPublishClient,
         channel: config.revocationPush.channel,
+        gate: redisGate(config.revocationPush.redis),
         // a lost doorbell costs at most revocationResync; one line per burst is enough
         onError: atMostEvery(60_000, (err: unknown) => logger.warn({ event: 'revocation_push.unavailable', err: (err as Error)?.message }, 'revocation push (Redis) unavailable; instances reload revocations every revocationResync seconds')),
       }),

@@ -14,6 +14,7 @@ import {
 } from './config';
 import { MemoryReplayStore, type ReplayStore } from './core/dpop';
 import { ReplayStoreHealth } from './core/replay-store-health';
+import { sharedServiceGate } from './core/service-gate';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
 import type { KeyResolver, LoadedKey } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
@@ -24,6 +25,7 @@ import { AccessTokenVerifier } from './core/verifier';
 import { jwkThumbprint } from './jwt/thumbprint';
 import { bearerMiddleware, type BearerDpopOptions } from './express/require-bearer';
 import { LoggerFanout, resolveLogger, type ResolvedLogger } from './logger';
+import { REDIS_DEADLINE_MS } from './stores/redis-deadline';
 import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
 import { BEARER_CHECKS, zeroCounts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
@@ -177,7 +179,8 @@ interface SharedRedisReplay {
 
 /**
  * One monitored replay store per Redis client and key prefix, so the layers
- * of one API log one outage once, in each of their loggers.
+ * of one API log one outage once, in each of their loggers; one gate per
+ * client, shared with an issuer of this process on it too.
  */
 const redisReplays = new WeakMap<object, Map<string, SharedRedisReplay>>();
 
@@ -187,7 +190,7 @@ function redisReplay(redis: object, prefix: string, loggerOption: BearerOptions[
   let known = byPrefix.get(prefix);
   if (!known) {
     const loggers = new LoggerFanout();
-    const health = new ReplayStoreHealth(loggers, { kind: 'redis' });
+    const health = new ReplayStoreHealth(loggers, { kind: 'redis', gate: sharedServiceGate(redis, { name: 'Redis', deadlineMs: REDIS_DEADLINE_MS }) });
     known = { replay: health.monitor(new RedisReplayStore({ client: redis as RedisSetNxClient, prefix })), health, loggers };
     byPrefix.set(prefix, known);
   }

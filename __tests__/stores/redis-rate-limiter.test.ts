@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import { FailedAuthLimiter, type BruteForceSettings } from '../../lib/core/brute-force';
+import { ServiceGate } from '../../lib/core/service-gate';
 import { redisFailureCounters } from '../../lib/stores/redis-rate-limiter';
 
 const settings = (over: Partial<BruteForceSettings> = {}): BruteForceSettings => ({
@@ -17,7 +18,7 @@ describe('FailedAuthLimiter with Redis unreachable', () => {
   afterAll(() => redis.disconnect());
 
   it('counts in memory instead: the pair and address limits still hold, the alert still fires', async () => {
-    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 3, alertFailuresPerClient: 2 }), redisFailureCounters(redis));
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 3, alertFailuresPerClient: 2 }), redisFailureCounters(redis, new ServiceGate({ name: 'Redis', deadlineMs: 1000 })));
     await l.failed('c', '192.0.2.1', true);
     // the limit's own failure is not beyond it; the next one is
     expect(await l.failed('c', '192.0.2.1', true)).toEqual({ clientFailures: 2, alert: true, retryAfterMs: 0, pairFailures: 2, addressFailures: 2 });

@@ -18,6 +18,7 @@ import { IssuerClientAuth } from './issuer-client-auth';
 import { IssuerHealthCheck, PING_TIMEOUT_MS, withTimeout, type IssuerHealth } from './issuer-health';
 import { IssuerRevocations } from './issuer-revocations';
 import { ReplayStoreHealth } from './replay-store-health';
+import type { ServiceGate } from './service-gate';
 import { StoreHealth } from './store-health';
 import { clip } from '../shared/visible-text';
 import { AccessTokenVerifier } from './verifier';
@@ -80,7 +81,8 @@ export class AuthorizationServer {
     readonly logger: Logger,
     limiter: FailedAuthLimiter | undefined,
     readonly now: () => number = Date.now,
-    dpopReplay?: ReplayStore,
+    /** A shared DPoP replay store (Redis), and the gate of its client (shared with whatever else calls it). */
+    dpopReplay?: { store: ReplayStore; gate: ServiceGate },
     /** Rings the other instances when something is revoked, besides the store's own notifications (a Redis doorbell). */
     revocationPush?: RevocationNotifier,
   ) {
@@ -149,9 +151,9 @@ export class AuthorizationServer {
         logger.info({ event: 'client.jwks_uri_recovered', jwks_uri: uri, down_ms: downMs, failures }, "a client's jwks_uri can be fetched again"),
     });
     this.clientAuth = new IssuerClientAuth(this, config.clientCacheTtl, this.storeHealth, assertions, limiter, this.refusalLog, logger, now);
-    this.replayHealth = dpopReplay && new ReplayStoreHealth(logger, { kind: 'redis', now });
+    this.replayHealth = dpopReplay && new ReplayStoreHealth(logger, { kind: 'redis', gate: dpopReplay.gate, now });
     this.dpop = {
-      replay: dpopReplay ? this.replayHealth!.monitor(dpopReplay) : new MemoryReplayStore({ max: config.dpop.replayMax, now }),
+      replay: dpopReplay ? this.replayHealth!.monitor(dpopReplay.store) : new MemoryReplayStore({ max: config.dpop.replayMax, now }),
       nonces: config.dpop.nonce ? new KeyDerivedNonces(this.keys, now) : undefined,
       maxAge: config.dpop.maxAge,
       clockTolerance: config.clockTolerance,

@@ -2,10 +2,19 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../logger';
 import type { ReplayStore } from './dpop-replay';
 import { OutageTracker } from './outage-tracker';
+import { ServiceGate } from './service-gate';
 
 export interface ReplayStoreHealthOptions {
   /** What the store is, for the log lines (e.g. `redis`). */
   kind: string;
+  /**
+   * The gate of the store's client, shared with whatever else calls it
+   * (sharedServiceGate()): an outage any of them met is this store's too.
+   * Default: one of its own, with `deadlineMs`.
+   */
+  gate?: ServiceGate;
+  /** The deadline of a gate of its own (ms). Default 1000. */
+  deadlineMs?: number;
   /** While the store is down, it is asked again this often (ms), so its return shows without traffic. Default 5000. */
   probeEveryMs?: number;
   now?: () => number;
@@ -13,16 +22,21 @@ export interface ReplayStoreHealthOptions {
 
 /**
  * Whether a shared DPoP replay store (Redis) answers, from every proof it is
- * asked about: one `dpop_replay_store.unavailable` line when DPoP proofs
- * start getting 503 because of it, one `dpop_replay_store.recovered` when it
- * answers again (asked every few seconds while down, so that shows without
- * traffic). Counts the calls that failed, for metrics. The outage, its log
- * lines and its probe timer are an OutageTracker's, as StoreHealth's are.
+ * asked about and from whatever else calls its client (its ServiceGate):
+ * one `dpop_replay_store.unavailable` line when DPoP proofs start getting
+ * 503 because of it, one `dpop_replay_store.recovered` when it answers again
+ * (asked every few seconds while down, so that shows without traffic).
+ * While it is down a proof is refused at once, without asking it (see
+ * ServiceGate), so that no request waits a deadline again. Counts the calls
+ * that failed, for metrics. The log lines and the probe timer are an
+ * OutageTracker's, as StoreHealth's are.
  */
 export class ReplayStoreHealth {
   /** Proof checks refused because the store did not answer (each one a 503). */
   errors = 0;
   private readonly outages: OutageTracker;
+  private readonly gate: ServiceGate;
+  private readonly unwatch: () => void;
   private probe: (() => Promise<unknown>) | undefined;
   /** The probe in flight, if any: check() and the timer ask the store through it (see probeNow()). */
   private probing: Promise<void> | undefined;
@@ -33,43 +47,46 @@ export class ReplayStoreHealth {
     private readonly options: ReplayStoreHealthOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.gate = options.gate ?? new ServiceGate({ name: options.kind, deadlineMs: options.deadlineMs ?? 1000, now: this.now });
     this.outages = new OutageTracker(logger, this.now, {
       unavailable: 'dpop_replay_store.unavailable',
       recovered: 'dpop_replay_store.recovered',
       recoveredMessage: 'DPoP replay store answers again; DPoP proofs are checked again',
       fields: { store: options.kind },
     });
+    this.unwatch = this.gate.watch({ down: (reason) => this.begin(reason), up: () => this.outages.current && this.outages.end() });
+    // made while its client is known down (another issuer on it met the outage)
+    if (!this.gate.up) this.begin(this.gate.reason ?? 'unknown');
   }
 
   get up(): boolean {
-    return this.outages.up;
+    return this.gate.up;
   }
 
   succeeded(startedAt: number): void {
-    if (this.outages.endable(startedAt)) this.outages.end();
+    this.gate.succeeded(startedAt);
   }
 
   failed(err: unknown, counted = true): void {
-    if (counted) this.errors++;
+    this.gate.failed(err);
+    if (!counted) return;
+    this.errors++;
     const outage = this.outages.current;
-    if (outage) {
-      if (counted) outage.failures++;
-      return;
-    }
-    this.outages.begin(
-      { since: this.now(), failures: counted ? 1 : 0 },
-      { reason: err instanceof Error ? err.message : String(err) },
-      'DPoP replay store unavailable: requests with a DPoP proof get 503 until it is back',
-    );
-    if (this.probe) this.outages.probeEvery(() => void this.probeNow(), this.options.probeEveryMs ?? 5000);
+    if (outage) outage.failures++;
   }
 
-  /** `store` with every answer reported here; a store that answers synchronously (in memory) needs none. */
+  /** `store` with every call through the gate and every answer reported here; a store that answers synchronously (in memory) needs none. */
   monitor(store: ReplayStore): ReplayStore {
     // async: a store that throws at once rejects like one that fails later
     this.probe = async () => store.consume(`health-probe:${randomBytes(12).toString('base64url')}`, this.now() + 1000);
+    if (!this.up) this.probeWhileDown();
     const consume = (key: string, expiresAt: number): Promise<boolean> | boolean => {
-      const startedAt = this.now();
+      // known down, with a call still unanswered: refused now, not one more command queued behind it
+      if (!this.gate.mayCall()) {
+        const why = this.gate.downError();
+        this.failed(why);
+        return Promise.reject(why);
+      }
       let answer: Promise<boolean> | boolean;
       try {
         answer = store.consume(key, expiresAt);
@@ -78,16 +95,10 @@ export class ReplayStoreHealth {
         throw err;
       }
       if (typeof answer === 'boolean') return answer;
-      return answer.then(
-        (first) => {
-          this.succeeded(startedAt);
-          return first;
-        },
-        (err: unknown) => {
-          this.failed(err);
-          throw err;
-        },
-      );
+      return this.gate.track(answer).catch((err: unknown) => {
+        this.failed(err);
+        throw err;
+      });
     };
     return {
       consume,
@@ -101,7 +112,8 @@ export class ReplayStoreHealth {
    * Asks the store now (one `consume()` of a random key that expires in a
    * second), for readiness: its outage shows without waiting for a DPoP
    * proof, and so does its return. A probe in flight is not doubled: its
-   * answer is this one's too. Never rejects.
+   * answer is this one's too. While the store is down and a call to it is
+   * still unanswered, what is known. Never rejects.
    */
   async check(): Promise<boolean> {
     await this.probeNow();
@@ -110,24 +122,35 @@ export class ReplayStoreHealth {
 
   stop(): void {
     this.outages.stop();
+    this.unwatch();
     this.probe = undefined;
   }
 
+  private begin(reason: string): void {
+    if (this.outages.current) return;
+    this.outages.begin({ since: this.now(), failures: 0 }, { reason }, 'DPoP replay store unavailable: requests with a DPoP proof get 503 until it is back');
+    this.probeWhileDown();
+  }
+
+  private probeWhileDown(): void {
+    if (this.probe) this.outages.probeEvery(() => void this.probeNow(), this.options.probeEveryMs ?? 5000);
+  }
+
   /**
-   * One probe of the store, reported here, unless one is in flight: then
-   * that one. A store that does not answer (a Redis that black-holes, held
-   * up to its deadline; a store without one, for ever) is thus asked once at
-   * a time, not once more per timer tick and per readiness check, each
-   * waiting on it. Never rejects.
+   * One probe of the store through the gate, unless one is in flight: then
+   * that one. A store that does not answer (a Redis that black-holes) is
+   * thus asked once at a time, and while down not again before it answered
+   * what it was asked (see ServiceGate), not once more per timer tick and
+   * per readiness check. Never rejects.
    */
   private probeNow(): Promise<void> {
     if (this.probing) return this.probing;
     const probe = this.probe;
-    if (!probe) return Promise.resolve();
-    const startedAt = this.now();
-    this.probing = probe()
+    if (!probe || !this.gate.mayCall()) return Promise.resolve();
+    this.probing = this.gate
+      .run(probe)
       .then(
-        () => this.succeeded(startedAt),
+        () => undefined,
         (err: unknown) => this.failed(err, false),
       )
       .finally(() => {

@@ -4,25 +4,21 @@
  * create-issuer gives the brute-force limits when `bruteForce.redis` is set.
  */
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterRes } from 'rate-limiter-flexible';
-import { withDeadline } from '../shared/deadline';
-import { REDIS_DEADLINE_MS } from './redis-deadline';
-import type { FailureCounter, FailureCounterFactory } from './types';
-
-/** How long counting skips a Redis that let a call time out, before it asks it again. */
-const REDIS_PAUSE_MS = 5000;
+import type { FailureCounter, FailureCounterFactory, ServiceGateway } from './types';
 
 /**
- * Redis counters that never hold a request up: a call that fails (Redis
- * down) or takes longer than REDIS_DEADLINE_MS (Redis stalled: connected,
- * not answering) counts in this instance's memory instead, and after a
- * timeout the next REDIS_PAUSE_MS count there at once.
+ * Redis counters that never hold a request up: each call goes through the
+ * gate of the Redis client (shared with the DPoP replay store and the
+ * revocation push on it), and counts in this instance's memory instead when
+ * Redis fails, does not answer within the gate's deadline (stalled:
+ * connected, not answering), or is known not to answer (then at once,
+ * without asking it) until it answers again.
  */
 class RedisOrMemory implements FailureCounter {
-  private pausedUntil = 0;
-
   constructor(
     private readonly redis: RateLimiterRedis,
     private readonly memory: RateLimiterMemory,
+    private readonly gate: ServiceGateway,
     private readonly onFallback: (reason: string) => void,
   ) {}
 
@@ -39,31 +35,42 @@ class RedisOrMemory implements FailureCounter {
   }
 
   private run<T>(call: (limiter: RateLimiterRedis | RateLimiterMemory) => Promise<T>): Promise<T> {
-    if (Date.now() < this.pausedUntil) return call(this.memory);
-    return withDeadline(call(this.redis), REDIS_DEADLINE_MS, () => new RedisDeadlineError()).catch((err: unknown) => {
+    return this.gate.run(() => call(this.redis), {
       // over the limit is an answer (a RateLimiterRes), not a failure
-      if (!(err instanceof RedisDeadlineError)) throw err;
-      this.pausedUntil = Date.now() + REDIS_PAUSE_MS;
-      this.onFallback(`no answer from Redis within ${REDIS_DEADLINE_MS} ms`);
-      return call(this.memory);
+      isAnswer: (rejection) => !(rejection instanceof Error),
+      // Redis answered with an error (its ACL refuses the script, say): memory for this call, and no outage
+      // for the other parts on this client, which may well work (else they would flap down and up)
+      isCallError: isErrorReply,
+      otherwise: (why) => {
+        this.onFallback(why.message);
+        return call(this.memory);
+      },
     });
   }
 }
 
-class RedisDeadlineError extends Error {}
+/** An error reply from Redis (ioredis's ReplyError, node-redis's ErrorReply): it answered. */
+function isErrorReply(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const names = [err.name, err.constructor?.name];
+  return names.includes('ReplyError') || names.includes('ErrorReply');
+}
 
 /**
- * Counters in `redis` (an ioredis or node-redis 4+ client). Redis down: each
- * counts in this instance's memory rather than fail every request; Redis
- * stalled: the same, after a deadline.
+ * Counters in `redis` (an ioredis or node-redis 4+ client), through `gate`
+ * (core/service-gate.ts's, shared by everything on that client). Redis
+ * failing, stalled or known down: each counts in this instance's memory
+ * rather than fail or hold up the request.
  */
 export function redisFailureCounters(
   redis: unknown,
-  /** Told when counting falls back to memory because Redis did not answer in time (an error falls back silently, as rate-limiter-flexible's insurance does). */
+  gate: ServiceGateway,
+  /** Told when a count goes to memory because Redis failed, did not answer in time, or is known not to answer (throttle it). */
   onFallback: (reason: string) => void = () => undefined,
 ): FailureCounterFactory {
   return (limit) => {
     const memory = new RateLimiterMemory(limit);
-    return new RedisOrMemory(new RateLimiterRedis({ ...limit, storeClient: redis, insuranceLimiter: memory }), memory, onFallback);
+    // no insuranceLimiter: a Redis error must reach the gate (an insurance answer would look like Redis answering)
+    return new RedisOrMemory(new RateLimiterRedis({ ...limit, storeClient: redis }), memory, gate, onFallback);
   };
 }

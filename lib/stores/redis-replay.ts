@@ -3,8 +3,6 @@
  * the ReplayStore that create-issuer and requireBearer() pick when given a
  * Redis client (`dpop.redis`, `dpopProofs.redis`).
  */
-import { withDeadline } from '../shared/deadline';
-import { REDIS_DEADLINE_MS } from './redis-deadline';
 import type { ReplayStore } from './types';
 
 /** The one ioredis call the Redis store makes (an ioredis `Redis` or `Cluster` fits). */
@@ -22,7 +20,10 @@ export interface RedisReplayStoreOptions {
 /**
  * A ReplayStore shared by every instance on one Redis: `SET key 1 PX ttl
  * NX`, atomic, so a proof replayed to another instance is refused too.
- * Redis errors propagate (the caller answers 503).
+ * Redis errors propagate (the caller answers 503). It sets no deadline of
+ * its own: the issuer and requireBearer() call it through the gate of its
+ * Redis client (ReplayStoreHealth.monitor), which gives up on a stalled
+ * Redis after the deadline and knows which commands are still unanswered.
  */
 export class RedisReplayStore implements ReplayStore {
   private readonly client: RedisSetNxClient;
@@ -38,8 +39,6 @@ export class RedisReplayStore implements ReplayStore {
   async consume(key: string, expiresAt: number): Promise<boolean> {
     const ttl = Math.ceil(expiresAt - this.now());
     if (ttl <= 0) return true;
-    // a stalled Redis: 503 after the deadline, not a request held for as long as it stalls
-    const set = this.client.set(this.prefix + key, '1', 'PX', ttl, 'NX');
-    return (await withDeadline(set, REDIS_DEADLINE_MS, () => new Error(`Redis did not answer within ${REDIS_DEADLINE_MS} ms`))) === 'OK';
+    return (await this.client.set(this.prefix + key, '1', 'PX', ttl, 'NX')) === 'OK';
   }
 }

@@ -8,7 +8,7 @@
  */
 import { withDeadline } from '../shared/deadline';
 import { REDIS_DEADLINE_MS } from './redis-deadline';
-import type { RevocationNotifier } from './types';
+import type { RevocationNotifier, ServiceGateway } from './types';
 
 /** The commands used on the shared connection (an ioredis client fits). */
 export interface RedisPublishClient {
@@ -38,6 +38,12 @@ export interface RedisRevocationNotifierOptions {
   channel?: string;
   /** Told when a publish fails; the revocation itself is already stored, others reload within their resync. */
   onError?: (err: unknown) => void;
+  /**
+   * The gate of `redis` (core/service-gate.ts's), shared with whatever else calls that client: a
+   * publish while Redis is known not to answer is not sent (reported at once), and a stall it meets
+   * is known to the others. Default: each publish waits REDIS_DEADLINE_MS at most on its own.
+   */
+  gate?: ServiceGateway;
   /**
    * How often (ms) the subscribed connection is asked whether it still answers (PING, within the same
    * time or 5 s): one that does not, a connection a network dropped without a word, is made again.
@@ -76,7 +82,9 @@ export class RedisRevocationNotifier implements RevocationNotifier {
   async notifyRevocations(): Promise<void> {
     try {
       // a stalled Redis (connected, not answering) would hold up the revocation that rings
-      await withDeadline(this.options.redis.publish(this.channel, '1'), REDIS_DEADLINE_MS, () => new Error(`Redis did not answer PUBLISH within ${REDIS_DEADLINE_MS} ms`));
+      const { gate, redis } = this.options;
+      if (gate) await gate.run(() => redis.publish(this.channel, '1'));
+      else await withDeadline(redis.publish(this.channel, '1'), REDIS_DEADLINE_MS, () => new Error(`Redis did not answer PUBLISH within ${REDIS_DEADLINE_MS} ms`));
     } catch (err) {
       this.options.onError?.(err);
     }

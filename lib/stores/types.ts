@@ -340,6 +340,30 @@ export type FailureCounter = Pick<RateLimiterAbstract, 'get' | 'consume' | 'dele
 /** Makes the counter for one limit: `points` failures per `duration` seconds, keys under `keyPrefix`. */
 export type FailureCounterFactory = (limit: { points: number; duration: number; keyPrefix: string }) => FailureCounter;
 
+/**
+ * The way to a service that may stall (a Redis: connected, not answering),
+ * shared by everything that calls it through one client (core/service-gate.ts):
+ * a call gets its answer within a deadline, or why not; once one has not
+ * answered, the others are not sent and get why not at once, until the
+ * service answers again. A store hands it its client's calls as they are
+ * (no deadline of its own), so that it knows which ones are still unanswered.
+ */
+export interface ServiceGateway {
+  run<T>(call: () => Promise<T>, options?: GatedCallOptions<T>): Promise<T>;
+}
+
+export interface GatedCallOptions<T> {
+  /** The answer instead when the service gives none (known down, past the deadline, or the call failed); without it the call rejects with why. */
+  otherwise?: (why: Error) => T | Promise<T>;
+  /** Rejections that are answers, not failures (rate-limiter-flexible's over-the-limit result). */
+  isAnswer?: (rejection: unknown) => boolean;
+  /**
+   * Failures of this call alone, which the service answered (a Redis error reply, such as a script
+   * its ACL refuses): the call gets `otherwise`, and the service is taken neither as down nor as back.
+   */
+  isCallError?: (rejection: unknown) => boolean;
+}
+
 /** One used assertion jti as a store writes it (Store.consumeJti's arguments): who used it, its hash, until when it is kept. */
 export interface JtiUse {
   clientId: string;

@@ -1,0 +1,110 @@
+import { ServiceDeadlineError, ServiceDownError, ServiceGate, sharedServiceGate } from '../../lib/core/service-gate';
+
+/** A call that answers (or fails) when the test says. */
+function held<T>() {
+  let answer!: (value: T) => void;
+  let fail!: (err: unknown) => void;
+  const promise = new Promise<T>((resolve, reject) => {
+    answer = resolve;
+    fail = reject;
+  });
+  return { promise, answer, fail };
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('ServiceGate', () => {
+  it('a call past the deadline takes the service down for every caller: those waiting are let go at once, later ones are not sent', async () => {
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 50 });
+    const changes: string[] = [];
+    gate.watch({ down: (reason) => changes.push(`down: ${reason}`), up: () => changes.push('up') });
+    const first = held<string>();
+    const firstCall = gate.run(() => first.promise);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const second = held<string>();
+    const secondCall = gate.run(() => second.promise);
+    await expect(firstCall).rejects.toBeInstanceOf(ServiceDeadlineError);
+    // let go with the first (its own deadline, later, would be a ServiceDeadlineError)
+    await expect(secondCall).rejects.toBeInstanceOf(ServiceDownError);
+    expect(gate.up).toBe(false);
+    expect(changes).toEqual(['down: Redis did not answer within 50 ms']);
+
+    let sent = 0;
+    await expect(gate.run(async () => (sent++, 'x'))).rejects.toThrow(/^Redis is not answering \(since .*: Redis did not answer within 50 ms\); not asked$/);
+    // otherwise: the answer instead, at once
+    await expect(gate.run(async () => (sent++, 'x'), { otherwise: (why) => `memory (${why.name})` })).resolves.toBe('memory (ServiceDownError)');
+    expect(sent).toBe(0);
+    expect(gate.unsettled).toBe(2);
+
+    // what it held comes back (answered late): no proof of now, since both began before the outage was seen
+    first.answer('late');
+    second.fail(new Error('Connection is closed.'));
+    await settle();
+    expect([gate.unsettled, gate.up]).toEqual([0, false]);
+    // nothing held: the next call is sent, and its answer ends the outage
+    await expect(gate.run(async () => (sent++, 'fresh'))).resolves.toBe('fresh');
+    expect([sent, gate.up]).toEqual([1, true]);
+    expect(changes).toEqual(['down: Redis did not answer within 50 ms', 'up']);
+  });
+
+  it('a service that fails fast is asked by every call while down (each fails at once); a rejection that is an answer is one', async () => {
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 1000 });
+    let down = true;
+    let sent = 0;
+    const call = async () => {
+      sent++;
+      if (down) throw new Error('connect ECONNREFUSED');
+      return 'OK';
+    };
+    for (let i = 0; i < 3; i++) await expect(gate.run(call)).rejects.toThrow('ECONNREFUSED');
+    expect([sent, gate.up]).toEqual([3, false]);
+    await expect(gate.run(call, { otherwise: () => 'memory' })).resolves.toBe('memory');
+    down = false;
+    await expect(gate.run(call)).resolves.toBe('OK');
+    expect(gate.up).toBe(true);
+
+    // rate-limiter-flexible's "over the limit" rejects with a result, not an Error
+    const overLimit = { consumedPoints: 11 };
+    await expect(gate.run(() => Promise.reject(overLimit), { isAnswer: (r) => !(r instanceof Error) })).rejects.toBe(overLimit);
+    expect(gate.up).toBe(true);
+  });
+
+  it('an error reply of one call (isCallError) gets otherwise, and takes the service neither down nor back', async () => {
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 1000 });
+    const noScript = Object.assign(new Error('NOPERM this user has no permissions to run the eval command'), { name: 'ReplyError' });
+    const isCallError = (err: unknown) => (err as Error).name === 'ReplyError';
+    await expect(gate.run(() => Promise.reject(noScript), { isCallError, otherwise: () => 'memory' })).resolves.toBe('memory');
+    expect(gate.up).toBe(true);
+    await expect(gate.run(() => Promise.reject(new Error('connect ECONNREFUSED')))).rejects.toThrow('ECONNREFUSED');
+    await expect(gate.run(() => Promise.reject(noScript), { isCallError })).rejects.toBe(noScript);
+    expect(gate.up).toBe(false);
+  });
+
+  it('while down, calls are held back as long as one sent is unanswered, for abandonAfterMs at most: then one more is sent', async () => {
+    let now = 1_000_000;
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 20, abandonAfterMs: 30_000, now: () => now });
+    const never = () => new Promise<string>(() => undefined);
+    await expect(gate.run(never)).rejects.toBeInstanceOf(ServiceDeadlineError);
+    let sent = 0;
+    const counted = () => {
+      sent++;
+      return never();
+    };
+    now += 29_999;
+    await expect(gate.run(counted)).rejects.toBeInstanceOf(ServiceDownError);
+    now += 1;
+    await expect(gate.run(counted)).rejects.toBeInstanceOf(ServiceDeadlineError);
+    expect(sent).toBe(1);
+    // and the next one after another 30 s without an answer
+    now += 10_000;
+    await expect(gate.run(counted)).rejects.toBeInstanceOf(ServiceDownError);
+    expect([sent, gate.unsettled]).toEqual([1, 2]);
+  });
+
+  it('one gate per client object in a process', () => {
+    const client = {};
+    const options = { name: 'Redis', deadlineMs: 1000 };
+    expect(sharedServiceGate(client, options)).toBe(sharedServiceGate(client, options));
+    expect(sharedServiceGate({}, options)).not.toBe(sharedServiceGate(client, options));
+  });
+});

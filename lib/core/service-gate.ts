@@ -1,0 +1,228 @@
+/**
+ * The way to a backing service that may stall (a Redis: connected, not
+ * answering), shared by everything that calls it through one client: the
+ * brute-force counters, the DPoP replay store, the revocation push. The
+ * contract the stores see is ServiceGateway (stores/types.ts).
+ */
+import type { GatedCallOptions, ServiceGateway } from '../stores/types';
+
+export interface ServiceGateOptions {
+  /** What the service is, in messages (`Redis`). */
+  name: string;
+  /** How long a call may take (ms) before its caller goes on without it; the service is then down. */
+  deadlineMs: number;
+  /**
+   * While down, calls are held back as long as one sent before has not been
+   * answered; when none has been answered (or failed) for this long (ms),
+   * one more is let through, in case that one never will be. Default 30 000.
+   */
+  abandonAfterMs?: number;
+  now?: () => number;
+}
+
+/** The service did not answer a call within the deadline: the service is down from then on. */
+export class ServiceDeadlineError extends Error {
+  constructor(name: string, ms: number) {
+    super(`${name} did not answer within ${ms} ms`);
+    this.name = 'ServiceDeadlineError';
+  }
+}
+
+/** The call was not sent (or given up on): the service is known not to answer. */
+export class ServiceDownError extends Error {
+  constructor(name: string, since: number, reason: string) {
+    super(`${name} is not answering (since ${new Date(since).toISOString()}: ${reason}); not asked`);
+    this.name = 'ServiceDownError';
+  }
+}
+
+/** Told when the service goes down (`reason`: the first failure's message) and when it answers again. */
+export interface ServiceGateListener {
+  down(reason: string): void;
+  up(): void;
+}
+
+/**
+ * What the callers of one service have learned of it. Up: every call is
+ * sent, and gets its answer or, at the deadline, ServiceDeadlineError (its
+ * caller goes on; the call is left to settle whenever it does). A call that
+ * fails or misses the deadline takes the service down for every caller: the
+ * calls still waiting are let go at once (ServiceDownError), and later ones
+ * get ServiceDownError at once without being sent, so that no request waits
+ * a deadline again while it is known down, and a stalled service's client
+ * does not queue one command per request (ioredis keeps every command it
+ * sent until it is answered or the connection drops, whatever the caller's
+ * deadline). While down, one call is let through when nothing sent before is
+ * still unanswered (on one connection a later command cannot be answered
+ * before an earlier one): a service that fails fast (connection refused) is
+ * thus asked by each call, as before, and a stalled one is asked again only
+ * once what it holds comes back (its connection dropped, or it answered).
+ * The first call begun after the outage was seen that gets an answer ends
+ * it. A probe (ReplayStoreHealth's) is such a call.
+ */
+export class ServiceGate implements ServiceGateway {
+  private outage: { since: number; reason: string } | undefined;
+  /** Calls sent whose answer (or failure) has not come, past their deadline or not. */
+  private pending = 0;
+  /** When a call was last let through while down, or last settled, or the outage began. */
+  private lastProgress = Number.NEGATIVE_INFINITY;
+  /** The calls sent while up that are still waiting: let go when the service goes down. */
+  private readonly waiting = new Set<(why: Error) => void>();
+  private readonly listeners = new Set<ServiceGateListener>();
+  private readonly now: () => number;
+  private readonly abandonAfterMs: number;
+
+  constructor(private readonly options: ServiceGateOptions) {
+    this.now = options.now ?? Date.now;
+    this.abandonAfterMs = options.abandonAfterMs ?? 30_000;
+  }
+
+  get up(): boolean {
+    return this.outage === undefined;
+  }
+
+  /** The first failure of the outage under way (its message), if any. */
+  get reason(): string | undefined {
+    return this.outage?.reason;
+  }
+
+  get deadlineMs(): number {
+    return this.options.deadlineMs;
+  }
+
+  /** Calls sent and not answered yet (a stalled service: each one a command its client holds). */
+  get unsettled(): number {
+    return this.pending;
+  }
+
+  /** Whether a call would be sent now (see the class). */
+  mayCall(): boolean {
+    if (this.outage === undefined || this.pending === 0) return true;
+    return this.now() - this.lastProgress >= this.abandonAfterMs;
+  }
+
+  /** Why a call is not sent now. */
+  downError(): ServiceDownError {
+    const { since, reason } = this.outage ?? { since: this.now(), reason: 'unknown' };
+    return new ServiceDownError(this.options.name, since, reason);
+  }
+
+  /** `call()` when mayCall(), with the deadline (see the class); else ServiceDownError, or `otherwise`'s answer, at once. */
+  run<T>(call: () => Promise<T>, options: GatedCallOptions<T> = {}): Promise<T> {
+    if (!this.mayCall()) return this.instead(this.downError(), options);
+    let promise: Promise<T>;
+    try {
+      promise = call();
+    } catch (err) {
+      promise = Promise.reject(err);
+    }
+    return this.track(promise, options);
+  }
+
+  /**
+   * A call already sent (the caller checked mayCall()), with the deadline:
+   * its answer, or why not (or `otherwise`'s answer instead).
+   */
+  track<T>(promise: Promise<T>, options: GatedCallOptions<T> = {}): Promise<T> {
+    const startedAt = this.now();
+    const sentWhileUp = this.outage === undefined;
+    if (!sentWhileUp) this.lastProgress = startedAt;
+    this.pending++;
+    const settled = (): void => {
+      this.pending--;
+      this.lastProgress = this.now();
+    };
+    promise.then(settled, settled);
+    return new Promise<T>((resolve, reject) => {
+      let done = false;
+      const finish = (): boolean => {
+        if (done) return false;
+        done = true;
+        clearTimeout(timer);
+        this.waiting.delete(letGo);
+        return true;
+      };
+      const fail = (why: Error): void => {
+        if (finish()) this.instead(why, options).then(resolve, reject);
+      };
+      const letGo = (why: Error): void => fail(why);
+      const timer = setTimeout(() => {
+        const why = new ServiceDeadlineError(this.options.name, this.options.deadlineMs);
+        fail(why);
+        this.failed(why);
+      }, this.options.deadlineMs);
+      timer.unref();
+      if (sentWhileUp) this.waiting.add(letGo);
+      promise.then(
+        (value) => {
+          // an answer, however late, from a call begun in the outage ends it
+          this.succeeded(startedAt);
+          if (finish()) resolve(value);
+        },
+        (err: unknown) => {
+          if (options.isAnswer?.(err)) {
+            this.succeeded(startedAt);
+            if (finish()) reject(err);
+            return;
+          }
+          // a call already given up on said what it had to
+          if (done) return;
+          const why = err instanceof Error ? err : new Error(String(err));
+          fail(why);
+          // the service answered, with an error of this call's own: neither down nor back
+          if (!options.isCallError?.(err)) this.failed(why);
+        },
+      );
+    });
+  }
+
+  /** A call begun at `startedAt` was answered: that ends the outage when it began after the outage was seen. */
+  succeeded(startedAt: number): void {
+    if (this.outage === undefined || startedAt < this.outage.since) return;
+    this.outage = undefined;
+    for (const l of [...this.listeners]) l.up();
+  }
+
+  /** A call failed: the service is down from now (nothing when it is already). */
+  failed(err: unknown): void {
+    if (this.outage !== undefined) return;
+    const reason = err instanceof Error ? err.message : String(err);
+    this.outage = { since: this.now(), reason };
+    // the calls it holds are given abandonAfterMs from now
+    this.lastProgress = this.outage.since;
+    const letGo = [...this.waiting];
+    this.waiting.clear();
+    const why = this.downError();
+    for (const l of letGo) l(why);
+    for (const l of [...this.listeners]) l.down(reason);
+  }
+
+  /** Tells `listener` of every change from now on; the function returned stops that. */
+  watch(listener: ServiceGateListener): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
+  private instead<T>(why: Error, options: GatedCallOptions<T>): Promise<T> {
+    if (!options.otherwise) return Promise.reject(why);
+    try {
+      return Promise.resolve(options.otherwise(why));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+}
+
+const shared = new WeakMap<object, ServiceGate>();
+
+/**
+ * The gate of `client` (an ioredis client, say) in this process, made on
+ * first use: everything that calls the service through one client shares
+ * what was learned of it (a stall the brute-force counters met is known to
+ * the DPoP replay store at once), whichever issuer or requireBearer() uses it.
+ */
+export function sharedServiceGate(client: object, options: ServiceGateOptions): ServiceGate {
+  let gate = shared.get(client);
+  if (!gate) shared.set(client, (gate = new ServiceGate(options)));
+  return gate;
+}
