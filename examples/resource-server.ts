@@ -79,8 +79,13 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
 }
 
 if (require.main === module) {
-  // SIGTERM and SIGINT handled from the start (a signal before the server listens ends the start, exit 0)
-  serveUntilSignal(pino({ name: 'reports-api', level: logLevelFromEnv(process.env) }), async () => (await startResourceServer()).close).then(
+  // SIGTERM and SIGINT handled from the start (a signal before the server listens ends the start, exit 0);
+  // inside the promise, so that a bad LOG_LEVEL is one line on stderr too, not a stack trace
+  const main = async (): Promise<void> => {
+    const logger = pino({ name: 'reports-api', level: logLevelFromEnv(process.env) });
+    await serveUntilSignal(logger, async () => (await startResourceServer()).close);
+  };
+  main().then(
     () => process.exit(0),
     (err: Error) => {
       console.error(`error: ${err.message}`);
