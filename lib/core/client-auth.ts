@@ -2,7 +2,7 @@ import { InvalidClientError, InvalidRequestError } from '../errors';
 import { CLIENT_ASSERTION_TYPE } from '../jwt/client-assertion';
 import type { ClientRecord, ClientStore } from '../stores/types';
 import { parseAssertion, type ClientAssertionVerifier, type ParsedAssertion } from './client-assertion';
-import { loggedDigest, verifyNothing, verifySecret } from './secrets';
+import { hasClientIdShape, loggedDigest, verifyNothing, verifySecret } from './secrets';
 
 export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
 
@@ -109,9 +109,6 @@ function couldBeClientId(clientId: string): boolean {
   return clientId.length <= 256 && !/[\x00-\x1f\x7f]/.test(clientId);
 }
 
-/** What client ids look like when the log may show them: generated ids are 22 of these characters. */
-const LOGGABLE_ID = /^[A-Za-z0-9._~-]{0,32}$/;
-
 /**
  * A client_id as the audit log shows it: as it is when it has the shape of a
  * client id, else `h.` and 22 characters of an HMAC keyed per process
@@ -120,7 +117,7 @@ const LOGGABLE_ID = /^[A-Za-z0-9._~-]{0,32}$/;
  * log, nor a hash anyone could check a guessed secret against.
  */
 export function loggedClientId(clientId: string): string {
-  return LOGGABLE_ID.test(clientId) ? clientId : loggedDigest(clientId);
+  return hasClientIdShape(clientId) ? clientId : loggedDigest(clientId);
 }
 
 export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'expired_secret' | 'wrong_auth_method';
