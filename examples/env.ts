@@ -126,6 +126,26 @@ export function logLevelFromEnv(env: NodeJS.ProcessEnv): pino.LevelWithSilent {
   return level as pino.LevelWithSilent;
 }
 
+/** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
+const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
+
+/**
+ * SCOPES_SUPPORTED: the scopes this server offers, separated by single
+ * spaces; the orders API's own when unset or empty. Checked here, by the
+ * rule createIssuer() applies to `scopesSupported` (and the CLI to the same
+ * variable), so that a malformed value names the variable the operator set,
+ * not the option.
+ */
+export function scopesSupportedFromEnv(env: NodeJS.ProcessEnv): string[] {
+  const raw = env.SCOPES_SUPPORTED;
+  if (raw === undefined || raw === '') return ['orders:read', 'orders:write'];
+  const scopes = raw.split(' ');
+  if (!scopes.every((s) => SCOPE_TOKEN.test(s))) {
+    throw new TypeError(`SCOPES_SUPPORTED must be scope tokens separated by single spaces (RFC 6749 §3.3), got ${JSON.stringify(raw)}`);
+  }
+  return scopes;
+}
+
 /** A list of words separated by spaces or commas; `undefined` when there is none. */
 function listFromEnv(raw: string | undefined): string[] | undefined {
   const items = (raw ?? '').split(/[\s,]+/).filter((item) => item !== '');
@@ -172,6 +192,9 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
   const wantMetrics = boolFromEnv(env, 'METRICS', false);
   const redisUrl = redisUrlFromEnv(env);
   const trustProxy = trustProxyFromEnv(env);
+  // SCOPES_SUPPORTED: the scopes this server offers, advertised as scopes_supported (the CLI checks a client's scopes
+  // against the same variable); the orders API's own when unset
+  const scopesSupported = scopesSupportedFromEnv(env);
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
   // ioredis is loaded only when REDIS_URL is set (loading it is a sixth of the start-up time)
   const redis = redisUrl
@@ -201,9 +224,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
       store,
       algorithm: (env.SIGNING_ALG as 'ES256' | 'RS256' | undefined) || undefined,
       ...timing,
-      // SCOPES_SUPPORTED: the scopes this server offers, advertised as scopes_supported (checked by createIssuer, as the CLI checks it
-      // to refuse a client scope outside it); the orders API's own when unset
-      scopesSupported: env.SCOPES_SUPPORTED || ['orders:read', 'orders:write'],
+      scopesSupported,
       // RESOURCES: other APIs this issuer serves tokens for (RFC 8707), beside AUDIENCE, the default
       resources: listFromEnv(env.RESOURCES),
       // REDIS_KEY_PREFIX: deployments sharing one Redis keep their counters and proofs apart

@@ -162,16 +162,31 @@ describe('create --auth private_key_jwt --jwks-uri', () => {
     expect(list).toMatchObject({ code: 0, stdout: `Client ${printed.client_id} publishes its keys at https://client.example/jwks: the issuer fetches them from there, none are stored.\n` });
   });
 
-  it('client-key list --json names the jwks_uri in an object, where a secret client gets [] and a key client its array', async () => {
+  // client-key list --json printed an array for most clients but an object {client_id, jwks_uri} for a --jwks-uri
+  // client: a script doing `jq length` or `.[].kid` broke on it. The array stays; the URI is on stderr and in list --json.
+  it('client-key list --json prints an array for every client ([] for a jwks_uri client, with a note: line naming the URI); list --json and update --json carry jwks_uri', async () => {
     const remote = JSON.parse((await cli(['create', '--name', 'remote', '--auth', 'private_key_jwt', '--jwks-uri', 'https://client.example/jwks', '--json'])).stdout).client_id;
     const plain = JSON.parse((await cli(['create', '--name', 'plain', '--json'])).stdout).client_id;
     const keyed = JSON.parse((await cli(['create', '--name', 'keyed', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', ecPair('k').pub), '--json'])).stdout).client_id;
 
-    const r = await cli(['client-key', 'list', remote, '--json']);
-    expect(r).toEqual({ code: 0, stdout: `{"client_id":"${remote}","jwks_uri":"https://client.example/jwks"}\n`, stderr: '' });
-    // the documented array stays for the others
+    expect(await cli(['client-key', 'list', remote, '--json'])).toEqual({
+      code: 0,
+      stdout: '[]\n',
+      stderr: `note: client ${remote} publishes its keys at https://client.example/jwks: none are stored, the issuer fetches them from there\n`,
+    });
     expect(await cli(['client-key', 'list', plain, '--json'])).toEqual({ code: 0, stdout: '[]\n', stderr: '' });
     expect(JSON.parse((await cli(['client-key', 'list', keyed, '--json'])).stdout)).toEqual([{ kid: 'k', kty: 'EC', alg: 'ES256', crv: 'P-256' }]);
+
+    // how a script tells "keys at a URI" from "a secret": the client's jwks_uri, an added field of list --json and update --json
+    const listed = JSON.parse((await cli(['list', '--json'])).stdout) as Record<string, unknown>[];
+    const byId = Object.fromEntries(listed.map((c) => [c.client_id, c]));
+    expect(byId[remote]).toMatchObject({ auth: 'private_key_jwt', jwks_uri: 'https://client.example/jwks' });
+    expect(byId[plain]).not.toHaveProperty('jwks_uri');
+    expect(byId[keyed]).not.toHaveProperty('jwks_uri');
+    const updated = await cli(['update', remote, '--name', 'remote-2', '--json']);
+    expect(updated.code).toBe(0);
+    expect(JSON.parse(updated.stdout)).toMatchObject({ client_id: remote, name: 'remote-2', auth: 'private_key_jwt', jwks_uri: 'https://client.example/jwks' });
+    expect(JSON.parse((await cli(['update', plain, '--name', 'plain-2', '--json'])).stdout)).not.toHaveProperty('jwks_uri');
   });
 });
 

@@ -69,7 +69,7 @@ describe('create and update with SCOPES_SUPPORTED set', () => {
       'create',
     );
     await expect(issuerFromEnv({ DATA_DIR: path.join(dirs.tmp, 'server'), SCOPES_SUPPORTED: bad }, pino({ level: 'silent' }))).rejects.toThrow(
-      'option scopesSupported must be a space-separated string or an array of scope tokens (RFC 6749 §3.3)',
+      'SCOPES_SUPPORTED must be scope tokens separated by single spaces (RFC 6749 §3.3), got "orders:read  orders:write"',
     );
   });
 });

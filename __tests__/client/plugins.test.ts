@@ -188,6 +188,21 @@ describe('8. shared store', () => {
     expect(fx.events.filter((e) => e.type === 'store.error')).toEqual([{ type: 'store.error', operation: 'get', message: 'a value that is neither an Error nor printable' }]);
   });
 
+  // storeSays() passed an Error's message to echoed() as it was: a message that is not a string threw a TypeError
+  // in the handler, so the call waited its whole timeout (and the store was skipped for 30 s) instead of a store.error.
+  it('a store that rejects with an Error whose message is not a string (undefined, a number, an object) gets a store.error at once', async () => {
+    const odd = (message: unknown): Error => Object.assign(new Error('replaced'), { message });
+    const cases: Array<[unknown, string]> = [[undefined, 'Error'], [42, '42'], [{ code: 'E' }, '[object Object]'], [Object.create(null), 'a value that is neither an Error nor printable']];
+    for (const [message, said] of cases) {
+      fx.events.length = 0;
+      const store: TokenStore = { get: async () => Promise.reject(odd(message)), set: async () => undefined, delete: async () => undefined };
+      const started = Date.now();
+      expect((await client({ store, timeout: 2 }).getToken()).accessToken).toMatch(/^tok-/);
+      expect(Date.now() - started).toBeLessThan(1000);
+      expect(fx.events.filter((e) => e.type === 'store.error')).toEqual([{ type: 'store.error', operation: 'get', message: said }]);
+    }
+  });
+
   it('instances with different DPoP keys never take each other\'s tokens; the same key shares them', async () => {
     const store = new MemoryStore();
     fx.endpoint.reply = (req, n) => ({ body: { access_token: `tok-${n}`, token_type: req.headers.dpop ? 'DPoP' : 'Bearer', expires_in: 3600 } });

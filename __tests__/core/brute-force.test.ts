@@ -1,4 +1,8 @@
+import { createHash } from 'node:crypto';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { addressKey, FailedAuthLimiter, type BruteForceSettings } from '../../lib/core/brute-force';
+import { clientIdDigest, generateClientId, generateSecret } from '../../lib/core/secrets';
+import type { FailureCounter, FailureCounterFactory } from '../../lib/stores/types';
 
 const settings = (over: Partial<BruteForceSettings> = {}): BruteForceSettings => ({
   maxFailuresPerAddress: 100,
@@ -45,6 +49,33 @@ describe('FailedAuthLimiter (in memory)', () => {
     for (const id of ids.slice(1)) expect({ id: id.slice(0, 70), ...(await l.check(id, '192.0.2.1')) }).toEqual({ id: id.slice(0, 70), retryAfterMs: 0, pairFailures: 0, addressFailures: 2 });
     for (const id of ids.slice(1)) await l.failed(id, '192.0.2.2', false);
     for (const id of ids.slice(1)) expect((await l.check(id, '192.0.2.2')).pairFailures).toBe(1);
+  });
+
+  it('keys: a client id as it is, anything a client id cannot look like (a 43-character secret sent in its place) only as an unkeyed digest', async () => {
+    const keys: string[] = [];
+    const recording: FailureCounterFactory = (limit) => {
+      const inner = new RateLimiterMemory(limit);
+      return {
+        get: (key: string) => (keys.push(`${limit.keyPrefix}:${key}`), inner.get(key)),
+        consume: (key: string) => (keys.push(`${limit.keyPrefix}:${key}`), inner.consume(key)),
+        delete: (key: string) => (keys.push(`${limit.keyPrefix}:${key}`), inner.delete(key)),
+      } as FailureCounter;
+    };
+    const l = new FailedAuthLimiter(settings(), recording);
+    const id = generateClientId();
+    const secret = generateSecret();
+    for (const sent of [id, secret]) {
+      await l.check(sent, '192.0.2.1');
+      await l.failed(sent, '192.0.2.1', true);
+      await l.succeeded(sent, '192.0.2.1');
+    }
+    expect(keys.filter((k) => k.includes(secret))).toEqual([]);
+    expect(new Set(keys.filter((k) => !k.startsWith('test:addr:')))).toEqual(new Set([
+      `test:pair:i.${id}:192.0.2.1`, `test:client:i.${id}`,
+      `test:pair:${clientIdDigest(secret)}:192.0.2.1`, `test:client:${clientIdDigest(secret)}`,
+    ]));
+    // the digest is unkeyed: the same in every process sharing the Redis
+    expect(clientIdDigest(secret)).toBe(`h.${createHash('sha256').update(secret).digest('base64url').slice(0, 22)}`);
   });
 
   it('refuses an address over its limit for every client_id', async () => {

@@ -99,6 +99,9 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
     ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /option algorithm must be one of ES256, RS256, got "HS256"/],
     ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /option resources: resource "notaurl": resource must be an absolute URI/],
+    // named "option scopesSupported" before, not the variable the operator set
+    ['SCOPES_SUPPORTED="orders:read  orders:write"', { SCOPES_SUPPORTED: 'orders:read  orders:write' }, /SCOPES_SUPPORTED must be scope tokens separated by single spaces \(RFC 6749 §3\.3\), got "orders:read  orders:write"/],
+    ['SCOPES_SUPPORTED=a "b"', { SCOPES_SUPPORTED: 'a "b"' }, /SCOPES_SUPPORTED must be scope tokens separated by single spaces \(RFC 6749 §3\.3\), got "a \\"b\\""/],
     ['DATABASE_URL=notaurl', { DATABASE_URL: 'notaurl' }, /DATABASE_URL must be a postgres:\/\/ URL/],
     ['DATABASE_SCHEMA="bad schema;"', { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test', DATABASE_SCHEMA: 'bad schema;' }, /Invalid PostgreSQL schema name "bad schema;" .*/],
     ['HOST=nosuch.invalid', { HOST: 'nosuch.invalid' }, /getaddrinfo \w+ nosuch\.invalid/],

@@ -222,4 +222,25 @@ describeIfRedis('with Redis, instances count failures together', () => {
     expect((await attempt(b, c.clientId, c.clientSecret, '10.0.0.3')).status).toBe(200);
     expect(await redis.exists(`${keyPrefix}:addr:10.0.0.1`)).toBe(1);
   });
+
+  // A client that swaps its id and secret (a common Basic mistake) sent its secret as the client_id: it was written
+  // into the key name, `…:pair:i.<SECRET>:<address>`, readable with SCAN or MONITOR for the window.
+  it('a secret sent as the client_id (id and secret swapped) never appears in a key name; a client id does', async () => {
+    const c = await a.issuer.clients.create({ name: `swapped-${randomBytes(4).toString('hex')}` });
+    const swapped = await request(a.app).post('/oauth/token').set('X-Forwarded-For', '10.0.0.7')
+      .auth(c.clientSecret, c.clientId).type('form').send({ grant_type: 'client_credentials' });
+    expect(swapped.status).toBe(401);
+    expect((await attempt(b, c.clientId, 'wrong', '10.0.0.7')).status).toBe(401);
+    const keys = await redis.keys(`${keyPrefix}:*`);
+    expect(keys.filter((k) => k.includes(c.clientSecret))).toEqual([]);
+    const pairs = keys.filter((k) => k.startsWith(`${keyPrefix}:pair:`) && k.endsWith(':10.0.0.7'));
+    expect(pairs).toHaveLength(2);
+    expect(pairs).toContain(`${keyPrefix}:pair:i.${c.clientId}:10.0.0.7`);
+    expect(pairs.find((k) => !k.includes(':pair:i.'))).toMatch(new RegExp(`^${keyPrefix}:pair:h\\.[A-Za-z0-9_-]{22}:10\\.0\\.0\\.7$`));
+    // the digest is the same on every instance: failures of the swapped pair on A and B add up to its limit
+    for (let i = 0; i < 3; i++) {
+      await request(b.app).post('/oauth/token').set('X-Forwarded-For', '10.0.0.7').auth(c.clientSecret, c.clientId).type('form').send({ grant_type: 'client_credentials' });
+    }
+    expect429(await request(a.app).post('/oauth/token').set('X-Forwarded-For', '10.0.0.7').auth(c.clientSecret, c.clientId).type('form').send({ grant_type: 'client_credentials' }));
+  });
 });

@@ -79,6 +79,7 @@ describe('an issuer with metrics on', () => {
       'invalid_dpop_proof",reason="dpop_htu',
       'invalid_dpop_proof",reason="dpop_replayed',
       'invalid_client",reason="expired_secret',
+      'invalid_client",reason="revoked_secret',
     ]) {
       expect(value(text, `ecc_token_requests_total{outcome="${series}"}`)).toBe(0);
     }
@@ -178,7 +179,7 @@ describe('an issuer with metrics on', () => {
     expect((value(text, 'ecc_token_requests_total{outcome="rate_limited",reason="address"}') ?? 0) + (value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"}') ?? 0)).toBe(4);
   });
 
-  it('counts a lockout of one client_id at an address apart from one of the address, and an expired secret apart from a wrong one', async () => {
+  it('counts a lockout of one client_id at an address apart from one of the address, and a secret ended at once (revoked_secret) apart from an expired and a wrong one', async () => {
     const registry = new Registry();
     const { issuer, app } = await start({ metrics: { registry }, bruteForce: { maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 50 } });
     const client = await issuer.clients.create({ name: 'svc', scopes: [] });
@@ -186,7 +187,8 @@ describe('an issuer with metrics on', () => {
     const old = { grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret };
     for (let i = 0; i < 3; i++) await request(app).post('/oauth/token').type('form').send(old);
     const text = await registry.metrics();
-    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="expired_secret"}')).toBe(2);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="revoked_secret"}')).toBe(2);
+    expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="expired_secret"}')).toBe(0);
     expect(value(text, 'ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"}')).toBe(0);
     expect(value(text, 'ecc_token_requests_total{outcome="rate_limited",reason="client_address"}')).toBe(1);
     expect(value(text, 'ecc_token_requests_total{outcome="rate_limited",reason="address"}')).toBe(0);

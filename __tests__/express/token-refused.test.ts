@@ -131,20 +131,40 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
     expect(events('client.auth_failed')[2].msg).toMatch(/^client authentication failed at \/oauth\/introspect /);
   });
 
-  it('client.auth_failed tells a secret rotated out and expired (expired_secret) from a wrong one; the answer is the same 401', async () => {
-    const c = await s.issuer.clients.create({ name: 'svc' });
-    const rotated = await s.issuer.clients.rotateSecret(c.clientId, { keepOldFor: 0 });
-    const send = (secret: string, ip: string) => token({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: secret }, ip);
-    const old = await send(c.clientSecret, '198.51.100.70');
-    const wrong = await send('not-a-secret-of-this-client', '198.51.100.71');
-    expect([old.status, old.body, old.headers['www-authenticate']]).toEqual([wrong.status, wrong.body, wrong.headers['www-authenticate']]);
-    expect(old.status).toBe(401);
-    expect((await send(rotated!.clientSecret, '198.51.100.72')).status).toBe(200);
-    expect(events('client.auth_failed').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.ip])).toEqual([
-      ['warn', 'expired_secret', c.clientId, '198.51.100.70'],
-      ['warn', 'wrong_secret', c.clientId, '198.51.100.71'],
-    ]);
-    expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
+  // Any ended secret was logged as expired_secret, "a caller that missed a rotation", the one ended at once by
+  // rotate-secret without --keep-old (the response to a leak) too: an attacker still using a leaked secret looked harmless.
+  it('client.auth_failed tells a secret ended at once (revoked_secret) from one ended after its overlap (expired_secret) and from a wrong one, with how long ago it ended; the answer is the same 401', async () => {
+    // only Date is faked, before the issuer starts (it keeps the Date.now it was given)
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+    const clocked = await setup({ logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } });
+    clocked.app.set('trust proxy', true);
+    try {
+      const c = await clocked.issuer.clients.create({ name: 'svc' });
+      // the first secret ends an hour after this rotation, its overlap over
+      const overlapped = await clocked.issuer.clients.rotateSecret(c.clientId, { keepOldFor: 3600 });
+      jest.setSystemTime(Date.now() + 3600_000 + 90_000);
+      // the second ends at once: rotate-secret without --keep-old, as after a leak
+      const rotated = await clocked.issuer.clients.rotateSecret(c.clientId, { keepOldFor: 0 });
+      jest.setSystemTime(Date.now() + 125_000);
+      const send = (secret: string, ip: string) =>
+        request(clocked.app).post('/oauth/token').set(from(ip)).type('form').send({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: secret });
+      const expired = await send(c.clientSecret, '198.51.100.70');
+      const revoked = await send(overlapped!.clientSecret, '198.51.100.73');
+      const wrong = await send('not-a-secret-of-this-client', '198.51.100.71');
+      expect(wrong.status).toBe(401);
+      for (const res of [expired, revoked]) expect([res.status, res.body, res.headers['www-authenticate']]).toEqual([wrong.status, wrong.body, wrong.headers['www-authenticate']]);
+      expect((await send(rotated!.clientSecret, '198.51.100.72')).status).toBe(200);
+      expect(events('client.auth_failed').map((l) => [l.level, l.obj.reason, l.obj.client_id, l.obj.ip, l.obj.ended_ago_s])).toEqual([
+        ['warn', 'expired_secret', c.clientId, '198.51.100.70', 215],
+        ['warn', 'revoked_secret', c.clientId, '198.51.100.73', 125],
+        ['warn', 'wrong_secret', c.clientId, '198.51.100.71', undefined],
+      ]);
+      expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
+      expect(JSON.stringify(lines)).not.toContain(overlapped!.clientSecret);
+    } finally {
+      jest.useRealTimers();
+      await clocked.close();
+    }
   });
 
   it('revocation.refused and introspection.refused: another client\'s token, no token; with the client_id and what was tried', async () => {

@@ -232,14 +232,16 @@ const keyList: Handler = async (args, ctx) => {
   // no registered keys: a client with a secret, or one whose keys are at its jwks_uri (fetched when it authenticates)
   const jwksUri = rows.length === 0 ? (await services(ctx).get(clientId))?.jwksUri : undefined;
   if (values.json) {
-    // registered keys (or none, for a secret): the array, as ever; keys at a URI: an object naming it, so a script cannot take it for "no keys"
-    ctx.out(JSON.stringify(jwksUri ? { client_id: clientId, jwks_uri: jwksUri } : rows));
+    // always the array of registered keys, so `jq length` and `.[].kid` work for every client; keys at a URI are
+    // none stored: a note on stderr names it (as `list --json` and `update --json` do in their jwks_uri field)
+    ctx.out(JSON.stringify(rows));
+    if (jwksUri) ctx.err(`note: client ${clientId} publishes its keys at ${printable(jwksUri)}: none are stored, the issuer fetches them from there`);
     return 0;
   }
   if (rows.length === 0) {
     ctx.out(
       jwksUri
-        ? `Client ${clientId} publishes its keys at ${jwksUri}: the issuer fetches them from there, none are stored.`
+        ? `Client ${clientId} publishes its keys at ${printable(jwksUri)}: the issuer fetches them from there, none are stored.`
         : `Client ${clientId} has no keys: it authenticates with a secret.`,
     );
     return 0;

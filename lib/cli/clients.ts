@@ -131,6 +131,7 @@ export const list: Handler = async (args, ctx) => {
           revoked_at: c.revokedAt ? c.revokedAt.toISOString() : null,
           active_secrets: c.activeSecrets,
           auth: c.authMethod,
+          ...(c.jwksUri && { jwks_uri: c.jwksUri }),
           ...(c.resources.length > 0 && { resources: c.resources }),
           ...(c.permissions.length > 0 && { permissions: c.permissions }),
           ...(c.requireDpop && { dpop_bound_access_tokens: true }),
@@ -283,7 +284,7 @@ export const update: Handler = async (args, ctx) => {
     throw new UsageError('nothing to change: give --name, --scope, --resource, --no-resources, --[no-]introspect or --[no-]require-dpop', 'update');
   }
   const service = services(ctx);
-  const { authMethod } = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot be changed`);
+  const { authMethod, jwksUri } = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot be changed`);
   let done: ClientUpdate | null;
   try {
     done = await service.update(clientId, changes);
@@ -296,7 +297,18 @@ export const update: Handler = async (args, ctx) => {
   const scopeText = settings.scopes.join(' ');
   if (values.json) {
     const changed = done.changed.map((c) => JSON_NAMES[c]);
-    ctx.out(JSON.stringify({ client_id: clientId, name: settings.name, scope: scopeText, auth: authMethod, ...policyJson(settings), changed, tokens_revoked: tokensRevoked }));
+    ctx.out(
+      JSON.stringify({
+        client_id: clientId,
+        name: settings.name,
+        scope: scopeText,
+        auth: authMethod,
+        ...(jwksUri && { jwks_uri: jwksUri }),
+        ...policyJson(settings),
+        changed,
+        tokens_revoked: tokensRevoked,
+      }),
+    );
   } else if (done.changed.length === 0) {
     ctx.out(`Client ${clientId} has these settings already; nothing changed.`);
   } else {

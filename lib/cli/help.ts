@@ -112,7 +112,9 @@ creation time and how it authenticates (client_secret or private_key_jwt). Secre
 
 Options:
   --json      print a JSON array of {client_id, name, scope, status, created_at,
-              revoked_at, active_secrets, auth}
+              revoked_at, active_secrets, auth}, with jwks_uri for a client
+              that publishes its keys there, and resources, permissions and
+              dpop_bound_access_tokens when set
   -h, --help  show this help
 
 ${ENVIRONMENT}
@@ -151,9 +153,9 @@ Options:
   --require-dpop       refuse its token requests without a DPoP proof;
                        --no-require-dpop: accept them again
   --json               print one JSON object {client_id, name, scope, auth,
-                       changed, tokens_revoked}, with resources, permissions and
-                       dpop_bound_access_tokens when set; changed names those
-                       keys
+                       changed, tokens_revoked}, with jwks_uri, resources,
+                       permissions and dpop_bound_access_tokens when set;
+                       changed names those keys
   -h, --help           show this help
 
 ${CLIENT_ENVIRONMENT}
@@ -308,12 +310,12 @@ HELP['client-key list'] = `Usage: ${BIN} client-key list CLIENT_ID [--json]
 
 Lists the client's public keys: kid, key type (and curve) and algorithm.
 A client that publishes its keys at a jwks_uri has none stored: the URI is
-named instead.
+named instead (with --json, on a note: line on stderr).
 
 Options:
-  --json      print a JSON array of {kid, kty, alg, crv} ([] for a client
-              with a secret); for a jwks_uri client, one JSON object
-              {client_id, jwks_uri} instead
+  --json      print a JSON array of {kid, kty, alg, crv}: [] for a client
+              with a secret, and for a jwks_uri client (the list --json
+              field jwks_uri tells the two apart)
   -h, --help  show this help
 
 ${ENVIRONMENT}

@@ -41,7 +41,9 @@ function msUntil(end: number): number {
 function storeSays(err: unknown): string {
   let text: string;
   try {
-    text = err instanceof Error ? err.message : String(err);
+    // an Error's message need not be a string (a subclass, or a message assigned later): undefined, a number, an object
+    const message = err instanceof Error ? err.message : err;
+    text = typeof message === 'string' ? message : message === undefined && err instanceof Error ? String(err.name) : String(message);
   } catch {
     text = 'a value that is neither an Error nor printable'; // (an object without toString)
   }

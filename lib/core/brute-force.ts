@@ -1,7 +1,7 @@
 import { RateLimiterMemory, type RateLimiterRes } from 'rate-limiter-flexible';
 import type { FailureCounter, FailureCounterFactory } from '../stores/types';
 import { addressKey } from './address-key';
-import { clientIdDigest } from './secrets';
+import { clientIdDigest, hasClientIdShape } from './secrets';
 
 /**
  * Limits failed client authentications (RFC 6749 §2.3.1) by what an attacker
@@ -72,18 +72,20 @@ export interface FailureCount {
 }
 
 
-/** What client ids look like (the CLI makes 22 base64url characters): used in keys as they are. */
-const PLAIN_ID = /^[A-Za-z0-9._~-]{1,64}$/;
-
 /**
- * Bounded keys: a client_id is whatever the request says, up to the body
- * limit. A plain one of at most 64 characters is the key itself (`i.` …);
- * anything else is hashed (`h.` + 22 characters of its SHA-256), so an
- * attacker's id never costs more than a hash, and hashing is skipped for the
- * ids of real clients, on every token request.
+ * Bounded keys that never hold a secret: a client_id is whatever the request
+ * says, up to the body limit, and may be a secret sent in its place (id and
+ * secret swapped), which a key name would show to anyone who can SCAN or
+ * MONITOR the Redis, its replicas and its RDB/AOF files for the window. One
+ * with the shape of a client id (hasClientIdShape(): at most 32 URL-safe
+ * characters, as the log shows it; a generated secret has 43) is the key as
+ * it is (`i.` …), anything else is hashed (`h.` + 22 characters of its
+ * SHA-256, unkeyed so that every instance on a Redis counts alike). An
+ * attacker's id never costs more than a hash, and hashing is skipped for
+ * the ids of real clients.
  */
 function clientKey(clientId: string): string {
-  return PLAIN_ID.test(clientId) ? `i.${clientId}` : clientIdDigest(clientId);
+  return hasClientIdShape(clientId) ? `i.${clientId}` : clientIdDigest(clientId);
 }
 
 export { addressKey } from './address-key';

@@ -1,8 +1,8 @@
 import { InvalidClientError, InvalidRequestError } from '../errors';
 import { CLIENT_ASSERTION_TYPE } from '../jwt/client-assertion';
-import type { ClientRecord, ClientStore } from '../stores/types';
+import type { ClientRecord, ClientStore, StoredSecret } from '../stores/types';
 import { parseAssertion, type ClientAssertionVerifier, type ParsedAssertion } from './client-assertion';
-import { loggedDigest, verifyNothing, verifySecret } from './secrets';
+import { hasClientIdShape, loggedDigest, verifyNothing, verifySecret } from './secrets';
 
 export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
 
@@ -109,9 +109,6 @@ function couldBeClientId(clientId: string): boolean {
   return clientId.length <= 256 && !/[\x00-\x1f\x7f]/.test(clientId);
 }
 
-/** What client ids look like when the log may show them: generated ids are 22 of these characters. */
-const LOGGABLE_ID = /^[A-Za-z0-9._~-]{0,32}$/;
-
 /**
  * A client_id as the audit log shows it: as it is when it has the shape of a
  * client id, else `h.` and 22 characters of an HMAC keyed per process
@@ -120,27 +117,68 @@ const LOGGABLE_ID = /^[A-Za-z0-9._~-]{0,32}$/;
  * log, nor a hash anyone could check a guessed secret against.
  */
 export function loggedClientId(clientId: string): string {
-  return LOGGABLE_ID.test(clientId) ? clientId : loggedDigest(clientId);
+  return hasClientIdShape(clientId) ? clientId : loggedDigest(clientId);
 }
 
-export type ClientAuthFailure = 'no_credentials' | 'unknown_client' | 'revoked_client' | 'wrong_secret' | 'expired_secret' | 'wrong_auth_method';
+export type ClientAuthFailure =
+  | 'no_credentials'
+  | 'unknown_client'
+  | 'revoked_client'
+  | 'wrong_secret'
+  | 'expired_secret'
+  | 'revoked_secret'
+  | 'wrong_auth_method';
 
-/** How many of a client's expired secrets (the most recently expired first) a failed secret is compared with, to log `expired_secret`. */
-const EXPIRED_SECRETS_CHECKED = 5;
+/** How many of a client's ended secrets (the most recently ended first) a failed secret is compared with, to log `expired_secret` or `revoked_secret`. */
+const ENDED_SECRETS_CHECKED = 5;
 
 /**
- * Whether `secret` is one of the client's secrets that have expired (one
- * rotated out with `--keep-old`, its overlap over): only on the failure path,
- * so a working secret costs nothing more; at most EXPIRED_SECRETS_CHECKED
- * compares. The stores keep an expired secret's hash (rotation and revocation
- * only cap `expiresAt`), so this is the same check as for a live one.
+ * A secret of the client that has ended: `expired_secret` when it ended
+ * after an overlap (rotated out with `--keep-old`, the overlap over: a
+ * caller that missed the rotation), `revoked_secret` when it was ended at
+ * once (rotated out without `--keep-old`, the response to a leaked secret:
+ * whoever still sends it may hold the leak). `facts.ended_ago_s`: seconds
+ * since it ended.
  */
-function isExpiredSecret(client: ClientRecord, secret: string, now: Date): boolean {
-  const expired = client.secrets.filter((s) => s.expiresAt !== null && s.expiresAt <= now);
-  expired.sort((a, b) => b.expiresAt!.getTime() - a.expiresAt!.getTime());
-  let matched = false;
-  for (const s of expired.slice(0, EXPIRED_SECRETS_CHECKED)) if (verifySecret(secret, s.hash)) matched = true;
+export class EndedSecretError extends InvalidClientError {
+  constructor(
+    reason: 'expired_secret' | 'revoked_secret',
+    readonly facts: { ended_ago_s: number },
+  ) {
+    super({ detail: reason });
+  }
+}
+
+/**
+ * Which of the client's ended secrets `secret` is, if any (one rotated out,
+ * its `expiresAt` reached): only on the failure path, so a working secret
+ * costs nothing more; always ENDED_SECRETS_CHECKED compares at most, none
+ * cut short by a match. The stores keep an ended secret's hash (rotation
+ * and revocation only cap `expiresAt`), so this is the same check as for a
+ * live one.
+ */
+function endedSecret(client: ClientRecord, secret: string, now: Date): StoredSecret | undefined {
+  const ended = client.secrets.filter((s) => s.expiresAt !== null && s.expiresAt <= now);
+  ended.sort((a, b) => b.expiresAt!.getTime() - a.expiresAt!.getTime());
+  let matched: StoredSecret | undefined;
+  for (const s of ended.slice(0, ENDED_SECRETS_CHECKED)) if (verifySecret(secret, s.hash) && !matched) matched = s;
   return matched;
+}
+
+/**
+ * Whether an ended secret was ended at once: a rotation without an overlap
+ * ends the old secrets at the very instant the new one is created (the
+ * stores cap `expiresAt` at the new secret's `createdAt`), one with
+ * `--keep-old` that long after it.
+ */
+function endedAtOnce(client: ClientRecord, ended: StoredSecret): boolean {
+  const at = ended.expiresAt!.getTime();
+  return client.secrets.some((s) => s !== ended && s.createdAt.getTime() === at);
+}
+
+function endedSecretError(client: ClientRecord, ended: StoredSecret, now: Date): EndedSecretError {
+  const facts = { ended_ago_s: Math.floor((now.getTime() - ended.expiresAt!.getTime()) / 1000) };
+  return new EndedSecretError(endedAtOnce(client, ended) ? 'revoked_secret' : 'expired_secret', facts);
 }
 
 /**
@@ -181,6 +219,10 @@ export async function authenticateClient(
   if (client.secrets.length === 0) verifyNothing(credentials.clientSecret);
   if (client.revokedAt !== null) return fail('revoked_client');
   if (client.authMethod === 'private_key_jwt') return fail('wrong_auth_method');
-  if (!ok) return fail(isExpiredSecret(client, credentials.clientSecret, now) ? 'expired_secret' : 'wrong_secret');
+  if (!ok) {
+    const ended = endedSecret(client, credentials.clientSecret, now);
+    if (ended) throw endedSecretError(client, ended, now);
+    return fail('wrong_secret');
+  }
   return client;
 }

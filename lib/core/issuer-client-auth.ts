@@ -10,7 +10,7 @@ import type { Logger } from '../logger';
 import type { ClientRecord, Store } from '../stores/types';
 import { addressKey, type FailedAuthLimiter, type FailureCount, type FailureLimit } from './brute-force';
 import { AssertionRejectedError, type ClientAssertionVerifier } from './client-assertion';
-import { authenticateClient, loggedClientId, type ClientCredentials } from './client-auth';
+import { authenticateClient, EndedSecretError, loggedClientId, type ClientCredentials } from './client-auth';
 import { JwksUriUnavailableError } from './client-jwks-uri';
 import type { ThrottledLog } from './refusal-log';
 import { asTemporarilyUnavailable, type StoreHealth } from './store-health';
@@ -120,7 +120,7 @@ export class IssuerClientAuth {
         throw err;
       }
       if (err instanceof OAuthError) {
-        const facts = err instanceof AssertionRejectedError ? err.facts : undefined;
+        const facts = err instanceof AssertionRejectedError || err instanceof EndedSecretError ? err.facts : undefined;
         this.authFailed({ event: 'client.auth_failed', endpoint, client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts });
         if (err instanceof InvalidClientError && this.limiter) {
           const counted = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');

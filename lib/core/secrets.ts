@@ -25,6 +25,20 @@ export function generateClientId(): string {
   }
 }
 
+/**
+ * What may be shown as it is, in a log line or a Redis key name: a value
+ * sent as a client_id with the shape of a client id (generated ids are 22
+ * base64url characters; a store of one's own may have other short ids), at
+ * most 32 letters, digits and `-._~`. A secret of this package (43
+ * characters) never has it, so one sent in the client_id's place (id and
+ * secret swapped) is shown only as a digest.
+ */
+const CLIENT_ID_SHAPE = /^[A-Za-z0-9._~-]{0,32}$/;
+
+export function hasClientIdShape(value: string): boolean {
+  return CLIENT_ID_SHAPE.test(value);
+}
+
 /** node:crypto's one-shot hash (Node 20.12+), cheaper than a Hash object; createHash before. */
 const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'base64url') => string }).hash;
 

@@ -39,6 +39,7 @@ export const CLIENT_AUTH_FAILURE_REASONS = [
   'revoked_client',
   'wrong_secret',
   'expired_secret',
+  'revoked_secret',
   'wrong_auth_method',
   'assertion_type_unsupported',
   'assertion_missing',
