@@ -265,6 +265,38 @@ describe('the once-a-minute window is per reason and client (or address, for a t
   });
 });
 
+describe('addresses past 20 a minute for one reason are counted together (an IPv6 /64 costs little)', () => {
+  const dataDir = tempDir();
+  const log = pinoCapture();
+  let issuer: Issuer;
+  let e: Express;
+
+  beforeAll(async () => {
+    issuer = createIssuer({ issuer: 'http://issuer.test', audience: AUDIENCE, dataDir, logger: log.logger });
+    e = express();
+    e.set('trust proxy', true);
+    e.use(issuer.router());
+    e.get('/me', issuer.requireBearer(), sendAuth);
+    await issuer.ready();
+  });
+
+  afterAll(async () => {
+    await issuer.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('malformed tokens from 30 /64s at the default level: 20 lines with their own address, one for the rest, not 30', async () => {
+    for (let i = 1; i <= 30; i++) expectRefused(await request(e).get('/me').set('X-Forwarded-For', `2001:db8:${i.toString(16)}::1`).set('Authorization', 'Bearer abc.def.ghi'));
+    const lines = log.events('token.rejected');
+    expect(lines.map((l) => [l.level, l.reason, l.ip, l.other_addresses])).toEqual([
+      ...Array.from({ length: 20 }, (_, i) => [PINO_INFO, 'malformed', `2001:db8:${(i + 1).toString(16)}::1`, undefined]),
+      [PINO_INFO, 'malformed', '2001:db8:15::1', true],
+    ]);
+    expect(lines[20]).toMatchObject({ example_addresses: ['2001:db8:15:0::/64'], debug_only_since_last: 0 });
+    expect(lines[20].msg).toBe('access token refused: malformed, from addresses past the first 20 in 60 s, counted together (more of these within 60 s are logged at debug level)');
+  });
+});
+
 describe('standalone requireBearer()', () => {
   const dataDir = tempDir();
   let issuer: Issuer;

@@ -69,6 +69,11 @@ export class ThrottledLog {
     this.logger[level]({ ...visibleFields(fields), debug_only_since_last: debugOnly }, `${msg} (more of these within ${this.seconds()} s are logged at debug level)`);
   }
 
+  /** Whether `key` has a window that is not over (its next report() goes to debug). */
+  isOpen(key: string): boolean {
+    return this.windows.isOpen(key);
+  }
+
   /** Logs the count of each window that is over and held lines back (called by the timer). */
   flush(): void {
     for (const { heldBack, last } of this.windows.ended()) {
