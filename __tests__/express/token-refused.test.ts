@@ -60,6 +60,21 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
     expect(JSON.stringify(lines)).not.toContain(d.clientSecret);
   });
 
+  it('token.refused before the client is known: one window per address, an IPv6 address by its /64 as for every refusal line', async () => {
+    const send = (ip: string) => token({ grant_type: 'password' }, ip);
+    for (const ip of ['2001:db8:7:1::1', '2001:db8:7:1::2', '2001:db8:7:1:ffff:ffff:ffff:ffff', '2001:db8:7:2::1', '::ffff:198.51.100.40', '198.51.100.40']) {
+      expect((await send(ip)).body.error).toBe('unsupported_grant_type');
+    }
+    expect(events('token.refused').map((l) => [l.level, l.obj.ip])).toEqual([
+      ['info', '2001:db8:7:1::1'],
+      ['debug', '2001:db8:7:1::2'],
+      ['debug', '2001:db8:7:1:ffff:ffff:ffff:ffff'],
+      ['info', '2001:db8:7:2::1'],
+      ['info', '::ffff:198.51.100.40'],
+      ['debug', '198.51.100.40'],
+    ]);
+  });
+
   it('token.refused: each cause of an invalid_request has its own reason and window (the wire still says invalid_request); two methods name the Basic client', async () => {
     const c = await s.issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
     const good = { grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret };
