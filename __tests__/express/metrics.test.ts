@@ -213,7 +213,8 @@ describe('an issuer with metrics on', () => {
     expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_token",reason="malformed"}')).toBe(1);
     expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_token",reason="wrong_issuer"}')).toBe(0);
     expect(value(text, 'ecc_bearer_checks_total{outcome="missing_token",reason=""}')).toBe(1);
-    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_request",reason="invalid_request"}')).toBe(1);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_request",reason="malformed_header"}')).toBe(1);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_request",reason="invalid_request"}')).toBe(0);
     // the token: checked once, then found 3 times (the 403 route included); the two bad ones were misses
     expect(value(text, 'ecc_verified_token_cache_misses_total')).toBe(3);
     expect(value(text, 'ecc_verified_token_cache_hits_total')).toBe(3);

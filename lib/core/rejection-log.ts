@@ -1,10 +1,14 @@
-import type { DpopProofFailure, TokenRejectionFacts, TokenRejectionReason } from '../errors';
+import type { BearerRequestFault, DpopProofFailure, TokenRejectionFacts, TokenRejectionReason } from '../errors';
 import type { ResolvedLogger } from '../logger';
 import { addressKey } from './address-key';
 import { ThrottledLog } from './refusal-log';
 
-/** Why a bearer check refused a request: the verifier's reasons, a missing scope, a malformed request (400), or the DPoP proof check that failed (`dpop_htu`, ...). */
-export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | 'invalid_request' | `dpop_${DpopProofFailure}`;
+/**
+ * Why a bearer check refused a request: the verifier's reasons, a missing
+ * scope, a malformed request (400: what was wrong with it, `invalid_request`
+ * for another cause), or the DPoP proof check that failed (`dpop_htu`, ...).
+ */
+export type BearerRejectionReason = TokenRejectionReason | 'insufficient_scope' | BearerRequestFault | 'invalid_request' | `dpop_${DpopProofFailure}`;
 
 /** The request a refusal answered, as logged: never its query string (a token sent in the URL would be in it). */
 export interface RefusedRequest {

@@ -1,4 +1,6 @@
 import {
+  BEARER_REQUEST_FAULTS,
+  bearerRequestFault,
   DPOP_PROOF_FAILURES,
   InsufficientScopeError,
   InvalidDpopProofError,
@@ -183,6 +185,10 @@ export const BEARER_SERIES = {
   accepted: { outcome: 'accepted', reason: '' },
   missing_token: { outcome: 'missing_token', reason: '' },
   invalid_request: { outcome: 'invalid_request', reason: 'invalid_request' },
+  ...(Object.fromEntries(BEARER_REQUEST_FAULTS.map((fault) => [fault, { outcome: 'invalid_request', reason: fault }])) as Record<
+    (typeof BEARER_REQUEST_FAULTS)[number],
+    { outcome: 'invalid_request'; reason: string }
+  >),
   insufficient_scope: { outcome: 'insufficient_scope', reason: 'insufficient_scope' },
   use_dpop_nonce: { outcome: 'use_dpop_nonce', reason: '' },
   unavailable: { outcome: 'unavailable', reason: '' },
@@ -209,7 +215,7 @@ export function bearerCheck(error: OAuthError): BearerCheck {
   if (error instanceof InsufficientScopeError) return 'insufficient_scope';
   if (error instanceof InvalidDpopProofError) return dpopProofReason(error.reason);
   if (error instanceof UseDpopNonceError) return 'use_dpop_nonce';
-  if (error instanceof InvalidRequestError) return 'invalid_request';
+  if (error instanceof InvalidRequestError) return bearerRequestFault(error);
   if (error instanceof MissingTokenError) return 'missing_token';
   if (error.status !== 503) return 'server_error';
   return error instanceof TemporarilyUnavailableError && error.dependency !== undefined ? `unavailable_${error.dependency}` : 'unavailable';
