@@ -190,6 +190,35 @@ export const TOKEN_REJECTION_REASONS = [
 export type TokenRejectionReason = (typeof TOKEN_REJECTION_REASONS)[number];
 
 /**
+ * Why requireBearer() answered 400 `invalid_request` (the error's detail):
+ * token.rejected's `reason` and the `reason` of
+ * `ecc_bearer_checks_total{outcome="invalid_request"}`; the wire says
+ * `invalid_request` for each.
+ */
+export const BEARER_REQUEST_FAULTS = [
+  /** `access_token` in the query string, no Authorization header. */
+  'token_in_url',
+  /** `access_token` in a body parsed before requireBearer(), no Authorization header. */
+  'token_in_body',
+  /** `access_token` in the query or the body and an Authorization header too, or in both the query and the body (RFC 6750 §2: one method per request). */
+  'multiple_tokens',
+  /** Two Authorization headers. */
+  'repeated_authorization',
+  /** A Bearer or DPoP header without a token, or with one that is not a b64token (quotes, commas, several tokens). */
+  'malformed_header',
+  /** A DPoP-bound token sent with the Bearer scheme and a DPoP header. */
+  'both_schemes',
+] as const;
+export type BearerRequestFault = (typeof BEARER_REQUEST_FAULTS)[number];
+
+const BEARER_FAULTS: ReadonlySet<string> = new Set(BEARER_REQUEST_FAULTS);
+
+/** Why requireBearer() refused a request with `error`: its detail when one of BEARER_REQUEST_FAULTS, else `invalid_request`. */
+export function bearerRequestFault(error: InvalidRequestError): BearerRequestFault | 'invalid_request' {
+  return error.detail !== undefined && BEARER_FAULTS.has(error.detail) ? (error.detail as BearerRequestFault) : 'invalid_request';
+}
+
+/**
  * What may be logged about a refused token: values of its header and claims
  * and what was expected instead, never the token or its signature. Values
  * taken from a token whose signature was not (or not yet) checked are

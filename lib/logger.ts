@@ -11,15 +11,35 @@ export interface Logger {
   info(obj: Record<string, unknown>, msg?: string): void;
   warn(obj: Record<string, unknown>, msg?: string): void;
   error(obj: Record<string, unknown>, msg?: string): void;
+  /**
+   * Whether lines of `level` are written (pino's method). Optional: when
+   * there, a debug line of a refused request is neither built nor escaped
+   * while it says no to `debug`; without it, whenever `debug` exists.
+   */
+  isLevelEnabled?(level: string): boolean;
 }
 
-/** A logger as used inside: `debug` always there (a no-op when the given logger has none), and no method that throws (see resolveLogger()). */
-export type ResolvedLogger = Required<Logger>;
+/**
+ * A logger as used inside: `debug` always there (a no-op when the given
+ * logger has none), and no method that throws (see resolveLogger());
+ * `isLevelEnabled` when it can tell (see writesDebug()).
+ */
+export type ResolvedLogger = Required<Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>> & Pick<Logger, 'isLevelEnabled'>;
+
+/**
+ * Whether a debug line given to `logger` would be written: it has debug()
+ * and, when it can tell (isLevelEnabled()), says debug is on. Asked per
+ * line, as a pino logger's level may be changed while it runs. For lines
+ * that cost something to build (the escaped facts of a refused request).
+ */
+export function writesDebug(logger: Logger): boolean {
+  return typeof logger.debug === 'function' && (logger.isLevelEnabled === undefined || logger.isLevelEnabled('debug'));
+}
 
 type Line = [obj: Record<string, unknown>, msg?: string];
 
 const noop = (): void => undefined;
-export const silentLogger: ResolvedLogger = { debug: noop, info: noop, warn: noop, error: noop };
+export const silentLogger: ResolvedLogger = { debug: noop, info: noop, warn: noop, error: noop, isLevelEnabled: () => false };
 
 /**
  * `undefined` → pino at `info` on stdout; `false` → silent; a logger → its
@@ -42,16 +62,31 @@ export function resolveLogger(option: Logger | false | undefined): ResolvedLogge
     }
   }
   const logger: Logger = option ?? pino({ name: 'express-client-credentials' });
+  const hasDebug = typeof logger.debug === 'function';
   return {
-    debug: typeof logger.debug === 'function' ? dropping(logger, 'debug') : noop,
+    debug: hasDebug ? dropping(logger, 'debug') : noop,
     info: dropping(logger, 'info'),
     warn: dropping(logger, 'warn'),
     error: dropping(logger, 'error'),
+    ...(!hasDebug
+      ? { isLevelEnabled: (level: string) => level !== 'debug' }
+      : typeof logger.isLevelEnabled === 'function' && { isLevelEnabled: askingLevel(logger) }),
+  };
+}
+
+/** `logger.isLevelEnabled`, called as its method; one that throws counts as yes (the line is built and given, as without the method). */
+function askingLevel(logger: Logger): (level: string) => boolean {
+  return (level) => {
+    try {
+      return logger.isLevelEnabled!(level) !== false;
+    } catch {
+      return true;
+    }
   };
 }
 
 /** `logger[level]`, called as its method, with any exception it throws dropped (see resolveLogger()). */
-function dropping(logger: Logger, level: keyof Logger): (...line: Line) => void {
+function dropping(logger: Logger, level: 'debug' | 'info' | 'warn' | 'error'): (...line: Line) => void {
   return (...line) => {
     try {
       logger[level]!(...line);
@@ -93,5 +128,11 @@ export class LoggerFanout implements ResolvedLogger {
 
   error = (...line: Line): void => {
     for (const logger of this.loggers.values()) logger.error(...line);
+  };
+
+  /** Whether any of its loggers writes `level` (one that cannot tell counts as yes). */
+  isLevelEnabled = (level: string): boolean => {
+    for (const logger of this.loggers.values()) if (logger.isLevelEnabled?.(level) ?? true) return true;
+    return false;
   };
 }

@@ -1,5 +1,7 @@
+import pino from 'pino';
 import { atMostEvery, LogWindows } from '../../lib/core/throttle';
 import { ThrottledLog } from '../../lib/core/refusal-log';
+import * as visibleText from '../../lib/shared/visible-text';
 
 describe('atMostEvery', () => {
   it('passes the first call, drops the rest of the window, passes the first call after it, with its arguments', () => {
@@ -101,5 +103,61 @@ describe('ThrottledLog', () => {
       jest.useRealTimers();
     }
   });
-});
 
+  describe('escapes (visibleFields()) only the lines it writes', () => {
+    /** A pino logger at `level` writing parsed JSON lines into an array. */
+    function pinoAt(level: string) {
+      const out: Record<string, unknown>[] = [];
+      return { logger: pino({ level }, { write: (line: string) => void out.push(JSON.parse(line) as Record<string, unknown>) }), out };
+    }
+    const refusal = (n: number) => ({ event: 'token.rejected', n, claimed_client_id: `c${n}\u2028\u202e` });
+    let escape: jest.SpyInstance;
+    beforeEach(() => {
+      escape = jest.spyOn(visibleText, 'visibleFields');
+    });
+    afterEach(() => escape.mockRestore());
+
+    it('with a logger at info, 1,000 refusals of one key in a minute: two escapes, for the two lines written (the first, the summary), both escaped', () => {
+      let clock = 0;
+      const { logger, out } = pinoAt('info');
+      const log = new ThrottledLog(logger, 60_000, () => clock);
+      try {
+        for (let n = 1; n <= 1000; n++) log.report('info', 'k', refusal(n), 'm');
+        clock = 60_000;
+        log.flush();
+        expect(out.map(({ level, n, claimed_client_id, debug_only_since_last, summary }) => ({ level, n, claimed_client_id, debug_only_since_last, summary }))).toEqual([
+          { level: 30, n: 1, claimed_client_id: 'c1\\u2028\\u202e', debug_only_since_last: 0, summary: undefined },
+          { level: 30, n: 1000, claimed_client_id: 'c1000\\u2028\\u202e', debug_only_since_last: 999, summary: true },
+        ]);
+        expect(escape).toHaveBeenCalledTimes(2);
+      } finally {
+        log.stop();
+      }
+    });
+
+    it('with a logger at debug, every line is written escaped; its level is asked per line (pino\'s may change while it runs)', () => {
+      let clock = 0;
+      const { logger, out } = pinoAt('debug');
+      const log = new ThrottledLog(logger, 60_000, () => clock);
+      try {
+        for (let n = 1; n <= 3; n++) log.report('info', 'k', refusal(n), 'm');
+        logger.level = 'info';
+        log.report('info', 'k', refusal(4), 'm');
+        logger.level = 'debug';
+        log.report('info', 'k', refusal(5), 'm');
+        clock = 60_000;
+        log.flush();
+        expect(out.map((l) => [l.level, l.n, l.claimed_client_id, l.summary])).toEqual([
+          [30, 1, 'c1\\u2028\\u202e', undefined],
+          [20, 2, 'c2\\u2028\\u202e', undefined],
+          [20, 3, 'c3\\u2028\\u202e', undefined],
+          [20, 5, 'c5\\u2028\\u202e', undefined],
+          [30, 5, 'c5\\u2028\\u202e', true],
+        ]);
+        expect(escape).toHaveBeenCalledTimes(5);
+      } finally {
+        log.stop();
+      }
+    });
+  });
+});

@@ -463,12 +463,13 @@ describe('DPoP refusals in token.rejected and the metrics', () => {
         ['info', 'dpop_key_mismatch', client.clientId],
         ['info', 'dpop_unbound_token', client.clientId],
         ['info', 'dpop_required', client.clientId],
-        ['info', 'invalid_request', client.clientId],
+        ['info', 'both_schemes', client.clientId],
       ]);
       const text = await registry.metrics();
       for (const reason of ['dpop_bound_as_bearer', 'dpop_key_mismatch', 'dpop_unbound_token', 'dpop_required']) {
         expect(text).toContain(`ecc_bearer_checks_total{outcome="invalid_token",reason="${reason}"} 1`);
       }
+      expect(text).toContain('ecc_bearer_checks_total{outcome="invalid_request",reason="both_schemes"} 1');
       expect(text).not.toContain('dpop_binding');
     } finally {
       await t.close();

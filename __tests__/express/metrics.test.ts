@@ -6,8 +6,8 @@ import { rmSync } from 'node:fs';
 import express, { type Express, type Request, type Response } from 'express';
 import { Registry } from 'prom-client';
 import request from 'supertest';
-import { createIssuer, requireBearer, TemporarilyUnavailableError, ServerError, TooManyRequestsError, InvalidScopeError, InvalidClientError, type Issuer, type IssuerOptions } from '../../lib';
-import { tokenOutcome } from '../../lib/metrics/counts';
+import { createIssuer, openEmbeddedStore, requireBearer, StoreUnavailableError, TemporarilyUnavailableError, ServerError, TooManyRequestsError, InvalidScopeError, InvalidClientError, type Issuer, type IssuerOptions } from '../../lib';
+import { managementCheck, tokenOutcome } from '../../lib/metrics/counts';
 import { InvalidDpopProofError, InvalidTargetError, UseDpopNonceError } from '../../lib/errors';
 import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
 import { fetchToken, freshKey, mint } from '../helpers/tokens';
@@ -166,6 +166,34 @@ describe('an issuer with metrics on', () => {
     expect(value(text, 'ecc_token_requests_total{outcome="issued"}')).toBe(1);
   });
 
+  it('says what a revocation or introspection 503 could not reach: reason store for a revocation the store cannot write', async () => {
+    const registry = new Registry();
+    const dataDir = tempDir();
+    dirs.push(dataDir);
+    const store = await openEmbeddedStore({ dataDir });
+    const revokeToken = store.revokeToken.bind(store);
+    let full = true;
+    store.revokeToken = async (entry) => {
+      if (full) throw new StoreUnavailableError('SQLite store unavailable: SQLITE_FULL: database or disk is full');
+      return revokeToken(entry);
+    };
+    const { issuer, app } = await start({ metrics: { registry }, store });
+    const svc = await issuer.clients.create({ name: 'svc', scopes: ['orders:read'] });
+    const token = await fetchToken(app, svc);
+    const revoke = () => request(app).post('/oauth/revoke').auth(svc.clientId, svc.clientSecret).type('form').send({ token });
+    expect((await revoke()).status).toBe(503);
+    full = false;
+    expect((await revoke()).status).toBe(200);
+
+    const text = await registry.metrics();
+    const series = (endpoint: string, reason?: string) =>
+      value(text, `ecc_token_management_requests_total{endpoint="${endpoint}",outcome="unavailable"${reason === undefined ? '' : `,reason="${reason}"`}}`);
+    expect(series('revocation', 'store')).toBe(1);
+    expect(series('revocation')).toBe(0);
+    for (const reason of ['client_jwks_uri', 'revocations']) expect(series('revocation', reason)).toBe(0);
+    for (const reason of [undefined, 'store', 'client_jwks_uri', 'revocations']) expect(series('introspection', reason)).toBe(0);
+  });
+
   it('counts rate-limited token requests', async () => {
     const registry = new Registry();
     const { issuer, app } = await start({ metrics: { registry }, bruteForce: { maxFailuresPerAddress: 2 } });
@@ -215,7 +243,8 @@ describe('an issuer with metrics on', () => {
     expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_token",reason="malformed"}')).toBe(1);
     expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_token",reason="wrong_issuer"}')).toBe(0);
     expect(value(text, 'ecc_bearer_checks_total{outcome="missing_token",reason=""}')).toBe(1);
-    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_request",reason="invalid_request"}')).toBe(1);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_request",reason="malformed_header"}')).toBe(1);
+    expect(value(text, 'ecc_bearer_checks_total{outcome="invalid_request",reason="invalid_request"}')).toBe(0);
     // the token: checked once, then found 3 times (the 403 route included); the two bad ones were misses
     expect(value(text, 'ecc_verified_token_cache_misses_total')).toBe(3);
     expect(value(text, 'ecc_verified_token_cache_hits_total')).toBe(3);
@@ -353,5 +382,12 @@ describe('options', () => {
     expect(tokenOutcome(new InvalidClientError({ detail: 'client 42 said so' }))).toBe('invalid_client:other');
     expect(tokenOutcome(new InvalidTargetError('x'))).toBe('invalid_target');
     expect(tokenOutcome(new TemporarilyUnavailableError('x', { detail: 'assertion_jwks_uri_unavailable' }))).toBe('unavailable:client_jwks_uri');
+  });
+
+  it('maps revocation and introspection 503s to what could not be reached, when known', () => {
+    expect(managementCheck('revocation', new TemporarilyUnavailableError(undefined, { dependency: 'store' }))).toBe('revocation_unavailable:store');
+    expect(managementCheck('introspection', new TemporarilyUnavailableError(undefined, { dependency: 'revocations' }))).toBe('introspection_unavailable:revocations');
+    expect(managementCheck('introspection', new TemporarilyUnavailableError('x', { detail: 'assertion_jwks_uri_unavailable' }))).toBe('introspection_unavailable:client_jwks_uri');
+    expect(managementCheck('revocation', new TemporarilyUnavailableError())).toBe('revocation_unavailable');
   });
 });

@@ -146,6 +146,28 @@ describe("private_key_jwt when the client's jwks_uri cannot be fetched", () => {
     expect(JSON.stringify(lines)).not.toMatch(/eyJ[A-Za-z0-9_-]+\.eyJ/);
   });
 
+  it('the fetch error is logged escaped: a TLS error quoting the names of a certificate the key host chose stays one line in its order', async () => {
+    const c = await s.issuer.clients.create({ name: 'remote', authMethod: 'private_key_jwt', jwksUri: uri });
+    // what undici rejects with for a certificate whose names do not match (its message lists them)
+    const altnames = 'DNS:keys.example\u2028{"event":"token.issued"}, DNS:\u202etxt.exe\u0085';
+    const tls = Object.assign(new Error(`Hostname/IP does not match certificate's altnames: Host: 127.0.0.1. is not in the cert's altnames: ${altnames}`), { code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+    const fetchSpy = jest.spyOn(globalThis, 'fetch').mockRejectedValue(new TypeError('fetch failed', { cause: tls }));
+    try {
+      expect503(await post(c.clientId, k1.priv));
+      expect503(await post(c.clientId, k1.priv));
+    } finally {
+      fetchSpy.mockRestore();
+    }
+    const outage = events('client.jwks_uri_unavailable');
+    expect(outage.map((l) => l.level)).toEqual(['warn', 'debug']);
+    for (const { obj } of outage) {
+      expect(obj.reason).toBe(
+        "fetch failed: Hostname/IP does not match certificate's altnames: Host: 127.0.0.1. is not in the cert's altnames: DNS:keys.example\\u2028{\"event\":\"token.issued\"}, DNS:\\u202etxt.exe\\u0085",
+      );
+    }
+    for (const raw of ['\u2028', '\u202e', '\u0085']) expect(JSON.stringify(lines)).not.toContain(raw);
+  });
+
   it('a failing host (reset, 502) stays a 503 past the first fetch; once it answers again (after the 30 s cooldown) the client gets its token, from the same address', async () => {
     const c = await s.issuer.clients.create({ name: 'remote', authMethod: 'private_key_jwt', jwksUri: uri });
     mode = 'reset';

@@ -4,7 +4,9 @@
  * known) in a minute at info or warn, the rest at debug, with the client_id
  * only once the client is authenticated, and never a secret or a token.
  */
+import pino from 'pino';
 import request from 'supertest';
+import * as visibleText from '../../lib/shared/visible-text';
 import { setup, type TestSetup } from '../helpers/app';
 import { fetchToken } from '../helpers/tokens';
 
@@ -56,6 +58,21 @@ describe('refusals at the issuer endpoints are logged with their reason, throttl
     expect(events('token.refused')[0].obj).toMatchObject({ error: 'invalid_scope', status: 400, detail: expect.stringContaining('orders:write') });
     expect(JSON.stringify(lines)).not.toContain(c.clientSecret);
     expect(JSON.stringify(lines)).not.toContain(d.clientSecret);
+  });
+
+  it('token.refused before the client is known: one window per address, an IPv6 address by its /64 as for every refusal line', async () => {
+    const send = (ip: string) => token({ grant_type: 'password' }, ip);
+    for (const ip of ['2001:db8:7:1::1', '2001:db8:7:1::2', '2001:db8:7:1:ffff:ffff:ffff:ffff', '2001:db8:7:2::1', '::ffff:198.51.100.40', '198.51.100.40']) {
+      expect((await send(ip)).body.error).toBe('unsupported_grant_type');
+    }
+    expect(events('token.refused').map((l) => [l.level, l.obj.ip])).toEqual([
+      ['info', '2001:db8:7:1::1'],
+      ['debug', '2001:db8:7:1::2'],
+      ['debug', '2001:db8:7:1:ffff:ffff:ffff:ffff'],
+      ['info', '2001:db8:7:2::1'],
+      ['info', '::ffff:198.51.100.40'],
+      ['debug', '198.51.100.40'],
+    ]);
   });
 
   it('token.refused: each cause of an invalid_request has its own reason and window (the wire still says invalid_request); two methods name the Basic client', async () => {
@@ -305,5 +322,30 @@ describe('client.rate_limited says which limit refused the request, with the cou
     expect(line.obj).toMatchObject({ limit: 'address', client_id: innocent.clientId, address_failures: 4, client_address_failures: 0, max_failures: 4 });
     expect(line.msg).toMatch(/from this address: every request from it is refused/);
     expect(line.msg).toMatch(/not necessarily one that failed/);
+  });
+});
+
+describe('introspection.inactive is built only for a logger that writes debug lines', () => {
+  it('a pino logger at info: no line and nothing escaped for it; set to debug while running: the line, escaped', async () => {
+    const out: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void out.push(JSON.parse(line) as Record<string, unknown>) });
+    const s = await setup({ logger });
+    const escape = jest.spyOn(visibleText, 'visibleFields');
+    try {
+      const rs = await s.issuer.clients.create({ name: 'rs', permissions: ['introspect'] });
+      const introspect = (t: string) => request(s.app).post('/oauth/introspect').auth(rs.clientId, rs.clientSecret).type('form').send({ token: t });
+      const escapedFor = () => escape.mock.calls.filter(([line]) => line.event === 'introspection.inactive').length;
+      for (let i = 0; i < 3; i++) expect((await introspect('not-a-token')).body).toEqual({ active: false });
+      expect(out.filter((l) => l.event === 'introspection.inactive')).toEqual([]);
+      expect(escapedFor()).toBe(0);
+
+      logger.level = 'debug';
+      expect((await introspect('not-a-token')).body).toEqual({ active: false });
+      expect(out.filter((l) => l.event === 'introspection.inactive')).toEqual([expect.objectContaining({ level: 20, reason: 'malformed', client_id: rs.clientId })]);
+      expect(escapedFor()).toBe(1);
+    } finally {
+      escape.mockRestore();
+      await s.close();
+    }
   });
 });

@@ -8,6 +8,7 @@ import { rmSync } from 'node:fs';
 import express, { type Express, type Request, type Response } from 'express';
 import pino from 'pino';
 import request from 'supertest';
+import { Registry } from 'prom-client';
 import { createIssuer, requireBearer, type Issuer, type Logger } from '../../lib';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
 import { AUDIENCE, tempDir } from '../helpers/app';
@@ -147,11 +148,11 @@ describe('issuer.requireBearer(): other reasons', () => {
     expect(log.lines.join('')).not.toContain(token.split('.')[2]);
   });
 
-  it('a malformed token, and a malformed header (invalid_request), without echoing either', async () => {
+  it('a malformed token, and a malformed header (invalid_request, reason malformed_header), without echoing either', async () => {
     expectRefused(await request(e).get('/me').set('Authorization', 'Bearer abc.def.ghi'));
     const res = await request(e).get('/me').set('Authorization', 'Bearer secret-looking$value');
     expect(res.status).toBe(400);
-    expect(log.events('token.rejected').map((l) => l.reason)).toEqual(['malformed', 'invalid_request']);
+    expect(log.events('token.rejected').map((l) => l.reason)).toEqual(['malformed', 'malformed_header']);
     const text = log.lines.join('');
     expect(text).not.toContain('abc.def.ghi');
     expect(text).not.toContain('secret-looking');
@@ -195,6 +196,66 @@ describe('issuer.requireBearer(): other reasons', () => {
   it('a request without a token is not a refused token: nothing logged', async () => {
     expect((await request(e).get('/me')).status).toBe(401);
     expect(log.events('token.rejected')).toEqual([]);
+  });
+});
+
+describe('each cause of a 400 invalid_request has its own reason, window and series; the wire says invalid_request', () => {
+  const dataDir = tempDir();
+  const log = pinoCapture();
+  const registry = new Registry();
+  let issuer: Issuer;
+  let e: Express;
+
+  beforeAll(async () => {
+    issuer = createIssuer({ issuer: 'http://issuer.test', audience: AUDIENCE, dataDir, logger: log.logger, metrics: { registry } });
+    e = express();
+    e.use(issuer.router());
+    e.get('/me', issuer.requireBearer(), sendAuth);
+    e.post('/form', express.urlencoded({ extended: false }), issuer.requireBearer(), sendAuth);
+    await issuer.ready();
+  });
+
+  afterAll(async () => {
+    await issuer.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('token in the URL, in the body, in both or beside the header, two Authorization headers, a malformed header: one info line each, from one address', async () => {
+    const client = await issuer.clients.create({ name: 'svc', scopes: [] });
+    const token = await fetchToken(e, client);
+    const answers = [
+      await request(e).get(`/me?access_token=${token}`),
+      await request(e).post('/form').type('form').send({ access_token: token }),
+      await request(e).get(`/me?access_token=${token}`).set('Authorization', `Bearer ${token}`),
+      await request(e).post(`/form?access_token=${token}`).type('form').send({ access_token: token }),
+      await request(e).get('/me').set('Authorization', [`Bearer ${token}`, `Bearer ${token}`] as unknown as string),
+      await request(e).get('/me').set('Authorization', 'Bearer a,b'),
+      await request(e).get('/me').set('Authorization', 'Bearer'),
+    ];
+    for (const res of answers) {
+      expect(res.status).toBe(400);
+      expect(res.body.error).toBe('invalid_request');
+    }
+    expect(log.events('token.rejected').map((l) => [l.level, l.reason, l.detail])).toEqual([
+      [PINO_INFO, 'token_in_url', 'send the access token in the Authorization header, not in the URL or the body'],
+      [PINO_INFO, 'token_in_body', 'send the access token in the Authorization header, not in the URL or the body'],
+      [PINO_INFO, 'multiple_tokens', 'send the access token in the Authorization header, not in the URL or the body'],
+      [PINO_INFO, 'repeated_authorization', 'send one Authorization header'],
+      [PINO_INFO, 'malformed_header', 'malformed Bearer authorization header'],
+    ]);
+    // the second multiple_tokens (query and body) and malformed_header ("Bearer" alone): same reason, same address, same minute, at debug
+    const text = await registry.metrics();
+    const series = (reason: string) => new RegExp(`^ecc_bearer_checks_total\\{outcome="invalid_request",reason="${reason}"\\} (\\d+)$`, 'm').exec(text)?.[1];
+    expect(['token_in_url', 'token_in_body', 'multiple_tokens', 'repeated_authorization', 'malformed_header', 'both_schemes', 'invalid_request'].map((r) => [r, series(r)])).toEqual([
+      ['token_in_url', '1'],
+      ['token_in_body', '1'],
+      ['multiple_tokens', '2'],
+      ['repeated_authorization', '1'],
+      ['malformed_header', '2'],
+      ['both_schemes', '0'],
+      ['invalid_request', '0'],
+    ]);
+    expect(log.lines.join('')).not.toContain(token.split('.')[2]);
   });
 });
 
@@ -262,6 +323,38 @@ describe('the once-a-minute window is per reason and client (or address, for a t
       [PINO_INFO, 'malformed', '2001:db8:1:2::1'],
       [PINO_DEBUG, 'malformed', '2001:db8:1:2::ffff'],
     ]);
+  });
+});
+
+describe('addresses past 20 a minute for one reason are counted together (an IPv6 /64 costs little)', () => {
+  const dataDir = tempDir();
+  const log = pinoCapture();
+  let issuer: Issuer;
+  let e: Express;
+
+  beforeAll(async () => {
+    issuer = createIssuer({ issuer: 'http://issuer.test', audience: AUDIENCE, dataDir, logger: log.logger });
+    e = express();
+    e.set('trust proxy', true);
+    e.use(issuer.router());
+    e.get('/me', issuer.requireBearer(), sendAuth);
+    await issuer.ready();
+  });
+
+  afterAll(async () => {
+    await issuer.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('malformed tokens from 30 /64s at the default level: 20 lines with their own address, one for the rest, not 30', async () => {
+    for (let i = 1; i <= 30; i++) expectRefused(await request(e).get('/me').set('X-Forwarded-For', `2001:db8:${i.toString(16)}::1`).set('Authorization', 'Bearer abc.def.ghi'));
+    const lines = log.events('token.rejected');
+    expect(lines.map((l) => [l.level, l.reason, l.ip, l.other_addresses])).toEqual([
+      ...Array.from({ length: 20 }, (_, i) => [PINO_INFO, 'malformed', `2001:db8:${(i + 1).toString(16)}::1`, undefined]),
+      [PINO_INFO, 'malformed', '2001:db8:15::1', true],
+    ]);
+    expect(lines[20]).toMatchObject({ example_addresses: ['2001:db8:15:0::/64'], debug_only_since_last: 0 });
+    expect(lines[20].msg).toBe('access token refused: malformed, from addresses past the first 20 in 60 s, counted together (more of these within 60 s are logged at debug level)');
   });
 });
 

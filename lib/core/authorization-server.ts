@@ -4,6 +4,7 @@ import { InvalidDpopProofError, InvalidRequestError, InvalidTargetError, Tempora
 import type { Logger } from '../logger';
 import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import type { FailedAuthLimiter } from './brute-force';
+import { addressKey } from './address-key';
 import { ClientAssertionVerifier } from './client-assertion';
 import { refusalReason, ThrottledLog } from './refusal-log';
 import { ClientService } from './clients';
@@ -337,7 +338,8 @@ export class AuthorizationServer {
       ...(source.clientId !== undefined && { client_id: source.clientId }),
       ip: source.ip,
     };
-    const who = source.clientId !== undefined ? `client:${source.clientId}` : `ip:${source.ip}`;
+    // an IPv6 address by its /64, as every other refusal window (one host picks any address of its /64)
+    const who = source.clientId !== undefined ? `client:${source.clientId}` : `ip:${source.ip === undefined ? '' : addressKey(source.ip)}`;
     // a DPoP proof's checks are told apart (htu, replayed…): one misconfiguration does not hide another
     const kind = error instanceof InvalidDpopProofError ? `:${error.reason}` : '';
     this.refusalLog.report('info', `${endpoint}|${reason}${kind}|${who}`, line, `${endpoint} request refused: ${reason}`);

@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache';
 import type { DpopAlgorithm } from '../jwt/algorithms';
 import { checkPublicJwk, jwkList } from '../jwt/public-jwk';
 import { readCapped } from '../shared/http-body';
+import { clip } from '../shared/visible-text';
 
 /** Bounds on fetching a client's jwks_uri. */
 export const JWKS_URI_TIMEOUT_MS = 5_000;
@@ -61,7 +62,8 @@ class Outage extends Error {}
 
 /**
  * The message of a fetch error with its cause (fetch says only "fetch
- * failed"), at most 200 characters. Read by shape: fetch's errors may come
+ * failed"), at most 200 characters (never half a surrogate pair); not
+ * escaped: the log line escapes it. Read by shape: fetch's errors may come
  * from another realm.
  */
 function describe(err: unknown): string {
@@ -72,7 +74,7 @@ function describe(err: unknown): string {
   };
   const own = message(err) ?? String(err);
   const cause = message((err as { cause?: unknown } | undefined)?.cause);
-  return (cause ? `${own}: ${cause}` : own).slice(0, 200);
+  return clip(cause ? `${own}: ${cause}` : own, 200, '');
 }
 
 interface LastError {

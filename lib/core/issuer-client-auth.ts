@@ -6,7 +6,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { InvalidClientError, OAuthError, StoreUnavailableError, TemporarilyUnavailableError, TooManyRequestsError } from '../errors';
-import type { Logger } from '../logger';
+import { writesDebug, type Logger } from '../logger';
 import type { ClientRecord, Store } from '../stores/types';
 import { addressKey, type FailedAuthLimiter, type FailureCount, type FailureLimit } from './brute-force';
 import { AssertionRejectedError, type ClientAssertionVerifier } from './client-assertion';
@@ -14,6 +14,7 @@ import { authenticateClient, EndedSecretError, loggedClientId, type ClientCreden
 import { JwksUriUnavailableError } from './client-jwks-uri';
 import type { ThrottledLog } from './refusal-log';
 import { asTemporarilyUnavailable, type StoreHealth } from './store-health';
+import { visibleFields } from '../shared/visible-text';
 
 /**
  * Failed authentications decided before a registered client was found: their
@@ -139,16 +140,19 @@ export class IssuerClientAuth {
    * client_id is the one the assertion claims: its signature was not checked.
    */
   private jwksUriUnavailable(err: JwksUriUnavailableError, credentials: ClientCredentials, ip: string | undefined): void {
-    const line = {
+    if (!err.firstOfOutage && !writesDebug(this.logger)) return;
+    // the fetch error's message (200 characters at most) may quote what the key host chose, such as the names of
+    // its certificate: escaped as every refusal line's text
+    const line = visibleFields({
       event: 'client.jwks_uri_unavailable',
       claimed_client_id: loggedClientId(credentials.clientId),
       jwks_uri: err.uri,
       reason: err.reason,
       retry_after_ms: err.retryAfterMs,
       ip,
-    };
+    });
     if (err.firstOfOutage) this.logger.warn(line, "a client's jwks_uri cannot be fetched; its token requests are answered 503 until it can");
-    else this.logger.debug?.(line, "a client's jwks_uri cannot be fetched");
+    else this.logger.debug!(line, "a client's jwks_uri cannot be fetched");
   }
 
   /**

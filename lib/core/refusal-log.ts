@@ -1,5 +1,5 @@
 import { InvalidDpopProofError, type OAuthError } from '../errors';
-import type { Logger } from '../logger';
+import { writesDebug, type Logger } from '../logger';
 import { visibleFields } from '../shared/visible-text';
 import { LogWindows } from './throttle';
 
@@ -18,7 +18,8 @@ export function refusalReason(error: OAuthError): string {
 
 interface HeldLine {
   level: 'info' | 'warn';
-  line: Record<string, unknown>;
+  /** As reported: escaped only if it is written (visibleFields()). */
+  fields: Record<string, unknown>;
   msg: string;
 }
 
@@ -46,15 +47,18 @@ export class ThrottledLog {
   }
 
   /**
-   * `line`'s strings (a refused request's: a claimed client_id, a received
+   * `fields`' strings (a refused request's: a claimed client_id, a received
    * value, a detail quoting the request) are logged with their control,
-   * bidi and line-separator characters escaped (visibleFields()).
+   * bidi and line-separator characters escaped (visibleFields()). That is
+   * done only for a line written: under a flood most calls go to debug, and
+   * with a logger above debug (writesDebug()) such a call is a map lookup
+   * and the window keeping `fields` (as they are: escaped when its summary
+   * is written).
    */
   report(level: 'info' | 'warn', key: string, fields: Record<string, unknown>, msg: string): void {
-    const line = visibleFields(fields);
-    const debugOnly = this.windows.take(key, { level, line, msg });
+    const debugOnly = this.windows.take(key, { level, fields, msg });
     if (debugOnly === undefined) {
-      this.logger.debug?.(line, msg);
+      if (writesDebug(this.logger)) this.logger.debug!(visibleFields(fields), msg);
       // the count goes out once the window is over; the timer runs only while something is held back
       if (this.timer === undefined) {
         this.timer = setInterval(() => this.flush(), Math.max(1000, this.windowMs / 4));
@@ -62,14 +66,19 @@ export class ThrottledLog {
       }
       return;
     }
-    this.logger[level]({ ...line, debug_only_since_last: debugOnly }, `${msg} (more of these within ${this.seconds()} s are logged at debug level)`);
+    this.logger[level]({ ...visibleFields(fields), debug_only_since_last: debugOnly }, `${msg} (more of these within ${this.seconds()} s are logged at debug level)`);
+  }
+
+  /** Whether `key` has a window that is not over (its next report() goes to debug). */
+  isOpen(key: string): boolean {
+    return this.windows.isOpen(key);
   }
 
   /** Logs the count of each window that is over and held lines back (called by the timer). */
   flush(): void {
     for (const { heldBack, last } of this.windows.ended()) {
       if (!last) continue;
-      this.logger[last.level]({ ...last.line, debug_only_since_last: heldBack, summary: true }, `${last.msg}: ${heldBack} more within ${this.seconds()} s, logged at debug level (the last one's facts here)`);
+      this.logger[last.level]({ ...visibleFields(last.fields), debug_only_since_last: heldBack, summary: true }, `${last.msg}: ${heldBack} more within ${this.seconds()} s, logged at debug level (the last one's facts here)`);
     }
     if (!this.windows.holding()) this.stop();
   }

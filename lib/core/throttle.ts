@@ -22,7 +22,8 @@ export function atMostEvery<A extends unknown[]>(ms: number, fn: (...args: A) =>
  * that are over with calls held back, so their count can be told without
  * waiting for the key's next call. At most `max` keys are kept (the oldest
  * window goes first), so keys an outsider chooses (its address, a
- * client_id) cost bounded memory.
+ * client_id) cost bounded memory; windows over that held nothing back are
+ * dropped as new ones open, so keys seen once are not kept that long.
  */
 export class LogWindows<K, H = undefined> {
   private readonly windows = new Map<K, { startedAt: number; heldBack: number; last?: H }>();
@@ -45,12 +46,19 @@ export class LogWindows<K, H = undefined> {
     }
     // a new window goes to the end: the first key in the map is the oldest window
     if (window) this.remove(key, window);
+    this.dropQuietEnded(now);
     if (this.windows.size >= this.max) {
       const oldest = this.windows.keys().next().value as K;
       this.remove(oldest, this.windows.get(oldest)!);
     }
     this.windows.set(key, { startedAt: now, heldBack: 0 });
     return window ? window.heldBack : 0;
+  }
+
+  /** Whether `key` has a window that is not over (its next take() answers undefined). */
+  isOpen(key: K): boolean {
+    const window = this.windows.get(key);
+    return window !== undefined && this.now() - window.startedAt < this.ms;
   }
 
   /** Whether some window holds back a call (ended() may have something to hand over). */
@@ -72,6 +80,21 @@ export class LogWindows<K, H = undefined> {
       this.remove(key, window);
     }
     return over;
+  }
+
+  /**
+   * Removes the oldest windows while they are over and held nothing back
+   * (nothing is owed for them, and their key's next call opens a window as
+   * if they were gone), so keys seen once each (an address per request) are
+   * not kept until `max` pushes them out. Stops at the first window still
+   * open or holding calls back (ended() hands that one over): each window is
+   * removed once, so a take() costs this no more than a constant on average.
+   */
+  private dropQuietEnded(now: number): void {
+    for (const [key, window] of this.windows) {
+      if (now - window.startedAt < this.ms || window.heldBack > 0) return;
+      this.windows.delete(key);
+    }
   }
 
   private remove(key: K, window: { heldBack: number }): void {

@@ -9,6 +9,7 @@ import { atMostEvery } from '../core/throttle';
 import type { AccessTokenAuth } from '../core/verifier';
 import {
   bearerChallenge,
+  bearerRequestFault,
   dpopChallenge,
   InvalidDpopProofError,
   InvalidRequestError,
@@ -93,7 +94,7 @@ export function bearerRefusals(options: RefusalOptions): Fail {
   return (res: Response, err: unknown, scheme: Scheme = 'bearer', auth?: AccessTokenAuth): void => {
     const error: OAuthError = toOAuthError(err);
     if (error instanceof InvalidTokenError) rejections.report(error.reason, error.detail, error.facts, refusedRequest(res.req));
-    else if (error instanceof InvalidRequestError) rejections.report('invalid_request', error.description, auth ? { client_id: auth.clientId } : {}, refusedRequest(res.req));
+    else if (error instanceof InvalidRequestError) rejections.report(bearerRequestFault(error), error.description, auth ? { client_id: auth.clientId } : {}, refusedRequest(res.req));
     else if (error instanceof InvalidDpopProofError) rejections.report(dpopProofReason(error.reason), error.detail, auth ? { client_id: auth.clientId } : {}, refusedRequest(res.req));
     else if (error.status === 503) unavailable(error);
     else if (error.status >= 500) logger.error({ event: 'error', err: error.cause ?? error }, error.detail ?? error.message);

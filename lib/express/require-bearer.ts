@@ -2,7 +2,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { DPOP_ALGORITHMS, type DpopVerifyOptions } from '../core/dpop';
 import { missingScopes } from '../core/scope';
 import type { AccessTokenAuth, AccessTokenVerifier } from '../core/verifier';
-import { InsufficientScopeError, InvalidRequestError, MissingTokenError, TemporarilyUnavailableError } from '../errors';
+import { InsufficientScopeError, InvalidRequestError, MissingTokenError, TemporarilyUnavailableError, type BearerRequestFault } from '../errors';
 import type { RejectionLog } from '../core/rejection-log';
 import type { BearerCheck, Counts } from '../metrics/counts';
 import type { Logger } from '../logger';
@@ -49,6 +49,9 @@ function credentialsAfter(header: string, schemeLength: number): string | undefi
   while (header.charCodeAt(i) === 32) i++;
   return i > schemeLength && i < header.length ? header.slice(i) : undefined;
 }
+
+/** The log reason of a malformed Bearer or DPoP header (token.rejected, the metric's reason); the answer is invalid_request. */
+const MALFORMED_HEADER = { detail: 'malformed_header' satisfies BearerRequestFault };
 
 /** `dpop` of requireBearer(): whether DPoP-bound tokens are accepted, required, or not at all. */
 export type DpopMode = 'allowed' | 'required' | 'disabled';
@@ -99,7 +102,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
    */
   const cachedOrWellFormed = (token: string, scheme: 'Bearer' | 'DPoP'): AccessTokenAuth | undefined => {
     const known = verifier.cached(token);
-    if (!known && !B64TOKEN.test(token)) throw new InvalidRequestError(`malformed ${scheme} authorization header`);
+    if (!known && !B64TOKEN.test(token)) throw new InvalidRequestError(`malformed ${scheme} authorization header`, MALFORMED_HEADER);
     return known;
   };
   const runStrategy = strategyRunner((token) => verifier.verifyUncached(token));
@@ -146,13 +149,16 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
 
   const middleware = function requireBearer(req: Request, res: Response, next: NextFunction): void {
     const header = req.headers.authorization;
-    if ((req.url.includes('?') && queryNames(req.url).has('access_token')) || (req.body && typeof req.body === 'object' && 'access_token' in req.body)) {
-      return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body'));
+    const inUrl = req.url.includes('?') && queryNames(req.url).has('access_token');
+    const inBody = req.body !== null && typeof req.body === 'object' && 'access_token' in req.body;
+    if (inUrl || inBody) {
+      const fault: BearerRequestFault = header || (inUrl && inBody) ? 'multiple_tokens' : inUrl ? 'token_in_url' : 'token_in_body';
+      return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body', { detail: fault }));
     }
-    if (header && repeatedAuthorization(req.rawHeaders)) return fail(res, new InvalidRequestError('send one Authorization header'), 'both');
+    if (header && repeatedAuthorization(req.rawHeaders)) return fail(res, new InvalidRequestError('send one Authorization header', { detail: 'repeated_authorization' }), 'both');
     if (mode !== 'disabled' && header && startsWithScheme(header, 'dpop')) {
       const token = credentialsAfter(header, 4);
-      if (token === undefined) return fail(res, new InvalidRequestError('malformed DPoP authorization header'), 'dpop');
+      if (token === undefined) return fail(res, new InvalidRequestError('malformed DPoP authorization header', MALFORMED_HEADER), 'dpop');
       let known;
       try {
         known = cachedOrWellFormed(token, 'DPoP');
@@ -164,7 +170,7 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     }
     if (!header || !startsWithScheme(header, 'bearer')) return fail(res, new MissingTokenError(), 'none');
     const token = credentialsAfter(header, 6);
-    if (token === undefined) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
+    if (token === undefined) return fail(res, new InvalidRequestError('malformed Bearer authorization header', MALFORMED_HEADER));
     let known;
     try {
       known = cachedOrWellFormed(token, 'Bearer');
@@ -177,11 +183,11 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
 
     const done = (err: unknown, auth: AccessTokenAuth | false): void => {
       if (err) return fail(res, err);
-      if (!auth) return fail(res, new InvalidRequestError('malformed Bearer authorization header'));
+      if (!auth) return fail(res, new InvalidRequestError('malformed Bearer authorization header', MALFORMED_HEADER));
       // a DPoP-bound token is worth nothing without its proof (RFC 9449 §7.1)
       if (auth.claims.cnf !== undefined) {
         if (mode !== 'disabled' && req.headers.dpop !== undefined) {
-          return fail(res, new InvalidRequestError('send a DPoP-bound token with the DPoP scheme, not Bearer'), 'both', auth);
+          return fail(res, new InvalidRequestError('send a DPoP-bound token with the DPoP scheme, not Bearer', { detail: 'both_schemes' }), 'both', auth);
         }
         return fail(res, bindingError('the access token is DPoP-bound; send it with the DPoP scheme and a proof', 'dpop_bound_as_bearer', 'DPoP-bound token sent as Bearer', auth));
       }

@@ -1,4 +1,6 @@
 import {
+  BEARER_REQUEST_FAULTS,
+  bearerRequestFault,
   DPOP_PROOF_FAILURES,
   InsufficientScopeError,
   InvalidDpopProofError,
@@ -138,8 +140,16 @@ export function inactiveReason(reason: string | undefined): InactiveMetricReason
 /** How a revocation (RFC 7009) or introspection (RFC 7662) request ended, besides its answer. */
 const MANAGEMENT_PLAIN = ['invalid_request', 'unavailable', 'server_error'] as const;
 type ManagementEndpoint = 'revocation' | 'introspection';
+/**
+ * What a revocation or introspection 503 could not reach, when known: the
+ * `reason` of its `unavailable` series (a client's jwks_uri, for a
+ * private_key_jwt caller; the issuer's store; the revocations, stale past
+ * revocationMaxStale); another 503 (an issuer shut down) has none.
+ */
+const MANAGEMENT_UNAVAILABLE = ['client_jwks_uri', 'store', 'revocations'] as const;
 type ManagementError =
   | (typeof MANAGEMENT_PLAIN)[number]
+  | `unavailable:${(typeof MANAGEMENT_UNAVAILABLE)[number]}`
   | `invalid_client:${ClientAuthFailureReason}`
   | `rate_limited:${RateLimit}`;
 export type ManagementCheck = `revocation_${'ok' | ManagementError}` | `introspection_${'active' | `inactive:${InactiveMetricReason}` | ManagementError}`;
@@ -148,6 +158,7 @@ type ManagementSeries = { endpoint: string; outcome: string; reason?: string };
 function managementErrors(endpoint: ManagementEndpoint): [ManagementCheck, ManagementSeries][] {
   return [
     ...MANAGEMENT_PLAIN.map((outcome): [ManagementCheck, ManagementSeries] => [`${endpoint}_${outcome}`, { endpoint, outcome }]),
+    ...MANAGEMENT_UNAVAILABLE.map((reason): [ManagementCheck, ManagementSeries] => [`${endpoint}_unavailable:${reason}`, { endpoint, outcome: 'unavailable', reason }]),
     ...CLIENT_AUTH_FAILURE_REASONS.map((reason): [ManagementCheck, ManagementSeries] => [`${endpoint}_invalid_client:${reason}`, { endpoint, outcome: 'invalid_client', reason }]),
     ...RATE_LIMITS.map((reason): [ManagementCheck, ManagementSeries] => [`${endpoint}_rate_limited:${reason}`, { endpoint, outcome: 'rate_limited', reason }]),
   ];
@@ -156,8 +167,9 @@ function managementErrors(endpoint: ManagementEndpoint): [ManagementCheck, Manag
 /**
  * Each series of `ecc_token_management_requests_total`, with its `endpoint`
  * and `outcome` labels, and its `reason` where it has one (`invalid_client`
- * by failure reason, `rate_limited` by limit, introspection's `inactive` by
- * why); the others have none (the same as `""` in PromQL).
+ * by failure reason, `rate_limited` by limit, `unavailable` by what could
+ * not be reached when known, introspection's `inactive` by why); the others
+ * have none (the same as `""` in PromQL).
  */
 export const MANAGEMENT_SERIES = Object.fromEntries([
   ['revocation_ok', { endpoint: 'revocation', outcome: 'ok' }],
@@ -168,10 +180,14 @@ export const MANAGEMENT_SERIES = Object.fromEntries([
 ]) as Record<ManagementCheck, ManagementSeries>;
 export const MANAGEMENT_CHECKS = Object.keys(MANAGEMENT_SERIES) as ManagementCheck[];
 
-/** The series of a refused revocation or introspection request: a failed client authentication (by reason), 429 (by limit), 503, other 5xx, or any other 4xx. */
+/** The series of a refused revocation or introspection request: a failed client authentication (by reason), 429 (by limit), 503 (by what could not be reached, when known), other 5xx, or any other 4xx. */
 export function managementCheck(endpoint: ManagementEndpoint, error: OAuthError): ManagementCheck {
   if (error.status === 429) return `${endpoint}_rate_limited:${rateLimitOf(error)}`;
-  if (error.status === 503) return `${endpoint}_unavailable`;
+  if (error.status === 503) {
+    if (error.detail === 'assertion_jwks_uri_unavailable') return `${endpoint}_unavailable:client_jwks_uri`;
+    const dependency = error instanceof TemporarilyUnavailableError ? error.dependency : undefined;
+    return dependency === 'store' || dependency === 'revocations' ? `${endpoint}_unavailable:${dependency}` : `${endpoint}_unavailable`;
+  }
   if (error.status >= 500) return `${endpoint}_server_error`;
   if (error.code === 'invalid_client') return `${endpoint}_invalid_client:${clientAuthFailureReason(error.detail)}`;
   return `${endpoint}_invalid_request`;
@@ -184,6 +200,10 @@ export const BEARER_SERIES = {
   accepted: { outcome: 'accepted', reason: '' },
   missing_token: { outcome: 'missing_token', reason: '' },
   invalid_request: { outcome: 'invalid_request', reason: 'invalid_request' },
+  ...(Object.fromEntries(BEARER_REQUEST_FAULTS.map((fault) => [fault, { outcome: 'invalid_request', reason: fault }])) as Record<
+    (typeof BEARER_REQUEST_FAULTS)[number],
+    { outcome: 'invalid_request'; reason: string }
+  >),
   insufficient_scope: { outcome: 'insufficient_scope', reason: 'insufficient_scope' },
   use_dpop_nonce: { outcome: 'use_dpop_nonce', reason: '' },
   unavailable: { outcome: 'unavailable', reason: '' },
@@ -210,7 +230,7 @@ export function bearerCheck(error: OAuthError): BearerCheck {
   if (error instanceof InsufficientScopeError) return 'insufficient_scope';
   if (error instanceof InvalidDpopProofError) return dpopProofReason(error.reason);
   if (error instanceof UseDpopNonceError) return 'use_dpop_nonce';
-  if (error instanceof InvalidRequestError) return 'invalid_request';
+  if (error instanceof InvalidRequestError) return bearerRequestFault(error);
   if (error instanceof MissingTokenError) return 'missing_token';
   if (error.status !== 503) return 'server_error';
   return error instanceof TemporarilyUnavailableError && error.dependency !== undefined ? `unavailable_${error.dependency}` : 'unavailable';
