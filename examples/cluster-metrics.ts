@@ -17,8 +17,12 @@
  * totals as new). Here the primary keeps each worker's last answer: a worker
  * that does not answer within COLLECT_TIMEOUT_MS is counted with its counters
  * as last seen (its gauges are left out), and a dead worker's last counters
- * stay in the sums, so no counter goes down; what a worker counted after its
- * last scrape and before it died is lost.
+ * stay in the sums, so no counter goes down. A worker that stops gracefully
+ * (SIGTERM to it, or to the group) sends its final registry as it closes,
+ * once its server has stopped taking requests: its counters move to the
+ * dead workers' sum and it is not asked again; only a worker killed (or
+ * forced to stop by a second signal) loses what it counted after its last
+ * collection.
  *
  * One collection at a time, and its sum reused for REUSE_MS: a scrape that
  * comes while a collection is under way gets that one's sum, and so does one
@@ -45,23 +49,27 @@ export const COLLECT_TIMEOUT_MS = 3_000;
 export const SCRAPE_TIMEOUT_MS = 5_000;
 /** How long after a collection the primary answers scrapes with its sum, without collecting again. */
 export const REUSE_MS = 1_000;
+/** How long a stopping worker waits for its final registry to be read and sent to the primary. */
+const FINAL_MS = 1_000;
 
 type Metrics = MetricObjectWithValues<MetricValue<string>>[];
 
 // worker → primary: it answers collections from now on. worker → primary: a scrape; primary → worker: its answer.
-// primary → worker: a collection; worker → primary: its registry
+// primary → worker: a collection; worker → primary: its registry. worker → primary: its registry as it stops, the last.
 const HELLO = 'ecc:metrics:hello';
 const SCRAPE = 'ecc:metrics:scrape';
 const SCRAPED = 'ecc:metrics:scraped';
 const COLLECT = 'ecc:metrics:collect';
 const LOCAL = 'ecc:metrics:local';
+const FINAL = 'ecc:metrics:final';
 
 type Message =
   | { type: typeof HELLO }
   | { type: typeof SCRAPE; id: number }
   | { type: typeof SCRAPED; id: number; text?: string; error?: string }
   | { type: typeof COLLECT; round: number }
-  | { type: typeof LOCAL; round: number; metrics?: Metrics; error?: string };
+  | { type: typeof LOCAL; round: number; metrics?: Metrics; error?: string }
+  | { type: typeof FINAL; metrics?: Metrics };
 
 const isMessage = (m: unknown): m is Message => typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && (m as { type: string }).type.startsWith('ecc:metrics:');
 
@@ -78,14 +86,19 @@ export interface WorkerMetrics {
   readonly endpoint: MetricsEndpoint;
   /** Answers the primary's collections with `registry` from now on (until then with no metrics, so a starting worker does not hold a scrape up). */
   serve(registry: Registry): void;
-  /** Stops answering; a scrape waiting for the primary gets 503 at once. */
-  close(): void;
+  /**
+   * Stops answering (a scrape waiting for the primary gets 503 at once) and sends the primary the registry's
+   * final counts, so that nothing counted since the last collection is lost; resolves once they are sent
+   * (FINAL_MS at most). For a graceful stop, once the server takes no more requests.
+   */
+  close(): Promise<void>;
 }
 
 /** In a worker: answers the primary's collections and asks it for the sum. */
 export function workerMetrics(scrapeTimeoutMs = SCRAPE_TIMEOUT_MS): WorkerMetrics {
   let registry: Registry | undefined;
   let nextId = 0;
+  let closing: Promise<void> | undefined;
   const waiting = new Map<number, { resolve: (text: string) => void; reject: (err: Error) => void }>();
   const unavailable = (why: string): Error => Object.assign(new Error(`metrics unavailable: ${why}`), { status: 503 });
   // a send to a primary that is gone: its callback gets the error (without one, the process would get an 'error' event)
@@ -135,9 +148,21 @@ export function workerMetrics(scrapeTimeoutMs = SCRAPE_TIMEOUT_MS): WorkerMetric
       registry = r;
     },
     close() {
-      process.off('message', onMessage);
-      for (const waiter of waiting.values()) waiter.reject(unavailable('stopping'));
-      waiting.clear();
+      return (closing ??= new Promise<void>((resolve) => {
+        process.off('message', onMessage);
+        for (const waiter of waiting.values()) waiter.reject(unavailable('stopping'));
+        waiting.clear();
+        const timer = setTimeout(resolve, FINAL_MS);
+        const done = (): void => {
+          clearTimeout(timer);
+          resolve();
+        };
+        // a registry that fails now: the primary keeps the counters it last saw, and stops asking all the same
+        (registry ? registry.getMetricsAsJSON().then((m) => m as Metrics, () => undefined) : Promise.resolve([])).then((metrics) => {
+          if (!process.send || !process.connected) return done();
+          process.send({ type: FINAL, metrics } satisfies Message, undefined, undefined, done);
+        });
+      }));
     },
   };
 }
@@ -153,7 +178,7 @@ interface Round {
 const countersOf = (metrics: Metrics): Metrics => metrics.filter((m) => (m.type as unknown as string) === 'counter' || (m.type as unknown as string) === 'histogram');
 
 export interface PrimaryMetrics {
-  /** The cluster's 'message' listener. */
+  /** The cluster's 'message' listener (a stopping worker's final counts included). */
   onMessage(worker: Worker, message: unknown): void;
   /** The cluster's 'exit' listener: the worker's last counters stay in the sums. */
   onExit(worker: Worker): void;
@@ -173,6 +198,10 @@ export function primaryMetrics(logger: Logger, collectTimeoutMs = COLLECT_TIMEOU
   const late = new Set<number>();
   /** Workers asked for their registry that have not answered: not asked again until they do. */
   const asked = new Set<number>();
+  /** Workers that sent their final counts as they stop: never asked again, a late answer not taken. */
+  const stopping = new Set<number>();
+  /** Moved on when a stopping worker's counts are in: a collection begun before is not reused. */
+  let generation = 0;
   const rounds = new Map<number, Round>();
   let nextRound = 0;
   /** The collection under way, which every scrape meanwhile shares. */
@@ -184,8 +213,8 @@ export function primaryMetrics(logger: Logger, collectTimeoutMs = COLLECT_TIMEOU
     // one collection at a time per worker: this answers it, whichever round it was for
     asked.delete(worker.id);
     const r = rounds.get(round);
-    // an answer read after the worker's exit (its counters are in `retired` already) is not taken again
-    if (metrics !== undefined && !worker.isDead()) {
+    // an answer read after the worker's exit or its final counts (its counters are in `retired` already) is not taken again
+    if (metrics !== undefined && !worker.isDead() && !stopping.has(worker.id)) {
       if ((lastSeen.get(worker.id)?.round ?? -1) < round) lastSeen.set(worker.id, { round, metrics });
       if (late.delete(worker.id)) logger.info({ event: 'metrics.worker_answered', pid: worker.process.pid }, 'a worker answers the metrics collection again');
     }
@@ -244,15 +273,42 @@ export function primaryMetrics(logger: Logger, collectTimeoutMs = COLLECT_TIMEOU
   /** The sum for a scrape: the last one if it is recent enough, else the collection under way, else a new one. */
   const scrape = (): Promise<string> => {
     if (last && performance.now() - last.at < reuseMs) return Promise.resolve(last.text);
+    const begun = generation;
     collecting ??= collect()
       .then((text) => {
-        last = { text, at: performance.now() };
+        if (generation === begun) last = { text, at: performance.now() };
         return text;
       })
       .finally(() => {
         collecting = undefined;
       });
     return collecting;
+  };
+
+  /** A worker's final counts, sent as it stops gracefully: they join the dead workers' (undefined: its registry failed, its last seen will). */
+  const finished = (worker: Worker, metrics: Metrics | undefined): void => {
+    answering.delete(worker.id);
+    asked.delete(worker.id);
+    late.delete(worker.id);
+    if (stopping.has(worker.id)) return;
+    stopping.add(worker.id);
+    if (metrics !== undefined) {
+      lastSeen.delete(worker.id);
+      // none: it stops before its registry was made (a failed start), having counted nothing
+      if (metrics.length > 0) retire(metrics);
+      // no scrape from now on reads less than this
+      last = undefined;
+      generation++;
+    }
+    for (const r of rounds.values()) {
+      if (r.pending.delete(worker.id) && r.pending.size === 0) r.done();
+    }
+  };
+
+  const retire = (metrics: Metrics): void => {
+    retired.push(countersOf(metrics));
+    // should it fail, the lists stay apart: the sums are the same
+    mergeRetired().catch(() => undefined);
   };
 
   /** Keeps `retired` one list: a worker that crash-loops adds one at each death. */
@@ -276,6 +332,8 @@ export function primaryMetrics(logger: Logger, collectTimeoutMs = COLLECT_TIMEOU
         answering.add(worker.id);
       } else if (message.type === LOCAL) {
         answered(worker, message.round, message.metrics, message.error);
+      } else if (message.type === FINAL) {
+        finished(worker, message.metrics);
       } else if (message.type === SCRAPE) {
         const reply = (answer: { text?: string; error?: string }): void => {
           if (worker.isConnected()) worker.send({ type: SCRAPED, id: message.id, ...answer } satisfies Message, () => undefined);
@@ -292,11 +350,9 @@ export function primaryMetrics(logger: Logger, collectTimeoutMs = COLLECT_TIMEOU
       answering.delete(worker.id);
       late.delete(worker.id);
       asked.delete(worker.id);
-      if (seen) {
-        retired.push(countersOf(seen.metrics));
-        // should it fail, the lists stay apart: the sums are the same
-        mergeRetired().catch(() => undefined);
-      }
+      stopping.delete(worker.id);
+      // killed (or its final counts not read): its counters as last seen
+      if (seen) retire(seen.metrics);
       for (const r of rounds.values()) {
         if (r.pending.delete(worker.id) && r.pending.size === 0) r.done();
       }

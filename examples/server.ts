@@ -51,13 +51,14 @@ export async function startServer(
   try {
     opened = await issuerFromEnv(env, logger, signal);
   } catch (err) {
-    clustered?.close();
+    await clustered?.close();
     throw err;
   }
   const { issuer, publicUrl, redis, metrics, trustProxy } = opened;
   if (clustered && metrics) clustered.serve(metrics);
   const release = async (): Promise<void> => {
-    clustered?.close();
+    // the server takes no more requests: this worker's final counts go to the primary (cluster-metrics.ts)
+    await clustered?.close();
     await issuer.close();
     await redis?.quit().catch(() => undefined);
   };

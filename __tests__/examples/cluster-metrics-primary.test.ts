@@ -145,4 +145,37 @@ describe('examples/cluster-metrics.ts primaryMetrics()', () => {
     await until(() => live.scraped().length === 6);
     expect(valueIn(live.scraped()[5].text)).toBe(17);
   }, 20_000);
+
+  it("a worker's final counts (it stops gracefully): in the sums at once, once, after its exit too; it is not asked again", async () => {
+    const { primary, fakes, answer } = group(2);
+    const [a, b] = fakes;
+    primary.onMessage(a.worker, { type: 'ecc:metrics:scrape', id: 0 });
+    await until(() => b.collects().length === 1);
+    await answer(a, a.collects()[0].round!, 3);
+    await answer(b, b.collects()[0].round!, 4);
+    await until(() => a.scraped().length === 1);
+    expect(valueIn(a.scraped()[0].text)).toBe(7);
+
+    // b counted 2 more, then stops: its final counts replace the sum just reused
+    primary.onMessage(b.worker, { type: 'ecc:metrics:final', metrics: await registryJson(6) });
+    primary.onMessage(a.worker, { type: 'ecc:metrics:scrape', id: 1 });
+    await until(() => a.collects().length === 2);
+    // an answer b still had on its way (a collection it got before it closed) is not counted again
+    await answer(b, b.collects()[0].round!, 6);
+    await answer(a, a.collects()[1].round!, 3);
+    await until(() => a.scraped().length === 2);
+    expect(valueIn(a.scraped()[1].text)).toBe(9);
+    expect(b.collects()).toHaveLength(1);
+
+    // its exit: counted once still
+    (b.worker as unknown as { isDead: () => boolean }).isDead = () => true;
+    delete workers[b.worker.id];
+    primary.onExit(b.worker);
+    await sleep(1_100);
+    primary.onMessage(a.worker, { type: 'ecc:metrics:scrape', id: 2 });
+    await until(() => a.collects().length === 3);
+    await answer(a, a.collects()[2].round!, 4);
+    await until(() => a.scraped().length === 3);
+    expect(valueIn(a.scraped()[2].text)).toBe(10);
+  }, 10_000);
 });

@@ -262,4 +262,39 @@ describe('examples/cluster-metrics.ts (WORKERS=2 METRICS=1)', () => {
     g.child.kill('SIGTERM');
     expect(await g.exited).toBe(0);
   }, 60_000);
+
+  it('a worker stopped gracefully (SIGTERM to it alone): what it counted since the last scrape stays in the sums, and the group goes on with its replacement', async () => {
+    const { g, workers } = await started();
+    // a collection before the counts: the primary has seen each worker with none (and reuses that sum for REUSE_MS)
+    expect((await send(g.port, 'GET', '/metrics')).status).toBe(200);
+    await sleep(REUSE_MS + 100);
+    const byPid = await refuseUnknownClients(g);
+    expect([...byPid.keys()].sort()).toEqual([...workers].sort());
+    const [gone, stays] = workers;
+
+    process.kill(gone, 'SIGTERM');
+    expect(await g.line((l) => l.event === 'worker.exit' && l.pid === gone)).toMatchObject({ code: 0, signal: null });
+    // the finding: N minus what `gone` refused (its counts since the last scrape were lost with it)
+    const previous = samples((await send(g.port, 'GET', '/metrics')).text);
+    expect({ unknown_client: previous.get(UNKNOWN_CLIENT), refused_by_gone: byPid.get(gone) }).toEqual({ unknown_client: N, refused_by_gone: byPid.get(gone) });
+    expect(previous.get('ecc_token_request_duration_seconds_count')).toBe(N);
+    expect(previous.get('ecc_store_up')).toBe(1);
+    expect(g.lines().filter((l) => l.event === 'metrics.worker_unanswered')).toEqual([]);
+
+    // its replacement listens, and the group counts on
+    const replacement = (await g.line((l) => l.event === 'server.listening' && !workers.includes(l.pid as number))).pid as number;
+    await sleep(REUSE_MS + 100);
+    for (let i = 0; i < 4; i++) {
+      const res = await send(g.port, 'POST', '/oauth/token', `grant_type=client_credentials&client_id=later-${i}&client_secret=x`);
+      expect(res.status).toBe(401);
+    }
+    const later = (): Line[] => g.lines().filter((l) => l.event === 'client.auth_failed' && String(l.client_id).startsWith('later-'));
+    await g.line(() => later().length === 4);
+    expect(new Set(later().map((l) => l.pid))).toEqual(new Set([stays, replacement]));
+    const now = samples((await send(g.port, 'GET', '/metrics')).text);
+    expect(now.get(UNKNOWN_CLIENT)).toBe(N + 4);
+    expect(decreases(previous, now)).toEqual([]);
+    g.child.kill('SIGTERM');
+    expect(await g.exited).toBe(0);
+  }, 60_000);
 });
