@@ -51,6 +51,8 @@ export const SCRAPE_TIMEOUT_MS = 5_000;
 export const REUSE_MS = 1_000;
 /** How long a stopping worker waits for its final registry to be read and sent to the primary. */
 const FINAL_MS = 1_000;
+/** The Retry-After of a scrape answered 503: the primary has just let it wait SCRAPE_TIMEOUT_MS, so not sooner. */
+export const RETRY_AFTER_S = 5;
 
 type Metrics = MetricObjectWithValues<MetricValue<string>>[];
 
@@ -82,7 +84,10 @@ export interface MetricsEndpoint {
 }
 
 export interface WorkerMetrics {
-  /** For GET /metrics: the primary's sum over the workers; rejects with a 503 error after SCRAPE_TIMEOUT_MS. */
+  /**
+   * For GET /metrics: the primary's sum over the workers; rejects with an error of `status` 503 and `retryAfter`
+   * RETRY_AFTER_S (seconds) after SCRAPE_TIMEOUT_MS, or when the primary cannot be asked or has no sum.
+   */
   readonly endpoint: MetricsEndpoint;
   /** Answers the primary's collections with `registry` from now on (until then with no metrics, so a starting worker does not hold a scrape up). */
   serve(registry: Registry): void;
@@ -94,13 +99,36 @@ export interface WorkerMetrics {
   close(): Promise<void>;
 }
 
-/** In a worker: answers the primary's collections and asks it for the sum. */
-export function workerMetrics(scrapeTimeoutMs = SCRAPE_TIMEOUT_MS): WorkerMetrics {
+/**
+ * In a worker: answers the primary's collections and asks it for the sum. A scrape the primary does not
+ * answer is logged, metrics.primary_unanswered (warn, `reason`) once, until one is answered again
+ * (metrics.primary_answered, info, `down_ms`, `failures`).
+ */
+export function workerMetrics(logger: Logger, scrapeTimeoutMs = SCRAPE_TIMEOUT_MS): WorkerMetrics {
   let registry: Registry | undefined;
   let nextId = 0;
   let closing: Promise<void> | undefined;
-  const waiting = new Map<number, { resolve: (text: string) => void; reject: (err: Error) => void }>();
-  const unavailable = (why: string): Error => Object.assign(new Error(`metrics unavailable: ${why}`), { status: 503 });
+  /** Each scrape waiting for the primary: `fail` with why, and whether it is the primary's doing (logged). */
+  const waiting = new Map<number, { resolve: (text: string) => void; fail: (why: string, primary: boolean) => void }>();
+  const unavailable = (why: string): Error => Object.assign(new Error(`metrics unavailable: ${why}`), { status: 503, retryAfter: RETRY_AFTER_S });
+  /** Since when, and for how many scrapes, the primary has not answered: logged once, then when it answers again. */
+  let down: { since: number; failures: number } | undefined;
+  const primaryFailed = (reason: string): void => {
+    if (down) {
+      down.failures++;
+      return;
+    }
+    down = { since: Date.now(), failures: 1 };
+    logger.warn(
+      { event: 'metrics.primary_unanswered', reason },
+      'GET /metrics answered 503: the cluster primary did not send the sum over the workers (logged once, until it does)',
+    );
+  };
+  const primaryAnswered = (): void => {
+    if (!down) return;
+    logger.info({ event: 'metrics.primary_answered', down_ms: Date.now() - down.since, failures: down.failures }, 'the cluster primary answers the metrics scrapes again');
+    down = undefined;
+  };
   // a send to a primary that is gone: its callback gets the error (without one, the process would get an 'error' event)
   const ignore = (): void => undefined;
   const onMessage = (message: unknown): void => {
@@ -113,9 +141,8 @@ export function workerMetrics(scrapeTimeoutMs = SCRAPE_TIMEOUT_MS): WorkerMetric
       );
     } else if (message.type === SCRAPED) {
       const waiter = waiting.get(message.id);
-      waiting.delete(message.id);
       if (message.text !== undefined) waiter?.resolve(message.text);
-      else waiter?.reject(unavailable(message.error ?? 'no answer'));
+      else waiter?.fail(`the primary has no sum: ${message.error ?? 'no answer'}`, true);
     }
   };
   process.on('message', onMessage);
@@ -129,17 +156,24 @@ export function workerMetrics(scrapeTimeoutMs = SCRAPE_TIMEOUT_MS): WorkerMetric
       metrics() {
         const id = nextId++;
         return new Promise<string>((resolve, reject) => {
-          const timer = setTimeout(() => {
-            waiting.delete(id);
-            reject(unavailable(`the primary did not answer within ${scrapeTimeoutMs} ms`));
-          }, scrapeTimeoutMs);
-          const settle = <T>(fn: (v: T) => void) => (v: T) => {
-            clearTimeout(timer);
-            fn(v);
-          };
-          waiting.set(id, { resolve: settle(resolve), reject: settle(reject) });
+          // whichever comes first settles the scrape and removes its entry (the sum, the timeout, a failed send, close())
+          const timer = setTimeout(() => waiting.get(id)?.fail(`the primary did not answer within ${scrapeTimeoutMs} ms`, true), scrapeTimeoutMs);
+          waiting.set(id, {
+            resolve: (text) => {
+              clearTimeout(timer);
+              waiting.delete(id);
+              primaryAnswered();
+              resolve(text);
+            },
+            fail: (why, primary) => {
+              clearTimeout(timer);
+              waiting.delete(id);
+              if (primary) primaryFailed(why);
+              reject(unavailable(why));
+            },
+          });
           process.send?.({ type: SCRAPE, id } satisfies Message, undefined, undefined, (err) => {
-            if (err) waiting.get(id)?.reject(unavailable(err.message));
+            if (err) waiting.get(id)?.fail(`the primary cannot be asked: ${err.message}`, true);
           });
         });
       },
@@ -150,8 +184,8 @@ export function workerMetrics(scrapeTimeoutMs = SCRAPE_TIMEOUT_MS): WorkerMetric
     close() {
       return (closing ??= new Promise<void>((resolve) => {
         process.off('message', onMessage);
-        for (const waiter of waiting.values()) waiter.reject(unavailable('stopping'));
-        waiting.clear();
+        // not the primary's doing: not logged (server.stopping is)
+        for (const waiter of [...waiting.values()]) waiter.fail('the worker is stopping', false);
         const timer = setTimeout(resolve, FINAL_MS);
         const done = (): void => {
           clearTimeout(timer);

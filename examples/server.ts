@@ -46,7 +46,7 @@ export async function startServer(
   const logger = loggerFromEnv(env);
   // a worker of WORKERS=N with METRICS=1: GET /metrics answers with the primary's sum over all workers, and this
   // worker answers the primary's collections from now on (with no metrics until its registry is made)
-  const clustered = cluster.isWorker && boolFromEnv(env, 'METRICS', false) ? workerMetrics() : undefined;
+  const clustered = cluster.isWorker && boolFromEnv(env, 'METRICS', false) ? workerMetrics(logger) : undefined;
   let opened: Awaited<ReturnType<typeof issuerFromEnv>>;
   try {
     opened = await issuerFromEnv(env, logger, signal);

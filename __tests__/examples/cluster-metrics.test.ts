@@ -11,7 +11,7 @@ import { createServer } from 'node:net';
 import { rmSync } from 'node:fs';
 import { tempDir } from '../helpers/app';
 import { ROOT, compiledExamples } from '../helpers/compiled-example';
-import { REUSE_MS } from '../../examples/cluster-metrics';
+import { RETRY_AFTER_S, REUSE_MS, SCRAPE_TIMEOUT_MS } from '../../examples/cluster-metrics';
 
 const examples = compiledExamples();
 const UNKNOWN_CLIENT = 'ecc_token_requests_total{outcome="invalid_client",reason="unknown_client"}';
@@ -76,7 +76,7 @@ async function startGroup(dataDir: string): Promise<Group> {
 }
 
 /** One request, on a connection of its own unless `agent` says which. */
-function send(port: number, method: string, path: string, body?: string, agent: Agent | false = false): Promise<{ status: number; text: string; ms: number }> {
+function send(port: number, method: string, path: string, body?: string, agent: Agent | false = false): Promise<{ status: number; text: string; ms: number; retryAfter?: string }> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const req = request(
@@ -84,7 +84,7 @@ function send(port: number, method: string, path: string, body?: string, agent: 
       (res) => {
         let text = '';
         res.setEncoding('utf8').on('data', (d: string) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode!, text, ms: Date.now() - started }));
+        res.on('end', () => resolve({ status: res.statusCode!, text, ms: Date.now() - started, retryAfter: res.headers['retry-after'] }));
       },
     );
     req.setTimeout(15_000, () => req.destroy(new Error(`${method} ${path}: no answer in 15 s`)));
@@ -294,6 +294,41 @@ describe('examples/cluster-metrics.ts (WORKERS=2 METRICS=1)', () => {
     const now = samples((await send(g.port, 'GET', '/metrics')).text);
     expect(now.get(UNKNOWN_CLIENT)).toBe(N + 4);
     expect(decreases(previous, now)).toEqual([]);
+    g.child.kill('SIGTERM');
+    expect(await g.exited).toBe(0);
+  }, 60_000);
+
+  it('the primary does not answer: each scrape gets 503 with Retry-After after 5 s, and each worker says so once, then that it answers again', async () => {
+    const { g, workers } = await started();
+    const agents = await agentPerWorker(g, workers);
+    agents.forEach((agent) => agentsToClose.push(agent));
+    expect((await send(g.port, 'GET', '/metrics', undefined, agents.get(workers[0]))).status).toBe(200);
+
+    // stopped, the primary answers nothing (and hands no new connection over): a scrape on each worker's connection
+    const primary = g.child.pid!;
+    process.kill(primary, 'SIGSTOP');
+    let stopped = true;
+    try {
+      const refused = await Promise.all(workers.map((pid) => send(g.port, 'GET', '/metrics', undefined, agents.get(pid))));
+      for (const res of refused) {
+        expect(res).toMatchObject({ status: 503, retryAfter: String(RETRY_AFTER_S) });
+        expect(res.ms).toBeGreaterThanOrEqual(SCRAPE_TIMEOUT_MS - 100);
+      }
+      for (const pid of workers) {
+        expect(await g.line((l) => l.event === 'metrics.primary_unanswered' && l.pid === pid)).toMatchObject({ level: 40, reason: `the primary did not answer within ${SCRAPE_TIMEOUT_MS} ms` });
+      }
+      process.kill(primary, 'SIGCONT');
+      stopped = false;
+    } finally {
+      if (stopped) process.kill(primary, 'SIGCONT');
+    }
+    for (const pid of workers) {
+      const res = await send(g.port, 'GET', '/metrics', undefined, agents.get(pid));
+      expect(res.status).toBe(200);
+      expect(res.retryAfter).toBeUndefined();
+      expect(await g.line((l) => l.event === 'metrics.primary_answered' && l.pid === pid)).toMatchObject({ level: 30, failures: 1 });
+    }
+    expect(g.lines().filter((l) => l.event === 'metrics.primary_unanswered')).toHaveLength(2);
     g.child.kill('SIGTERM');
     expect(await g.exited).toBe(0);
   }, 60_000);
