@@ -9,7 +9,8 @@
  * restarted). A second signal, of either kind (SAME_STOP_MS or more after
  * the first): one `server.stop_forced` line, SIGTERM again to each worker
  * (its second: it exits at once too), and the primary exits at once with
- * 128 + the signal's number (130, 143).
+ * 128 + the signal's number (130, 143): forceStop() in shutdown.ts, as for
+ * one process.
  * METRICS=1: GET /metrics, at any worker, answers with the sum over all of
  * them (cluster-metrics.ts).
  */
@@ -17,7 +18,7 @@ import cluster from 'node:cluster';
 import { primaryMetrics } from './cluster-metrics';
 import { createDemoClient } from './demo-client';
 import { boolFromEnv, httpTimeoutsFromEnv, issuerFromEnv, loggerFromEnv } from './env';
-import { exitCodeOf, SAME_STOP_MS, STOP_SIGNALS, StopSignal } from './shutdown';
+import { forceStop, STOP_SIGNALS, StopSignal } from './shutdown';
 
 export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   // DEMO_CLIENT=0 (or false, no, off): none, as for one process (no secret printed into a stdout a log collector keeps)
@@ -34,10 +35,10 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
   // the first signal, of either kind, stops in order; a second one (SIGINT after SIGTERM too) at once
   const onSignal = (signal: NodeJS.Signals): void => {
     if (stopping) {
-      if (Date.now() - stoppingAt < SAME_STOP_MS) return;
-      logger.warn({ event: 'server.stop_forced', signal }, `${signal} during the stop: exiting now`);
-      for (const worker of running()) worker?.process.kill('SIGTERM');
-      process.exit(exitCodeOf(signal));
+      forceStop(logger, signal, stoppingAt, () => {
+        for (const worker of running()) worker?.process.kill('SIGTERM');
+      });
+      return;
     }
     logger.info({ event: 'server.stopping', signal, starting: !forked }, forked ? `${signal}: stopping the workers` : `${signal} during start-up: stopping after the step in progress`);
     stopping = true;

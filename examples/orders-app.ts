@@ -23,7 +23,8 @@ function onlyMethods(allow: string): express.RequestHandler {
 
 /**
  * `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1; a worker of
- * WORKERS=N the primary's sum over all workers, which rejects with a `status` of 503 when it cannot be had);
+ * WORKERS=N the primary's sum over all workers, which rejects with a `status` of 503 and a `retryAfter` in seconds
+ * when it cannot be had);
  * `trustProxy`: Express's `trust proxy` (TRUST_PROXY), so that behind a proxy `req.ip`, the address the
  * brute-force limits count, is the caller's and not the proxy's.
  */
@@ -48,7 +49,14 @@ export function createApp(issuer: Issuer, options: { metrics?: MetricsEndpoint; 
   const { metrics } = options;
   if (metrics) {
     app.get('/metrics', (_req, res, next) => {
-      metrics.metrics().then((text) => res.setHeader('Content-Type', metrics.contentType).send(text), next);
+      metrics.metrics().then(
+        (text) => res.setHeader('Content-Type', metrics.contentType).send(text),
+        (err: { retryAfter?: number }) => {
+          // a worker's 503 (the primary did not answer): when to try again
+          if (typeof err?.retryAfter === 'number') res.setHeader('Retry-After', String(err.retryAfter));
+          next(err);
+        },
+      );
     });
   }
 

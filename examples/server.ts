@@ -46,18 +46,19 @@ export async function startServer(
   const logger = loggerFromEnv(env);
   // a worker of WORKERS=N with METRICS=1: GET /metrics answers with the primary's sum over all workers, and this
   // worker answers the primary's collections from now on (with no metrics until its registry is made)
-  const clustered = cluster.isWorker && boolFromEnv(env, 'METRICS', false) ? workerMetrics() : undefined;
+  const clustered = cluster.isWorker && boolFromEnv(env, 'METRICS', false) ? workerMetrics(logger) : undefined;
   let opened: Awaited<ReturnType<typeof issuerFromEnv>>;
   try {
     opened = await issuerFromEnv(env, logger, signal);
   } catch (err) {
-    clustered?.close();
+    await clustered?.close();
     throw err;
   }
   const { issuer, publicUrl, redis, metrics, trustProxy } = opened;
   if (clustered && metrics) clustered.serve(metrics);
   const release = async (): Promise<void> => {
-    clustered?.close();
+    // the server takes no more requests: this worker's final counts go to the primary (cluster-metrics.ts)
+    await clustered?.close();
     await issuer.close();
     await redis?.quit().catch(() => undefined);
   };

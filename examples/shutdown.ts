@@ -143,11 +143,7 @@ export async function serveUntilSignal(logger: Logger, start: (signal: AbortSign
   let up = false;
   const signalled = new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve()));
   let firstAt = 0;
-  const onSecond = (signal: NodeJS.Signals): void => {
-    if (Date.now() - firstAt < SAME_STOP_MS) return;
-    logger.warn({ event: 'server.stop_forced', signal }, `${signal} during the stop: exiting now`);
-    process.exit(exitCodeOf(signal));
-  };
+  const onSecond = (signal: NodeJS.Signals): void => forceStop(logger, signal, firstAt);
   const onSignal = (signal: NodeJS.Signals): void => {
     firstAt = Date.now();
     for (const each of STOP_SIGNALS) {
@@ -175,6 +171,19 @@ export async function serveUntilSignal(logger: Logger, start: (signal: AbortSign
   await signalled;
   await close();
   removeHandlers();
+}
+
+/**
+ * A stop signal that came after the first, at `firstAt` (Date.now()): within SAME_STOP_MS, taken for the same
+ * request, nothing; later, it ends the stop: one `server.stop_forced` line (warn, `signal`), `beforeExit` (the
+ * WORKERS primary passes SIGTERM on to each worker, its second), then exit at once with 128 + the signal's
+ * number. serveUntilSignal's and the cluster primary's.
+ */
+export function forceStop(logger: Logger, signal: NodeJS.Signals, firstAt: number, beforeExit?: () => void): void {
+  if (Date.now() - firstAt < SAME_STOP_MS) return;
+  logger.warn({ event: 'server.stop_forced', signal }, `${signal} during the stop: exiting now`);
+  beforeExit?.();
+  process.exit(exitCodeOf(signal));
 }
 
 /** The exit status a shell or an orchestrator reports for a process its default action ended: 128 + the signal's number. */

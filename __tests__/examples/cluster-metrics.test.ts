@@ -6,11 +6,12 @@
  * both workers (the log says which worker refused which request).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { request } from 'node:http';
+import { Agent, request } from 'node:http';
 import { createServer } from 'node:net';
 import { rmSync } from 'node:fs';
 import { tempDir } from '../helpers/app';
 import { ROOT, compiledExamples } from '../helpers/compiled-example';
+import { RETRY_AFTER_S, REUSE_MS, SCRAPE_TIMEOUT_MS } from '../../examples/cluster-metrics';
 
 const examples = compiledExamples();
 const UNKNOWN_CLIENT = 'ecc_token_requests_total{outcome="invalid_client",reason="unknown_client"}';
@@ -27,10 +28,10 @@ interface Group {
   exited: Promise<number | null>;
 }
 
-/** A port from 43000-43999 nothing listens on. */
+/** A port from 42000-42999 nothing listens on. */
 async function freePort(): Promise<number> {
   for (;;) {
-    const port = 43000 + Math.floor(Math.random() * 1000);
+    const port = 42000 + Math.floor(Math.random() * 1000);
     const ok = await new Promise<boolean>((resolve) => {
       const probe = createServer();
       probe.once('error', () => resolve(false));
@@ -74,16 +75,16 @@ async function startGroup(dataDir: string): Promise<Group> {
   return { child, port, lines, line, exited };
 }
 
-/** One request on a connection of its own (no keep-alive agent). */
-function send(port: number, method: string, path: string, body?: string): Promise<{ status: number; text: string; ms: number }> {
+/** One request, on a connection of its own unless `agent` says which. */
+function send(port: number, method: string, path: string, body?: string, agent: Agent | false = false): Promise<{ status: number; text: string; ms: number; retryAfter?: string }> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port, method, path, agent: false, headers: body ? { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) } : {} },
+      { host: '127.0.0.1', port, method, path, agent, headers: body ? { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) } : {} },
       (res) => {
         let text = '';
         res.setEncoding('utf8').on('data', (d: string) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode!, text, ms: Date.now() - started }));
+        res.on('end', () => resolve({ status: res.statusCode!, text, ms: Date.now() - started, retryAfter: res.headers['retry-after'] }));
       },
     );
     req.setTimeout(15_000, () => req.destroy(new Error(`${method} ${path}: no answer in 15 s`)));
@@ -123,13 +124,35 @@ async function refuseUnknownClients(g: Group): Promise<Map<number, number>> {
   return byPid;
 }
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One keep-alive connection to each worker: an agent of one socket each, and the worker (pid) that took it, from
+ * the log line of a token request without a secret sent on it (reason no_credentials, not unknown_client).
+ */
+async function agentPerWorker(g: Group, workers: number[]): Promise<Map<number, Agent>> {
+  const byPid = new Map<number, Agent>();
+  for (let i = 0; byPid.size < workers.length && i < 20; i++) {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const res = await send(g.port, 'POST', '/oauth/token', `grant_type=client_credentials&client_id=pin-${i}`, agent);
+    expect(res.status).toBe(401);
+    const pid = (await g.line((l) => l.event === 'client.auth_failed' && l.client_id === `pin-${i}`)).pid as number;
+    if (byPid.has(pid)) agent.destroy();
+    else byPid.set(pid, agent);
+  }
+  expect([...byPid.keys()].sort()).toEqual([...workers].sort());
+  return byPid;
+}
+
 describe('examples/cluster-metrics.ts (WORKERS=2 METRICS=1)', () => {
   const dirs: string[] = [];
   const groups: Group[] = [];
+  const agentsToClose: Agent[] = [];
 
   beforeAll(() => examples.build(), 130_000);
 
   afterEach(async () => {
+    for (const agent of agentsToClose.splice(0)) agent.destroy();
     for (const g of groups.splice(0)) {
       if (g.child.exitCode === null && g.child.signalCode === null) {
         g.child.kill('SIGTERM');
@@ -176,33 +199,50 @@ describe('examples/cluster-metrics.ts (WORKERS=2 METRICS=1)', () => {
     expect(await g.exited).toBe(0);
   }, 60_000);
 
-  it('a worker that does not answer: the scrape answers within 5 s with its counters as last seen; once it dies, its counts stay in the sums', async () => {
+  it('a worker that does not answer: the scrape answers within 5 s with its counters as last seen, the next ones at once; once it dies, its counts stay in the sums', async () => {
     const { g, workers } = await started();
     const byPid = await refuseUnknownClients(g);
     expect(byPid.size).toBe(2);
+    const [stuck, live] = workers;
+    const agents = await agentPerWorker(g, workers);
+    agents.forEach((agent) => agentsToClose.push(agent));
     // both workers answer this one: the primary now knows each one's counts
-    expect(samples((await send(g.port, 'GET', '/metrics')).text).get(UNKNOWN_CLIENT)).toBe(N);
+    const before = samples((await send(g.port, 'GET', '/metrics')).text);
+    expect(before.get(UNKNOWN_CLIENT)).toBe(N);
+    // past the time its sum is reused for
+    await sleep(REUSE_MS + 100);
 
-    const [stuck] = workers;
     process.kill(stuck, 'SIGSTOP');
     let stopped = true;
     try {
-      // two connections: the round robin may hand one to the stopped worker, which answers once it runs again
-      const scrapes = [send(g.port, 'GET', '/metrics'), send(g.port, 'GET', '/metrics')];
-      const first = await Promise.race(scrapes);
+      // a scrape on the stopped worker's connection, answered once it runs again
+      const held = send(g.port, 'GET', '/metrics', undefined, agents.get(stuck));
+      const first = await send(g.port, 'GET', '/metrics', undefined, agents.get(live));
       expect(first.status).toBe(200);
       expect(first.ms).toBeLessThan(5_000);
       const now = samples(first.text);
       expect(now.get(UNKNOWN_CLIENT)).toBe(N);
-      expect(now.get('ecc_token_request_duration_seconds_count')).toBe(N);
+      // the N refused requests and the requests that found each worker's connection
+      expect(now.get('ecc_token_request_duration_seconds_count')).toBe(before.get('ecc_token_request_duration_seconds_count'));
       expect(now.get('ecc_store_up')).toBe(1);
       expect(await g.line((l) => l.event === 'metrics.worker_unanswered')).toMatchObject({ level: 40, pid: stuck });
+      // the next scrape, once the sum is not reused any more, does not wait for the worker that still owes its answer
+      // (before: 3 s each, with one more collection queued in the stopped worker each time)
+      await sleep(REUSE_MS + 100);
+      const next = await send(g.port, 'GET', '/metrics', undefined, agents.get(live));
+      expect(next.status).toBe(200);
+      expect(next.ms).toBeLessThan(1_000);
+      expect(samples(next.text).get(UNKNOWN_CLIENT)).toBe(N);
       process.kill(stuck, 'SIGCONT');
       stopped = false;
-      for (const res of await Promise.all(scrapes)) expect(samples(res.text).get(UNKNOWN_CLIENT)).toBe(N);
+      const late = await held;
+      expect(late.status).toBe(200);
+      expect(samples(late.text).get(UNKNOWN_CLIENT)).toBe(N);
+      await g.line((l) => l.event === 'metrics.worker_answered' && l.pid === stuck);
     } finally {
       if (stopped) process.kill(stuck, 'SIGCONT');
     }
+    for (const agent of agents.values()) agent.destroy();
 
     process.kill(stuck, 'SIGKILL');
     await g.line((l) => l.event === 'worker.exit' && l.pid === stuck);
@@ -219,6 +259,76 @@ describe('examples/cluster-metrics.ts (WORKERS=2 METRICS=1)', () => {
       expect(decreases(previous, now)).toEqual([]);
       previous = now;
     }
+    g.child.kill('SIGTERM');
+    expect(await g.exited).toBe(0);
+  }, 60_000);
+
+  it('a worker stopped gracefully (SIGTERM to it alone): what it counted since the last scrape stays in the sums, and the group goes on with its replacement', async () => {
+    const { g, workers } = await started();
+    // a collection before the counts: the primary has seen each worker with none (and reuses that sum for REUSE_MS)
+    expect((await send(g.port, 'GET', '/metrics')).status).toBe(200);
+    await sleep(REUSE_MS + 100);
+    const byPid = await refuseUnknownClients(g);
+    expect([...byPid.keys()].sort()).toEqual([...workers].sort());
+    const [gone, stays] = workers;
+
+    process.kill(gone, 'SIGTERM');
+    expect(await g.line((l) => l.event === 'worker.exit' && l.pid === gone)).toMatchObject({ code: 0, signal: null });
+    // the finding: N minus what `gone` refused (its counts since the last scrape were lost with it)
+    const previous = samples((await send(g.port, 'GET', '/metrics')).text);
+    expect({ unknown_client: previous.get(UNKNOWN_CLIENT), refused_by_gone: byPid.get(gone) }).toEqual({ unknown_client: N, refused_by_gone: byPid.get(gone) });
+    expect(previous.get('ecc_token_request_duration_seconds_count')).toBe(N);
+    expect(previous.get('ecc_store_up')).toBe(1);
+    expect(g.lines().filter((l) => l.event === 'metrics.worker_unanswered')).toEqual([]);
+
+    // its replacement listens, and the group counts on
+    const replacement = (await g.line((l) => l.event === 'server.listening' && !workers.includes(l.pid as number))).pid as number;
+    await sleep(REUSE_MS + 100);
+    for (let i = 0; i < 4; i++) {
+      const res = await send(g.port, 'POST', '/oauth/token', `grant_type=client_credentials&client_id=later-${i}&client_secret=x`);
+      expect(res.status).toBe(401);
+    }
+    const later = (): Line[] => g.lines().filter((l) => l.event === 'client.auth_failed' && String(l.client_id).startsWith('later-'));
+    await g.line(() => later().length === 4);
+    expect(new Set(later().map((l) => l.pid))).toEqual(new Set([stays, replacement]));
+    const now = samples((await send(g.port, 'GET', '/metrics')).text);
+    expect(now.get(UNKNOWN_CLIENT)).toBe(N + 4);
+    expect(decreases(previous, now)).toEqual([]);
+    g.child.kill('SIGTERM');
+    expect(await g.exited).toBe(0);
+  }, 60_000);
+
+  it('the primary does not answer: each scrape gets 503 with Retry-After after 5 s, and each worker says so once, then that it answers again', async () => {
+    const { g, workers } = await started();
+    const agents = await agentPerWorker(g, workers);
+    agents.forEach((agent) => agentsToClose.push(agent));
+    expect((await send(g.port, 'GET', '/metrics', undefined, agents.get(workers[0]))).status).toBe(200);
+
+    // stopped, the primary answers nothing (and hands no new connection over): a scrape on each worker's connection
+    const primary = g.child.pid!;
+    process.kill(primary, 'SIGSTOP');
+    let stopped = true;
+    try {
+      const refused = await Promise.all(workers.map((pid) => send(g.port, 'GET', '/metrics', undefined, agents.get(pid))));
+      for (const res of refused) {
+        expect(res).toMatchObject({ status: 503, retryAfter: String(RETRY_AFTER_S) });
+        expect(res.ms).toBeGreaterThanOrEqual(SCRAPE_TIMEOUT_MS - 100);
+      }
+      for (const pid of workers) {
+        expect(await g.line((l) => l.event === 'metrics.primary_unanswered' && l.pid === pid)).toMatchObject({ level: 40, reason: `the primary did not answer within ${SCRAPE_TIMEOUT_MS} ms` });
+      }
+      process.kill(primary, 'SIGCONT');
+      stopped = false;
+    } finally {
+      if (stopped) process.kill(primary, 'SIGCONT');
+    }
+    for (const pid of workers) {
+      const res = await send(g.port, 'GET', '/metrics', undefined, agents.get(pid));
+      expect(res.status).toBe(200);
+      expect(res.retryAfter).toBeUndefined();
+      expect(await g.line((l) => l.event === 'metrics.primary_answered' && l.pid === pid)).toMatchObject({ level: 30, failures: 1 });
+    }
+    expect(g.lines().filter((l) => l.event === 'metrics.primary_unanswered')).toHaveLength(2);
     g.child.kill('SIGTERM');
     expect(await g.exited).toBe(0);
   }, 60_000);
