@@ -47,6 +47,23 @@ describe('ServiceGate', () => {
     expect(changes).toEqual(['down: Redis did not answer within 50 ms', 'up']);
   });
 
+  it('an answer past its deadline, to a call begun in the outage, does not end it; it frees the connection, and a timely answer ends it', async () => {
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 30 });
+    const changes: string[] = [];
+    gate.watch({ down: () => changes.push('down'), up: () => changes.push('up') });
+    await expect(gate.run(() => new Promise<string>((resolve) => setTimeout(() => resolve('late'), 45)))).rejects.toBeInstanceOf(ServiceDeadlineError);
+    await new Promise((resolve) => setTimeout(resolve, 30)); // the first answer came, late
+    // sent in the outage (nothing held), answered 15 ms past its deadline
+    const slow = held<string>();
+    const call = gate.run(() => slow.promise);
+    await expect(call).rejects.toBeInstanceOf(ServiceDeadlineError);
+    slow.answer('late');
+    await settle();
+    expect([gate.up, gate.unsettled, gate.mayCall()]).toEqual([false, 0, true]);
+    await expect(gate.run(async () => 'in time')).resolves.toBe('in time');
+    expect(changes).toEqual(['down', 'up']);
+  });
+
   it('a service that fails fast is asked by every call while down (each fails at once); a rejection that is an answer is one', async () => {
     const gate = new ServiceGate({ name: 'Redis', deadlineMs: 1000 });
     let down = true;

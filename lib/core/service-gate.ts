@@ -57,8 +57,11 @@ export interface ServiceGateListener {
  * before an earlier one): a service that fails fast (connection refused) is
  * thus asked by each call, as before, and a stalled one is asked again only
  * once what it holds comes back (its connection dropped, or it answered).
- * The first call begun after the outage was seen that gets an answer ends
- * it. A probe (ReplayStoreHealth's) is such a call.
+ * The first call begun after the outage was seen that gets an answer
+ * within its deadline ends it: a later answer only tells that the
+ * connection is free again (a Redis answering just past the deadline, under
+ * load or in a fork pause, stays down rather than flap down and up with
+ * every answer). A probe (ReplayStoreHealth's) is such a call.
  */
 export class ServiceGate implements ServiceGateway {
   private outage: { since: number; reason: string } | undefined;
@@ -135,6 +138,8 @@ export class ServiceGate implements ServiceGateway {
     promise.then(settled, settled);
     return new Promise<T>((resolve, reject) => {
       let done = false;
+      // past its deadline: its answer, when it comes, says the service answers slower than the deadline
+      let expired = false;
       const finish = (): boolean => {
         if (done) return false;
         done = true;
@@ -147,6 +152,7 @@ export class ServiceGate implements ServiceGateway {
       };
       const letGo = (why: Error): void => fail(why);
       const timer = setTimeout(() => {
+        expired = true;
         const why = new ServiceDeadlineError(this.options.name, this.options.deadlineMs);
         fail(why);
         this.failed(why);
@@ -155,13 +161,13 @@ export class ServiceGate implements ServiceGateway {
       if (sentWhileUp) this.waiting.add(letGo);
       promise.then(
         (value) => {
-          // an answer, however late, from a call begun in the outage ends it
-          this.succeeded(startedAt);
+          // an answer within the deadline, to a call begun in the outage, ends it; a later one only frees the connection
+          if (!expired) this.succeeded(startedAt);
           if (finish()) resolve(value);
         },
         (err: unknown) => {
           if (options.isAnswer?.(err)) {
-            this.succeeded(startedAt);
+            if (!expired) this.succeeded(startedAt);
             if (finish()) reject(err);
             return;
           }
