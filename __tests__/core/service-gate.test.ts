@@ -118,6 +118,35 @@ describe('ServiceGate', () => {
     expect([sent, gate.unsettled]).toEqual([1, 2]);
   });
 
+  it('what a call still holds counts for its outage only: once the service is up again, a call it never settled holds up nothing', async () => {
+    let now = 1_000_000;
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 20, now: () => now });
+    // dropped by the client: never answered, never rejected
+    await expect(gate.run(() => new Promise<string>(() => undefined))).rejects.toBeInstanceOf(ServiceDeadlineError);
+    now += 30_000;
+    await expect(gate.run(async () => 'back')).resolves.toBe('back');
+    expect([gate.up, gate.unsettled]).toEqual([true, 0]);
+    // the next outage: a service that fails fast is asked by the next call at once
+    await expect(gate.run(() => Promise.reject(new Error('connect ECONNREFUSED')))).rejects.toThrow('ECONNREFUSED');
+    let sent = 0;
+    await expect(gate.run(async () => (sent++, 'again'))).resolves.toBe('again');
+    expect([sent, gate.up]).toEqual([1, true]);
+  });
+
+  it("the client's new connection ends the wait for what it held on the one before (resent, or dropped for good)", async () => {
+    const connected: Array<() => void> = [];
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 20, client: { onConnect: (listener) => void connected.push(listener) } });
+    expect(connected).toHaveLength(1);
+    await expect(gate.run(() => new Promise<string>(() => undefined))).rejects.toBeInstanceOf(ServiceDeadlineError);
+    let sent = 0;
+    await expect(gate.run(async () => (sent++, 'x'))).rejects.toBeInstanceOf(ServiceDownError);
+    expect([sent, gate.unsettled, gate.mayCall()]).toEqual([0, 1, false]);
+    connected[0]();
+    expect([gate.unsettled, gate.mayCall()]).toEqual([0, true]);
+    await expect(gate.run(async () => (sent++, 'x'))).resolves.toBe('x');
+    expect([sent, gate.up]).toEqual([1, true]);
+  });
+
   it('one gate per client object in a process', () => {
     const client = {};
     const options = { name: 'Redis', deadlineMs: 1000 };

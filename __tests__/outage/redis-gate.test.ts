@@ -91,6 +91,16 @@ async function rig(options: RedisOptions = {}): Promise<Rig> {
   };
 }
 
+/** Protected-route requests every 250 ms until one is served (or `withinMs` passed): how long that took. */
+async function servedAgainAfter(r: Rig, withinMs: number): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < withinMs) {
+    if ((await r.api()).status === 200) return Date.now() - started;
+    await sleep(250);
+  }
+  return Number.POSITIVE_INFINITY;
+}
+
 describeIfRedis('the shared Redis gate, against Redis and ioredis as they behave', () => {
   it('a Redis answering just past the deadline (1.1 s) is one outage, not one per answer: one line, readiness down throughout, then recovered once', async () => {
     const r = await rig();
@@ -136,4 +146,32 @@ describeIfRedis('the shared Redis gate, against Redis and ioredis as they behave
       await r.close();
     }
   }, 30_000);
+
+  it('with autoResendUnfulfilledCommands: false (held commands dropped at reconnect), DPoP is served again as soon as Redis is, outage after outage', async () => {
+    const r = await rig({ autoResendUnfulfilledCommands: false });
+    try {
+      // a stall: the command it holds is dropped, never answered nor rejected, when the connection is made again
+      r.proxy.blackHole();
+      const first = await r.api();
+      expect([first.status, first.retryAfter]).toEqual([503, '5']);
+      r.proxy.restore();
+      expect(await servedAgainAfter(r, 12_000)).toBeLessThan(5000);
+
+      // a second outage: Redis stops (connection refused), then comes back
+      r.proxy.cut();
+      const second = await r.api();
+      expect([second.status, second.retryAfter]).toEqual([503, '5']);
+      await sleep(300);
+      r.proxy.restore();
+      expect(await servedAgainAfter(r, 12_000)).toBeLessThan(5000);
+      expect(r.outageLines()).toEqual([
+        'error dpop_replay_store.unavailable',
+        'info dpop_replay_store.recovered',
+        'error dpop_replay_store.unavailable',
+        'info dpop_replay_store.recovered',
+      ]);
+    } finally {
+      await r.close();
+    }
+  }, 40_000);
 });

@@ -4,7 +4,7 @@
  * brute-force counters, the DPoP replay store, the revocation push. The
  * contract the stores see is ServiceGateway (stores/types.ts).
  */
-import type { GatedCallOptions, ServiceGateway } from '../stores/types';
+import type { GatedCallOptions, ServiceClient, ServiceGateway } from '../stores/types';
 
 export interface ServiceGateOptions {
   /** What the service is, in messages (`Redis`). */
@@ -17,6 +17,12 @@ export interface ServiceGateOptions {
    * one more is let through, in case that one never will be. Default 30 000.
    */
   abandonAfterMs?: number;
+  /**
+   * The client the calls go through, as far as it tells (see ServiceClient):
+   * once it has made its connection again, nothing sent on the one before
+   * is waited for any more.
+   */
+  client?: ServiceClient;
   now?: () => number;
 }
 
@@ -65,8 +71,15 @@ export interface ServiceGateListener {
  */
 export class ServiceGate implements ServiceGateway {
   private outage: { since: number; reason: string } | undefined;
-  /** Calls sent whose answer (or failure) has not come, past their deadline or not. */
+  /**
+   * Calls sent whose answer (or failure) has not come, past their deadline
+   * or not: those sent since the service was last seen up, or since the
+   * client's connection was last made (what it held before was resent or
+   * dropped: a dropped call never settles).
+   */
   private pending = 0;
+  /** Counts the times `pending` was started afresh: a call of an earlier round settling leaves it alone. */
+  private round = 0;
   /** When a call was last let through while down, or last settled, or the outage began. */
   private lastProgress = Number.NEGATIVE_INFINITY;
   /** The calls sent while up that are still waiting: let go when the service goes down. */
@@ -78,6 +91,7 @@ export class ServiceGate implements ServiceGateway {
   constructor(private readonly options: ServiceGateOptions) {
     this.now = options.now ?? Date.now;
     this.abandonAfterMs = options.abandonAfterMs ?? 30_000;
+    options.client?.onConnect(() => this.reconnected());
   }
 
   get up(): boolean {
@@ -131,8 +145,9 @@ export class ServiceGate implements ServiceGateway {
     const sentWhileUp = this.outage === undefined;
     if (!sentWhileUp) this.lastProgress = startedAt;
     this.pending++;
+    const round = this.round;
     const settled = (): void => {
-      this.pending--;
+      if (round === this.round) this.pending--;
       this.lastProgress = this.now();
     };
     promise.then(settled, settled);
@@ -186,6 +201,8 @@ export class ServiceGate implements ServiceGateway {
   succeeded(startedAt: number): void {
     if (this.outage === undefined || startedAt < this.outage.since) return;
     this.outage = undefined;
+    // what is still unanswered from the outage is counted no more: the next one starts from nothing
+    this.forgetPending();
     for (const l of [...this.listeners]) l.up();
   }
 
@@ -207,6 +224,17 @@ export class ServiceGate implements ServiceGateway {
   watch(listener: ServiceGateListener): () => void {
     this.listeners.add(listener);
     return () => void this.listeners.delete(listener);
+  }
+
+  /** The client made its connection again: what it held on the one before is resent (answered soon) or dropped (never). */
+  private reconnected(): void {
+    this.forgetPending();
+    this.lastProgress = this.now();
+  }
+
+  private forgetPending(): void {
+    this.round++;
+    this.pending = 0;
   }
 
   private instead<T>(why: Error, options: GatedCallOptions<T>): Promise<T> {

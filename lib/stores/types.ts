@@ -352,6 +352,21 @@ export interface ServiceGateway {
   run<T>(call: () => Promise<T>, options?: GatedCallOptions<T>): Promise<T>;
 }
 
+/**
+ * What a gate (core/service-gate.ts) learns from the client it guards,
+ * beyond the calls themselves (stores/redis-client.ts reads an ioredis or
+ * node-redis client).
+ */
+export interface ServiceClient {
+  /**
+   * Calls `listener` each time the client has made its connection again:
+   * what it held on the one before is then answered anew (resent) or
+   * dropped, never to settle (ioredis with autoResendUnfulfilledCommands
+   * off), so it holds up nothing any more.
+   */
+  onConnect(listener: () => void): void;
+}
+
 export interface GatedCallOptions<T> {
   /** The answer instead when the service gives none (known down, past the deadline, or the call failed); without it the call rejects with why. */
   otherwise?: (why: Error) => T | Promise<T>;

@@ -1,0 +1,27 @@
+/**
+ * What the gate of a Redis client (core/service-gate.ts) reads of the
+ * client itself, an ioredis or node-redis client: when it has made its
+ * connection again. Nothing here changes the client or its options.
+ */
+import { REDIS_DEADLINE_MS } from './redis-deadline';
+import type { ServiceClient } from './types';
+
+interface EventSource {
+  on(event: 'ready', listener: () => void): unknown;
+}
+
+/** The ServiceClient of `client` (an ioredis or node-redis client; anything else: nothing to read). */
+export function redisServiceClient(client: unknown): ServiceClient {
+  const events = client as Partial<EventSource>;
+  return {
+    // ioredis and node-redis say 'ready' on every connection made, once what it had held is resent (or dropped)
+    onConnect: (listener) => {
+      if (typeof events.on === 'function') events.on('ready', listener);
+    },
+  };
+}
+
+/** The settings of the gate of a Redis client, the same for every part on it (sharedServiceGate()). */
+export function redisGateOptions(client: unknown): { name: string; deadlineMs: number; client: ServiceClient } {
+  return { name: 'Redis', deadlineMs: REDIS_DEADLINE_MS, client: redisServiceClient(client) };
+}
