@@ -1,4 +1,5 @@
 import { ServiceDeadlineError, ServiceDownError, ServiceGate, sharedServiceGate } from '../../lib/core/service-gate';
+import type { ServiceClient } from '../../lib/stores/types';
 
 /** A call that answers (or fails) when the test says. */
 function held<T>() {
@@ -13,9 +14,17 @@ function held<T>() {
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
+/** A client that tells nothing beyond what a test gives it: no connection events, its timeouts as ioredis words them. */
+const client: ServiceClient = {
+  onConnect: () => undefined,
+  isReply: (err) => (err as Error).name === 'ReplyError',
+  isClientTimeout: (err) => (err as Error).message === 'Command timed out',
+};
+
 describe('ServiceGate', () => {
   it('a call past the deadline takes the service down for every caller: those waiting are let go at once, later ones are not sent', async () => {
-    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 50 });
+    // the gate's clock held still: the second call's failure, however late the timers run, comes before its deadline
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 50, now: () => 1_000_000 });
     const changes: string[] = [];
     gate.watch({ down: (reason) => changes.push(`down: ${reason}`), up: () => changes.push('up') });
     const first = held<string>();
@@ -135,7 +144,7 @@ describe('ServiceGate', () => {
 
   it("the client's new connection ends the wait for what it held on the one before (resent, or dropped for good)", async () => {
     const connected: Array<() => void> = [];
-    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 20, client: { onConnect: (listener) => void connected.push(listener) } });
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 20, client: { ...client, onConnect: (listener) => void connected.push(listener) } });
     expect(connected).toHaveLength(1);
     await expect(gate.run(() => new Promise<string>(() => undefined))).rejects.toBeInstanceOf(ServiceDeadlineError);
     let sent = 0;
@@ -145,6 +154,36 @@ describe('ServiceGate', () => {
     expect([gate.unsettled, gate.mayCall()]).toEqual([0, true]);
     await expect(gate.run(async () => (sent++, 'x'))).resolves.toBe('x');
     expect([sent, gate.up]).toEqual([1, true]);
+  });
+
+  it("while down, a call the client gave up on itself (its timeout) or that failed past the deadline is taken as still held: the next one waits retryAfterGiveUpMs, not one per call", async () => {
+    let now = 1_000_000;
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 1000, retryAfterGiveUpMs: 5000, client, now: () => now });
+    let sent = 0;
+    const timedOut = () => (sent++, Promise.reject(new Error('Command timed out')));
+    await expect(gate.run(timedOut)).rejects.toThrow('Command timed out');
+    expect([gate.up, gate.unsettled]).toEqual([false, 0]);
+    for (let i = 0; i < 5; i++) await expect(gate.run(timedOut)).rejects.toBeInstanceOf(ServiceDownError);
+    expect(sent).toBe(1);
+    now += 5000;
+    await expect(gate.run(timedOut)).rejects.toThrow('Command timed out');
+    await expect(gate.run(timedOut)).rejects.toBeInstanceOf(ServiceDownError);
+    expect(sent).toBe(2);
+
+    // a failure at the deadline that is no reply: the same; a reply, or a failure before the deadline: the next call at once
+    now += 5000;
+    const late = held<string>();
+    const call = gate.run(() => (sent++, late.promise));
+    now += 1000;
+    late.fail(new Error('socket hang up'));
+    await expect(call).rejects.toThrow('socket hang up');
+    expect(gate.mayCall()).toBe(false);
+    now += 5000;
+    await expect(gate.run(() => (sent++, Promise.reject(Object.assign(new Error('READONLY'), { name: 'ReplyError' }))))).rejects.toThrow('READONLY');
+    expect(gate.mayCall()).toBe(true);
+    await expect(gate.run(() => (sent++, Promise.reject(new Error('connect ECONNREFUSED'))))).rejects.toThrow('ECONNREFUSED');
+    expect(gate.mayCall()).toBe(true);
+    expect(sent).toBe(5);
   });
 
   it('one gate per client object in a process', () => {

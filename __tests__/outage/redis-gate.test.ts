@@ -91,6 +91,12 @@ async function rig(options: RedisOptions = {}): Promise<Rig> {
   };
 }
 
+/** The commands an ioredis client holds: sent and not answered, and not sent yet. */
+const held = (redis: Redis): number => {
+  const internal = redis as unknown as { commandQueue: { length: number }; offlineQueue: { length: number } };
+  return internal.commandQueue.length + internal.offlineQueue.length;
+};
+
 /** Protected-route requests every 250 ms until one is served (or `withinMs` passed): how long that took. */
 async function servedAgainAfter(r: Rig, withinMs: number): Promise<number> {
   const started = Date.now();
@@ -170,6 +176,35 @@ describeIfRedis('the shared Redis gate, against Redis and ioredis as they behave
         'error dpop_replay_store.unavailable',
         'info dpop_replay_store.recovered',
       ]);
+    } finally {
+      await r.close();
+    }
+  }, 40_000);
+
+  it('with commandTimeout (300 ms), a stall costs the first request its timeout, then every request is answered at once and no command piles up per request', async () => {
+    const r = await rig({ commandTimeout: 300 });
+    try {
+      r.proxy.blackHole();
+      const first = await r.api();
+      expect([first.status, first.retryAfter]).toEqual([503, '5']);
+      const caught = held(r.redis);
+      // 40 requests one after another: ioredis rejects a command after 300 ms but keeps it until Redis answers
+      const waits: number[] = [];
+      for (let i = 0; i < 40; i++) {
+        const res = await r.api();
+        expect([res.status, res.retryAfter]).toEqual([503, '5']);
+        waits.push(res.ms);
+      }
+      const total = waits.reduce((a, b) => a + b, 0);
+      // one call let through every 5 s at most (a request or the probe), each waiting 300 ms
+      expect(total).toBeLessThan(3000);
+      expect(held(r.redis) - caught).toBeLessThanOrEqual(3);
+      expect(r.outageLines()).toEqual(['error dpop_replay_store.unavailable']);
+
+      r.proxy.restore();
+      expect(await servedAgainAfter(r, 12_000)).toBeLessThan(6000);
+      expect(held(r.redis)).toBe(0);
+      expect(r.outageLines()).toEqual(['error dpop_replay_store.unavailable', 'info dpop_replay_store.recovered']);
     } finally {
       await r.close();
     }

@@ -18,6 +18,15 @@ export interface ServiceGateOptions {
    */
   abandonAfterMs?: number;
   /**
+   * While down, after a call whose end does not tell that the client let go
+   * of it (the client's own timeout, as ioredis's commandTimeout, which
+   * rejects the call but keeps the command until Redis answers; or any
+   * failure other than a reply of the service at or after the deadline),
+   * the next call is let through this long (ms) after it, not at once.
+   * Default 5000, as often as ReplayStoreHealth's probe.
+   */
+  retryAfterGiveUpMs?: number;
+  /**
    * The client the calls go through, as far as it tells (see ServiceClient):
    * once it has made its connection again, nothing sent on the one before
    * is waited for any more.
@@ -80,17 +89,23 @@ export class ServiceGate implements ServiceGateway {
   private pending = 0;
   /** Counts the times `pending` was started afresh: a call of an earlier round settling leaves it alone. */
   private round = 0;
+  /** While down, no call before this: one that ended without telling its client let go of it (see retryAfterGiveUpMs). */
+  private retryAt = Number.NEGATIVE_INFINITY;
   /** When a call was last let through while down, or last settled, or the outage began. */
   private lastProgress = Number.NEGATIVE_INFINITY;
   /** The calls sent while up that are still waiting: let go when the service goes down. */
   private readonly waiting = new Set<(why: Error) => void>();
   private readonly listeners = new Set<ServiceGateListener>();
   private readonly now: () => number;
+  private readonly client: ServiceClient | undefined;
   private readonly abandonAfterMs: number;
+  private readonly retryAfterGiveUpMs: number;
 
   constructor(private readonly options: ServiceGateOptions) {
     this.now = options.now ?? Date.now;
     this.abandonAfterMs = options.abandonAfterMs ?? 30_000;
+    this.retryAfterGiveUpMs = options.retryAfterGiveUpMs ?? 5000;
+    this.client = options.client;
     options.client?.onConnect(() => this.reconnected());
   }
 
@@ -114,8 +129,10 @@ export class ServiceGate implements ServiceGateway {
 
   /** Whether a call would be sent now (see the class). */
   mayCall(): boolean {
-    if (this.outage === undefined || this.pending === 0) return true;
-    return this.now() - this.lastProgress >= this.abandonAfterMs;
+    if (this.outage === undefined) return true;
+    const now = this.now();
+    if (this.pending === 0) return now >= this.retryAt;
+    return now - this.lastProgress >= this.abandonAfterMs;
   }
 
   /** Why a call is not sent now. */
@@ -146,11 +163,14 @@ export class ServiceGate implements ServiceGateway {
     if (!sentWhileUp) this.lastProgress = startedAt;
     this.pending++;
     const round = this.round;
-    const settled = (): void => {
-      if (round === this.round) this.pending--;
-      this.lastProgress = this.now();
+    /** The call's promise settled; `released`: in a way that tells its client holds it no more. */
+    const settled = (released: boolean): void => {
+      const now = this.now();
+      this.lastProgress = now;
+      if (round !== this.round) return;
+      this.pending--;
+      if (!released) this.retryAt = now + this.retryAfterGiveUpMs;
     };
-    promise.then(settled, settled);
     return new Promise<T>((resolve, reject) => {
       let done = false;
       // past its deadline: its answer, when it comes, says the service answers slower than the deadline
@@ -176,12 +196,24 @@ export class ServiceGate implements ServiceGateway {
       if (sentWhileUp) this.waiting.add(letGo);
       promise.then(
         (value) => {
+          settled(true);
           // an answer within the deadline, to a call begun in the outage, ends it; a later one only frees the connection
           if (!expired) this.succeeded(startedAt);
           if (finish()) resolve(value);
         },
         (err: unknown) => {
-          if (options.isAnswer?.(err)) {
+          const answer = options.isAnswer?.(err) === true;
+          const callError = !answer && options.isCallError?.(err) === true;
+          // the service answered (an error reply is an answer), or the call failed before its deadline
+          // (refused, closed): the client let go of it. Its own timeout, or a failure past the deadline,
+          // says nothing of that: ioredis keeps a command its commandTimeout rejected until Redis answers
+          settled(
+            answer ||
+              callError ||
+              this.client?.isReply(err) === true ||
+              (!expired && this.now() - startedAt < this.options.deadlineMs && this.client?.isClientTimeout(err) !== true),
+          );
+          if (answer) {
             if (!expired) this.succeeded(startedAt);
             if (finish()) reject(err);
             return;
@@ -191,7 +223,7 @@ export class ServiceGate implements ServiceGateway {
           const why = err instanceof Error ? err : new Error(String(err));
           fail(why);
           // the service answered, with an error of this call's own: neither down nor back
-          if (!options.isCallError?.(err)) this.failed(why);
+          if (!callError) this.failed(why);
         },
       );
     });
@@ -235,6 +267,7 @@ export class ServiceGate implements ServiceGateway {
   private forgetPending(): void {
     this.round++;
     this.pending = 0;
+    this.retryAt = Number.NEGATIVE_INFINITY;
   }
 
   private instead<T>(why: Error, options: GatedCallOptions<T>): Promise<T> {

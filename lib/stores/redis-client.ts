@@ -1,13 +1,30 @@
 /**
  * What the gate of a Redis client (core/service-gate.ts) reads of the
  * client itself, an ioredis or node-redis client: when it has made its
- * connection again. Nothing here changes the client or its options.
+ * connection again, which rejections are Redis's answers and which its own
+ * timeouts. Nothing here changes the client or its options.
  */
 import { REDIS_DEADLINE_MS } from './redis-deadline';
 import type { ServiceClient } from './types';
 
 interface EventSource {
   on(event: 'ready', listener: () => void): unknown;
+}
+
+/** An error reply from Redis (ioredis's ReplyError, node-redis's ErrorReply): it answered. */
+export function isErrorReply(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const names = [err.name, err.constructor?.name];
+  return names.includes('ReplyError') || names.includes('ErrorReply');
+}
+
+/**
+ * The client's own timeout: ioredis's commandTimeout (a plain Error, "Command timed out"), node-redis's
+ * TimeoutError. Either rejects the call while the command may still wait on the connection for its answer.
+ */
+export function isClientTimeout(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  return err.message === 'Command timed out' || err.name === 'TimeoutError' || err.constructor?.name === 'TimeoutError';
 }
 
 /** The ServiceClient of `client` (an ioredis or node-redis client; anything else: nothing to read). */
@@ -18,6 +35,8 @@ export function redisServiceClient(client: unknown): ServiceClient {
     onConnect: (listener) => {
       if (typeof events.on === 'function') events.on('ready', listener);
     },
+    isReply: isErrorReply,
+    isClientTimeout,
   };
 }
 

@@ -4,6 +4,7 @@
  * create-issuer gives the brute-force limits when `bruteForce.redis` is set.
  */
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterRes } from 'rate-limiter-flexible';
+import { isErrorReply } from './redis-client';
 import type { FailureCounter, FailureCounterFactory, ServiceGateway } from './types';
 
 /**
@@ -47,13 +48,6 @@ class RedisOrMemory implements FailureCounter {
       },
     });
   }
-}
-
-/** An error reply from Redis (ioredis's ReplyError, node-redis's ErrorReply): it answered. */
-function isErrorReply(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const names = [err.name, err.constructor?.name];
-  return names.includes('ReplyError') || names.includes('ErrorReply');
 }
 
 /**

@@ -365,6 +365,14 @@ export interface ServiceClient {
    * off), so it holds up nothing any more.
    */
   onConnect(listener: () => void): void;
+  /** Whether a rejection is the service's own answer (a Redis error reply): the client let go of the call. */
+  isReply(rejection: unknown): boolean;
+  /**
+   * Whether a rejection is the client's own timeout: it stopped waiting, but
+   * may still hold the call (ioredis's commandTimeout keeps the command in
+   * its queue until Redis answers it or the connection drops).
+   */
+  isClientTimeout(rejection: unknown): boolean;
 }
 
 export interface GatedCallOptions<T> {
