@@ -17,6 +17,7 @@ const settle = () => new Promise((resolve) => setImmediate(resolve));
 /** A client that tells nothing beyond what a test gives it: no connection events, its timeouts as ioredis words them. */
 const client: ServiceClient = {
   onConnect: () => undefined,
+  connected: () => true,
   isReply: (err) => (err as Error).name === 'ReplyError',
   isClientTimeout: (err) => (err as Error).message === 'Command timed out',
 };
@@ -184,6 +185,22 @@ describe('ServiceGate', () => {
     await expect(gate.run(() => (sent++, Promise.reject(new Error('connect ECONNREFUSED'))))).rejects.toThrow('ECONNREFUSED');
     expect(gate.mayCall()).toBe(true);
     expect(sent).toBe(5);
+  });
+
+  it('while down, nothing is sent while the client is not connected (it would wait in its queue); its connection made, the next call is', async () => {
+    let connected = false;
+    const onConnect: Array<() => void> = [];
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 1000, client: { ...client, connected: () => connected, onConnect: (l) => void onConnect.push(l) } });
+    let sent = 0;
+    const refused = () => (sent++, Promise.reject(new Error('Reached the max retries per request limit (which is 20)')));
+    // up: sent whatever the client says (at start it is still connecting; its queue holds the call for a moment)
+    await expect(gate.run(refused)).rejects.toThrow('max retries');
+    for (let i = 0; i < 3; i++) await expect(gate.run(refused)).rejects.toBeInstanceOf(ServiceDownError);
+    expect(sent).toBe(1);
+    connected = true;
+    onConnect.forEach((l) => l());
+    await expect(gate.run(async () => (sent++, 'OK'))).resolves.toBe('OK');
+    expect([sent, gate.up]).toEqual([2, true]);
   });
 
   it('one gate per client object in a process', () => {

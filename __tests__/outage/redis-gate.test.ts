@@ -209,4 +209,29 @@ describeIfRedis('the shared Redis gate, against Redis and ioredis as they behave
       await r.close();
     }
   }, 40_000);
+
+  it('Redis refusing connections, the offline queue on: only the request that met it first waits; the others are answered at once until it is back', async () => {
+    // maxRetriesPerRequest 2: ioredis clears its offline queue after every 3 reconnection attempts (~0.3 s, then
+    // longer), as it does after 20 (~10 s) by default: each time, the gate used to send the next request into it
+    const r = await rig({ maxRetriesPerRequest: 2 });
+    try {
+      r.proxy.cut();
+      const waits: number[] = [];
+      const until = Date.now() + 5000;
+      while (Date.now() < until) {
+        const res = await r.api();
+        expect([res.status, res.retryAfter]).toEqual([503, '5']);
+        waits.push(res.ms);
+        await sleep(100);
+      }
+      expect(waits.length).toBeGreaterThanOrEqual(10);
+      expect(waits.slice(1).filter((ms) => ms >= AT_ONCE_MS)).toEqual([]);
+      expect(held(r.redis)).toBeLessThanOrEqual(1);
+      r.proxy.restore();
+      expect(await servedAgainAfter(r, 12_000)).toBeLessThan(5000);
+      expect(r.outageLines()).toEqual(['error dpop_replay_store.unavailable', 'info dpop_replay_store.recovered']);
+    } finally {
+      await r.close();
+    }
+  }, 40_000);
 });

@@ -130,6 +130,8 @@ export class ServiceGate implements ServiceGateway {
   /** Whether a call would be sent now (see the class). */
   mayCall(): boolean {
     if (this.outage === undefined) return true;
+    // not connected: a call would only wait in the client's queue (its deadline, for nothing)
+    if (this.client !== undefined && !this.client.connected()) return false;
     const now = this.now();
     if (this.pending === 0) return now >= this.retryAt;
     return now - this.lastProgress >= this.abandonAfterMs;

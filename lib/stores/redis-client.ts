@@ -1,14 +1,20 @@
 /**
  * What the gate of a Redis client (core/service-gate.ts) reads of the
- * client itself, an ioredis or node-redis client: when it has made its
- * connection again, which rejections are Redis's answers and which its own
- * timeouts. Nothing here changes the client or its options.
+ * client itself, an ioredis or node-redis client: whether it is connected,
+ * when it has made its connection again, which rejections are Redis's
+ * answers and which its own timeouts. Nothing here changes the client or its options.
  */
 import { REDIS_DEADLINE_MS } from './redis-deadline';
 import type { ServiceClient } from './types';
 
 interface EventSource {
   on(event: 'ready', listener: () => void): unknown;
+}
+
+/** What tells whether a client is connected: ioredis's `status`, node-redis's `isReady`. */
+interface ConnectionState {
+  readonly status: unknown;
+  readonly isReady: unknown;
 }
 
 /** An error reply from Redis (ioredis's ReplyError, node-redis's ErrorReply): it answered. */
@@ -34,6 +40,12 @@ export function redisServiceClient(client: unknown): ServiceClient {
     // ioredis and node-redis say 'ready' on every connection made, once what it had held is resent (or dropped)
     onConnect: (listener) => {
       if (typeof events.on === 'function') events.on('ready', listener);
+    },
+    connected: () => {
+      const { status, isReady } = client as Partial<ConnectionState>;
+      if (typeof status === 'string') return status === 'ready';
+      if (typeof isReady === 'boolean') return isReady;
+      return true;
     },
     isReply: isErrorReply,
     isClientTimeout,

@@ -365,6 +365,12 @@ export interface ServiceClient {
    * off), so it holds up nothing any more.
    */
   onConnect(listener: () => void): void;
+  /**
+   * Whether a call made now would be sent at once (ioredis: status `ready`),
+   * rather than wait in the client's queue for a connection (ioredis's
+   * offline queue keeps it until maxRetriesPerRequest clears it).
+   */
+  connected(): boolean;
   /** Whether a rejection is the service's own answer (a Redis error reply): the client let go of the call. */
   isReply(rejection: unknown): boolean;
   /**
