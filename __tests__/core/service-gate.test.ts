@@ -16,6 +16,7 @@ const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 /** A client that tells nothing beyond what a test gives it: no connection events, its timeouts as ioredis words them. */
 const client: ServiceClient = {
+  oneConnection: true,
   onConnect: () => undefined,
   connected: () => true,
   isReply: (err) => (err as Error).name === 'ReplyError',
@@ -200,6 +201,24 @@ describe('ServiceGate', () => {
     connected = true;
     onConnect.forEach((l) => l());
     await expect(gate.run(async () => (sent++, 'OK'))).resolves.toBe('OK');
+    expect([sent, gate.up]).toEqual([2, true]);
+  });
+
+  it('a client over many connections (a Cluster) is never held back: each call has its own deadline, and one stalled does not let go of the others', async () => {
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 100, client: { ...client, oneConnection: false } });
+    // a stalled shard: its call misses the deadline, while one to another shard, sent later, waits
+    const stalled = gate.run(() => new Promise<string>(() => undefined));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const healthyShard = held<string>();
+    const waiting = gate.run(() => healthyShard.promise);
+    await expect(stalled).rejects.toBeInstanceOf(ServiceDeadlineError);
+    expect(gate.up).toBe(false);
+    healthyShard.answer('from the other shard');
+    await expect(waiting).resolves.toBe('from the other shard');
+    // later calls are sent, each waiting its own deadline at most
+    let sent = 0;
+    await expect(gate.run(() => (sent++, new Promise<string>(() => undefined)))).rejects.toBeInstanceOf(ServiceDeadlineError);
+    await expect(gate.run(async () => (sent++, 'answered'))).resolves.toBe('answered');
     expect([sent, gate.up]).toEqual([2, true]);
   });
 

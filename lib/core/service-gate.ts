@@ -69,14 +69,21 @@ export interface ServiceGateListener {
  * sent until it is answered or the connection drops, whatever the caller's
  * deadline). While down, one call is let through when nothing sent before is
  * still unanswered (on one connection a later command cannot be answered
- * before an earlier one): a service that fails fast (connection refused) is
- * thus asked by each call, as before, and a stalled one is asked again only
- * once what it holds comes back (its connection dropped, or it answered).
- * The first call begun after the outage was seen that gets an answer
- * within its deadline ends it: a later answer only tells that the
- * connection is free again (a Redis answering just past the deadline, under
- * load or in a fork pause, stays down rather than flap down and up with
- * every answer). A probe (ReplayStoreHealth's) is such a call.
+ * before an earlier one) and the client is connected: a service that fails
+ * fast while connected is thus asked by each call, as before, and a stalled
+ * one is asked again only once what it holds comes back (it answered) or
+ * is gone (the client made its connection again: see ServiceClient). A call
+ * whose end does not tell that its client let go of it (the client's own
+ * timeout) is taken as held for retryAfterGiveUpMs; one that never ends,
+ * for abandonAfterMs. The first call begun after the outage was seen that
+ * gets an answer within its deadline ends it: a later answer only tells
+ * that the connection is free again (a Redis answering just past the
+ * deadline, under load or in a fork pause, stays down rather than flap down
+ * and up with every answer). A probe (ReplayStoreHealth's) is such a call.
+ * A client over many connections (a Redis Cluster: oneConnection false) is
+ * never held back: each call is sent and has its own deadline, and one
+ * failing does not let go of the others; the gate still tells its callers
+ * when a call failed and when one was answered again.
  */
 export class ServiceGate implements ServiceGateway {
   private outage: { since: number; reason: string } | undefined;
@@ -98,6 +105,8 @@ export class ServiceGate implements ServiceGateway {
   private readonly listeners = new Set<ServiceGateListener>();
   private readonly now: () => number;
   private readonly client: ServiceClient | undefined;
+  /** One connection (see ServiceClient.oneConnection): while down, calls are held back. */
+  private readonly holdBack: boolean;
   private readonly abandonAfterMs: number;
   private readonly retryAfterGiveUpMs: number;
 
@@ -106,6 +115,7 @@ export class ServiceGate implements ServiceGateway {
     this.abandonAfterMs = options.abandonAfterMs ?? 30_000;
     this.retryAfterGiveUpMs = options.retryAfterGiveUpMs ?? 5000;
     this.client = options.client;
+    this.holdBack = options.client?.oneConnection ?? true;
     options.client?.onConnect(() => this.reconnected());
   }
 
@@ -129,7 +139,7 @@ export class ServiceGate implements ServiceGateway {
 
   /** Whether a call would be sent now (see the class). */
   mayCall(): boolean {
-    if (this.outage === undefined) return true;
+    if (this.outage === undefined || !this.holdBack) return true;
     // not connected: a call would only wait in the client's queue (its deadline, for nothing)
     if (this.client !== undefined && !this.client.connected()) return false;
     const now = this.now();
@@ -195,7 +205,7 @@ export class ServiceGate implements ServiceGateway {
         this.failed(why);
       }, this.options.deadlineMs);
       timer.unref();
-      if (sentWhileUp) this.waiting.add(letGo);
+      if (sentWhileUp && this.holdBack) this.waiting.add(letGo);
       promise.then(
         (value) => {
           settled(true);

@@ -359,6 +359,13 @@ export interface ServiceGateway {
  */
 export interface ServiceClient {
   /**
+   * Whether every call goes over one connection, answered in order, so that
+   * one unanswered call holds up those after it (an ioredis `Redis`). False
+   * for a client over many (a Cluster: a stalled shard holds up only its
+   * own calls): its calls are never held back, each has its own deadline.
+   */
+  readonly oneConnection: boolean;
+  /**
    * Calls `listener` each time the client has made its connection again:
    * what it held on the one before is then answered anew (resent) or
    * dropped, never to settle (ioredis with autoResendUnfulfilledCommands
