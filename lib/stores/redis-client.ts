@@ -28,11 +28,24 @@ export function isRedisCluster(client: unknown): boolean {
   return isCluster === true || typeof getSlotMaster === 'function';
 }
 
-/** An error reply from Redis (ioredis's ReplyError, node-redis's ErrorReply): it answered. */
-export function isErrorReply(err: unknown): boolean {
+/**
+ * Whether `err` is an Error named `name`, or made by a class of that name or
+ * one it extends: node-redis 5+ answers an error reply with a SimpleError or
+ * BlobError (which extend ErrorReply), whose `name` stays 'Error'.
+ */
+function isErrorOf(err: unknown, ...names: string[]): boolean {
   if (!(err instanceof Error)) return false;
-  const names = [err.name, err.constructor?.name];
-  return names.includes('ReplyError') || names.includes('ErrorReply');
+  if (names.includes(err.name)) return true;
+  for (let proto: object | null = Object.getPrototypeOf(err); proto !== null && proto !== Error.prototype; proto = Object.getPrototypeOf(proto)) {
+    const ctor = (proto as { constructor?: { name?: unknown } }).constructor;
+    if (typeof ctor?.name === 'string' && names.includes(ctor.name)) return true;
+  }
+  return false;
+}
+
+/** An error reply from Redis (ioredis's ReplyError, node-redis's ErrorReply and its SimpleError, BlobError): it answered. */
+export function isErrorReply(err: unknown): boolean {
+  return isErrorOf(err, 'ReplyError', 'ErrorReply');
 }
 
 /**
@@ -40,8 +53,19 @@ export function isErrorReply(err: unknown): boolean {
  * TimeoutError. Either rejects the call while the command may still wait on the connection for its answer.
  */
 export function isClientTimeout(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  return err.message === 'Command timed out' || err.name === 'TimeoutError' || err.constructor?.name === 'TimeoutError';
+  return (err instanceof Error && err.message === 'Command timed out') || isErrorOf(err, 'TimeoutError');
+}
+
+/**
+ * A node-redis client (4+), not an ioredis one: it has `isOpen`, and no
+ * `defineCommand`. rate-limiter-flexible must be told (its
+ * `useRedisPackage`): it knows node-redis only by the class name of v4's
+ * clients ('Commander'); v5's are made by a `class extends` of another
+ * name, and taken for ioredis, every count failed with a TypeError.
+ */
+export function isNodeRedis(client: unknown): boolean {
+  const c = client as { isOpen?: unknown; defineCommand?: unknown } | null;
+  return typeof c?.isOpen === 'boolean' && typeof c.defineCommand !== 'function';
 }
 
 /** The ServiceClient of `client` (an ioredis or node-redis client; anything else: nothing to read). */
