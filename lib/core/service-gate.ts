@@ -264,7 +264,12 @@ export class ServiceGate implements ServiceGateway {
     for (const l of [...this.listeners]) l.down(reason);
   }
 
-  /** Tells `listener` of every change from now on; the function returned stops that. */
+  /**
+   * Tells `listener` of every change from now on; the function returned
+   * stops that. The gate lives as long as its client (the process, often)
+   * and holds `listener`: one that may be dropped without a word should
+   * hold its owner weakly (as ReplayStoreHealth does).
+   */
   watch(listener: ServiceGateListener): () => void {
     this.listeners.add(listener);
     return () => void this.listeners.delete(listener);
