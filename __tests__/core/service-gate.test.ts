@@ -227,5 +227,17 @@ describe('ServiceGate', () => {
     const options = { name: 'Redis', deadlineMs: 1000 };
     expect(sharedServiceGate(client, options)).toBe(sharedServiceGate(client, options));
     expect(sharedServiceGate({}, options)).not.toBe(sharedServiceGate(client, options));
+    // the defaults are the settings asked for when left out
+    expect(sharedServiceGate(client, { ...options, abandonAfterMs: 30_000, retryAfterGiveUpMs: 5000 })).toBe(sharedServiceGate(client, options));
+  });
+
+  it('one set of settings per client: a part asking for another deadline is told at once, not given the first one quietly', () => {
+    const client = {};
+    sharedServiceGate(client, { name: 'Redis', deadlineMs: 1000 });
+    expect(() => sharedServiceGate(client, { name: 'Redis', deadlineMs: 2000 })).toThrow(
+      new TypeError('the gate of this Redis client has deadlineMs 1000; another part on the client asked for 2000 (one set of settings per client)'),
+    );
+    expect(() => sharedServiceGate(client, { name: 'Redis', deadlineMs: 1000, abandonAfterMs: 10_000 })).toThrow(/has abandonAfterMs 30000; .* asked for 10000/);
+    expect(sharedServiceGate(client, { name: 'Redis', deadlineMs: 1000 }).deadlineMs).toBe(1000);
   });
 });

@@ -112,8 +112,9 @@ export class ServiceGate implements ServiceGateway {
 
   constructor(private readonly options: ServiceGateOptions) {
     this.now = options.now ?? Date.now;
-    this.abandonAfterMs = options.abandonAfterMs ?? 30_000;
-    this.retryAfterGiveUpMs = options.retryAfterGiveUpMs ?? 5000;
+    const settings = settingsOf(options);
+    this.abandonAfterMs = settings.abandonAfterMs;
+    this.retryAfterGiveUpMs = settings.retryAfterGiveUpMs;
     this.client = options.client;
     this.holdBack = options.client?.oneConnection ?? true;
     options.client?.onConnect(() => this.reconnected());
@@ -264,6 +265,17 @@ export class ServiceGate implements ServiceGateway {
     for (const l of [...this.listeners]) l.down(reason);
   }
 
+  /** Throws a TypeError when `options` asks for other settings than this gate's (see sharedServiceGate()). */
+  checkSameSettings(options: ServiceGateOptions): void {
+    const mine = settingsOf(this.options);
+    const theirs = settingsOf(options);
+    for (const key of Object.keys(mine) as Array<keyof typeof mine>) {
+      if (mine[key] !== theirs[key]) {
+        throw new TypeError(`the gate of this ${mine.name} client has ${key} ${String(mine[key])}; another part on the client asked for ${String(theirs[key])} (one set of settings per client)`);
+      }
+    }
+  }
+
   /**
    * Tells `listener` of every change from now on; the function returned
    * stops that. The gate lives as long as its client (the process, often)
@@ -297,6 +309,12 @@ export class ServiceGate implements ServiceGateway {
   }
 }
 
+/** The settings of `options` that make a gate behave as it does, defaults applied. */
+function settingsOf(options: ServiceGateOptions) {
+  const { name, deadlineMs, abandonAfterMs = 30_000, retryAfterGiveUpMs = 5000 } = options;
+  return { name, deadlineMs, abandonAfterMs, retryAfterGiveUpMs };
+}
+
 const shared = new WeakMap<object, ServiceGate>();
 
 /**
@@ -304,9 +322,13 @@ const shared = new WeakMap<object, ServiceGate>();
  * first use: everything that calls the service through one client shares
  * what was learned of it (a stall the brute-force counters met is known to
  * the DPoP replay store at once), whichever issuer or requireBearer() uses it.
+ * One gate has one set of settings: asked for another (a deadline of its own,
+ * say), it throws a TypeError rather than quietly keep the first caller's.
+ * The client's ServiceClient is the first caller's (all read the same client).
  */
 export function sharedServiceGate(client: object, options: ServiceGateOptions): ServiceGate {
   let gate = shared.get(client);
   if (!gate) shared.set(client, (gate = new ServiceGate(options)));
+  else gate.checkSameSettings(options);
   return gate;
 }
