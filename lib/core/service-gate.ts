@@ -28,8 +28,11 @@ export interface ServiceGateOptions {
   retryAfterGiveUpMs?: number;
   /**
    * The client the calls go through, as far as it tells (see ServiceClient):
-   * once it has made its connection again, nothing sent on the one before
-   * is waited for any more.
+   * one connection or many, whether it is connected, which rejections are
+   * the service's replies or the client's own timeouts, and when it has made
+   * its connection again (nothing sent on the one before is waited for any
+   * more). Without it: one connection, always connected, no reply or
+   * timeout told apart.
    */
   client?: ServiceClient;
   now?: () => number;
