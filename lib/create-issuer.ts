@@ -18,7 +18,7 @@ import { resolveLogger, type Logger } from './logger';
 import { BEARER_CHECKS, MANAGEMENT_CHECKS, signingKeyAge, TOKEN_OUTCOMES, zeroCounts, type BearerCheck, type Counts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
 import { openEmbeddedStore } from './stores/embedded';
-import { REDIS_DEADLINE_MS } from './stores/redis-deadline';
+import { redisGateOptions } from './stores/redis-client';
 import { redisFailureCounters } from './stores/redis-rate-limiter';
 import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
 import { RedisRevocationNotifier, type RedisPublishClient } from './stores/redis-revocation-notifier';
@@ -127,7 +127,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
   const store = options.store === undefined ? undefined : checkStore(options.store);
   if (store) warnUnconditionalRotation(store, logger);
   // every part on one Redis client shares what was learned of it (a stall met by one is known to all at once)
-  const redisGate = (redis: unknown) => sharedServiceGate(redis as object, { name: 'Redis', deadlineMs: REDIS_DEADLINE_MS });
+  const redisGate = (redis: unknown) => sharedServiceGate(redis as object, redisGateOptions(redis));
   // brute-force counts in Redis when given one, shared by every instance; else in this instance's memory
   const bruteForceRedis = options.bruteForce ? options.bruteForce.redis : undefined;
   const limiter = config.bruteForce

@@ -25,7 +25,7 @@ import { AccessTokenVerifier } from './core/verifier';
 import { jwkThumbprint } from './jwt/thumbprint';
 import { bearerMiddleware, type BearerDpopOptions } from './express/require-bearer';
 import { LoggerFanout, resolveLogger, type ResolvedLogger } from './logger';
-import { REDIS_DEADLINE_MS } from './stores/redis-deadline';
+import { redisGateOptions } from './stores/redis-client';
 import { RedisReplayStore, type RedisSetNxClient } from './stores/redis-replay';
 import { BEARER_CHECKS, zeroCounts } from './metrics/counts';
 import { metricsFor } from './metrics/prometheus';
@@ -190,7 +190,7 @@ function redisReplay(redis: object, prefix: string, loggerOption: BearerOptions[
   let known = byPrefix.get(prefix);
   if (!known) {
     const loggers = new LoggerFanout();
-    const health = new ReplayStoreHealth(loggers, { kind: 'redis', gate: sharedServiceGate(redis, { name: 'Redis', deadlineMs: REDIS_DEADLINE_MS }) });
+    const health = new ReplayStoreHealth(loggers, { kind: 'redis', gate: sharedServiceGate(redis, redisGateOptions(redis)) });
     known = { replay: health.monitor(new RedisReplayStore({ client: redis as RedisSetNxClient, prefix })), health, loggers };
     byPrefix.set(prefix, known);
   }

@@ -1,8 +1,23 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { ReplayStoreHealth } from '../../lib/core/replay-store-health';
+import { ServiceGate } from '../../lib/core/service-gate';
 import { recorder } from '../helpers/log-recorder';
 import { until } from '../helpers/until';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** Collects garbage until `collected()` (or 50 tries, each after a turn of the event loop). */
+async function collect(collected: () => boolean): Promise<boolean> {
+  for (let i = 0; i < 50 && !collected(); i++) {
+    await sleep(10);
+    gc();
+  }
+  return collected();
+}
 
 describe('ReplayStoreHealth', () => {
   it('logs dpop_replay_store.unavailable once per outage and dpop_replay_store.recovered when a call succeeds again; counts the errors', () => {
@@ -214,5 +229,44 @@ describe('ReplayStoreHealth', () => {
     } finally {
       health.stop();
     }
+  });
+
+  describe('left without stop() (an issuer never closed), on a gate that outlives it (one per Redis client, for the whole process)', () => {
+    /** A health on `gate` watching a store that counts its calls, made in a function of its own so that nothing else keeps it. */
+    const made = (gate: ServiceGate, logger: ReturnType<typeof recorder>['logger'], calls: { n: number }) => {
+      const health = new ReplayStoreHealth(logger, { kind: 'redis', gate, probeEveryMs: 10 });
+      health.monitor({
+        async consume() {
+          calls.n++;
+          throw new Error('ECONNREFUSED');
+        },
+      });
+      return new WeakRef(health);
+    };
+
+    it('is not kept by the gate: once collected, the next outage is not logged or probed for it', async () => {
+      const gate = new ServiceGate({ name: 'Redis', deadlineMs: 1000 });
+      const { events, logger } = recorder();
+      const calls = { n: 0 };
+      const dropped = made(gate, logger, calls);
+      expect(await collect(() => dropped.deref() === undefined)).toBe(true);
+      gate.failed(new Error('connect ECONNREFUSED'));
+      await sleep(50);
+      expect([events, calls.n]).toEqual([[], 0]);
+    });
+
+    it('dropped in an outage, its probe timer stops and keeps it no more', async () => {
+      const gate = new ServiceGate({ name: 'Redis', deadlineMs: 1000 });
+      gate.failed(new Error('connect ECONNREFUSED'));
+      const { events, logger } = recorder();
+      const calls = { n: 0 };
+      const dropped = made(gate, logger, calls);
+      await until(() => calls.n >= 2); // probing every 10 ms
+      expect(await collect(() => dropped.deref() === undefined)).toBe(true);
+      const seen = calls.n;
+      await sleep(50);
+      expect(calls.n).toBe(seen);
+      expect(events.map((e) => e.event)).toEqual(['dpop_replay_store.unavailable']);
+    });
   });
 });

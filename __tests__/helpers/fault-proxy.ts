@@ -2,8 +2,9 @@
  * A TCP proxy on 127.0.0.1:<random> that a test owns and can break: `cut()`
  * destroys every open connection and resets new ones (a stopped server),
  * `blackHole()` keeps connections open but forwards nothing (a server or
- * network that stopped answering), `restore()` forwards again. The service
- * behind it is never touched.
+ * network that stopped answering), `slow(ms)` forwards every answer `ms`
+ * late (a loaded server, a fork pause), `restore()` forwards again. The
+ * service behind it is never touched.
  */
 import net from 'node:net';
 
@@ -11,6 +12,8 @@ export interface FaultProxy {
   readonly port: number;
   cut(): void;
   blackHole(): void;
+  /** Forwards what the service answers `ms` late, in order, on open and new connections (`slow(0)`: at once again). */
+  slow(ms: number): void;
   restore(): void;
   /**
    * Forwards new connections again but leaves the black-holed ones open and
@@ -23,6 +26,7 @@ export interface FaultProxy {
 
 export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.1'): Promise<FaultProxy> {
   let mode: 'up' | 'cut' | 'black-hole' = 'up';
+  let delayMs = 0;
   const pairs = new Set<{ client: net.Socket; upstream: net.Socket | undefined }>();
 
   const server = net.createServer((client) => {
@@ -46,7 +50,24 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
     pair.upstream = upstream;
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream);
-    upstream.pipe(client);
+    // answers go through a queue, so that they keep their order when the delay changes
+    const late: { due: number; chunk: Buffer }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const flush = (): void => {
+      timer = undefined;
+      if (mode === 'black-hole') late.length = 0; // nothing passes any more
+      while (late.length > 0 && late[0].due <= Date.now()) client.write(late.shift()!.chunk);
+      if (late.length > 0) timer = setTimeout(flush, late[0].due - Date.now());
+    };
+    upstream.on('data', (chunk: Buffer) => {
+      if (delayMs === 0 && late.length === 0) {
+        client.write(chunk);
+        return;
+      }
+      late.push({ due: Date.now() + delayMs, chunk });
+      timer ??= setTimeout(flush, Math.max(0, late[0].due - Date.now()));
+    });
+    upstream.on('close', () => clearTimeout(timer));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as net.AddressInfo).port;
@@ -75,7 +96,11 @@ export async function startFaultProxy(targetPort: number, targetHost = '127.0.0.
         upstream?.on('data', () => undefined);
       }
     },
+    slow(ms: number) {
+      delayMs = ms;
+    },
     restore() {
+      delayMs = 0;
       // black-holed connections are dead for good: drop them, as a network would time them out
       if (mode === 'black-hole') {
         for (const { client, upstream } of [...pairs]) {

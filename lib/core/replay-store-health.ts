@@ -4,6 +4,22 @@ import type { ReplayStore } from './dpop-replay';
 import { OutageTracker } from './outage-tracker';
 import { ServiceGate } from './service-gate';
 
+/** Stops a collected ReplayStoreHealth's watch of its gate (it was dropped without stop()). */
+const unwatchWhenCollected = new FinalizationRegistry<() => void>((unwatch) => unwatch());
+
+/**
+ * Has `gate` tell `health` of its changes while `health` lives, holding it
+ * weakly. A function of its own: closures made in a method that uses `this`
+ * share its context, and so would hold `health` after all.
+ */
+function watchWeakly(gate: ServiceGate, health: ReplayStoreHealth): () => void {
+  const ref = new WeakRef(health);
+  return gate.watch({
+    down: (reason) => ref.deref()?.gateDown(reason),
+    up: () => ref.deref()?.gateUp(),
+  });
+}
+
 export interface ReplayStoreHealthOptions {
   /** What the store is, for the log lines (e.g. `redis`). */
   kind: string;
@@ -54,7 +70,10 @@ export class ReplayStoreHealth {
       recoveredMessage: 'DPoP replay store answers again; DPoP proofs are checked again',
       fields: { store: options.kind },
     });
-    this.unwatch = this.gate.watch({ down: (reason) => this.begin(reason), up: () => this.outages.current && this.outages.end() });
+    // the gate lives as long as its client (the process, often): it holds this weakly, so that an issuer
+    // dropped without close() is not kept (nor logs or probes for ever); once collected, it is unwatched
+    this.unwatch = watchWeakly(this.gate, this);
+    unwatchWhenCollected.register(this, this.unwatch, this);
     // made while its client is known down (another issuer on it met the outage)
     if (!this.gate.up) this.begin(this.gate.reason ?? 'unknown');
   }
@@ -122,8 +141,19 @@ export class ReplayStoreHealth {
 
   stop(): void {
     this.outages.stop();
+    unwatchWhenCollected.unregister(this);
     this.unwatch();
     this.probe = undefined;
+  }
+
+  /** Its gate went down: an outage of this store (see watchWeakly()). */
+  gateDown(reason: string): void {
+    this.begin(reason);
+  }
+
+  /** Its gate is up again (see watchWeakly()). */
+  gateUp(): void {
+    if (this.outages.current) this.outages.end();
   }
 
   private begin(reason: string): void {
@@ -133,7 +163,15 @@ export class ReplayStoreHealth {
   }
 
   private probeWhileDown(): void {
-    if (this.probe) this.outages.probeEvery(() => void this.probeNow(), this.options.probeEveryMs ?? 5000);
+    if (!this.probe) return;
+    // the timer holds this weakly: an issuer dropped without close() in an outage is not kept by it (it stops then)
+    const self = new WeakRef(this);
+    const outages = this.outages;
+    outages.probeEvery(() => {
+      const health = self.deref();
+      if (health) void health.probeNow();
+      else outages.stop();
+    }, this.options.probeEveryMs ?? 5000);
   }
 
   /**

@@ -4,7 +4,7 @@
  * brute-force counters, the DPoP replay store, the revocation push. The
  * contract the stores see is ServiceGateway (stores/types.ts).
  */
-import type { GatedCallOptions, ServiceGateway } from '../stores/types';
+import type { GatedCallOptions, ServiceClient, ServiceGateway } from '../stores/types';
 
 export interface ServiceGateOptions {
   /** What the service is, in messages (`Redis`). */
@@ -17,6 +17,24 @@ export interface ServiceGateOptions {
    * one more is let through, in case that one never will be. Default 30 000.
    */
   abandonAfterMs?: number;
+  /**
+   * While down, after a call whose end does not tell that the client let go
+   * of it (the client's own timeout, as ioredis's commandTimeout, which
+   * rejects the call but keeps the command until Redis answers; or any
+   * failure other than a reply of the service at or after the deadline),
+   * the next call is let through this long (ms) after it, not at once.
+   * Default 5000, as often as ReplayStoreHealth's probe.
+   */
+  retryAfterGiveUpMs?: number;
+  /**
+   * The client the calls go through, as far as it tells (see ServiceClient):
+   * one connection or many, whether it is connected, which rejections are
+   * the service's replies or the client's own timeouts, and when it has made
+   * its connection again (nothing sent on the one before is waited for any
+   * more). Without it: one connection, always connected, no reply or
+   * timeout told apart.
+   */
+  client?: ServiceClient;
   now?: () => number;
 }
 
@@ -54,27 +72,55 @@ export interface ServiceGateListener {
  * sent until it is answered or the connection drops, whatever the caller's
  * deadline). While down, one call is let through when nothing sent before is
  * still unanswered (on one connection a later command cannot be answered
- * before an earlier one): a service that fails fast (connection refused) is
- * thus asked by each call, as before, and a stalled one is asked again only
- * once what it holds comes back (its connection dropped, or it answered).
- * The first call begun after the outage was seen that gets an answer ends
- * it. A probe (ReplayStoreHealth's) is such a call.
+ * before an earlier one) and the client is connected: a service that fails
+ * fast while connected is thus asked by each call, as before, and a stalled
+ * one is asked again only once what it holds comes back (it answered) or
+ * is gone (the client made its connection again: see ServiceClient). A call
+ * whose end does not tell that its client let go of it (the client's own
+ * timeout) is taken as held for retryAfterGiveUpMs; one that never ends,
+ * for abandonAfterMs. The first call begun after the outage was seen that
+ * gets an answer within its deadline ends it: a later answer only tells
+ * that the connection is free again (a Redis answering just past the
+ * deadline, under load or in a fork pause, stays down rather than flap down
+ * and up with every answer). A probe (ReplayStoreHealth's) is such a call.
+ * A client over many connections (a Redis Cluster: oneConnection false) is
+ * never held back: each call is sent and has its own deadline, and one
+ * failing does not let go of the others; the gate still tells its callers
+ * when a call failed and when one was answered again.
  */
 export class ServiceGate implements ServiceGateway {
   private outage: { since: number; reason: string } | undefined;
-  /** Calls sent whose answer (or failure) has not come, past their deadline or not. */
+  /**
+   * Calls sent whose answer (or failure) has not come, past their deadline
+   * or not: those sent since the service was last seen up, or since the
+   * client's connection was last made (what it held before was resent or
+   * dropped: a dropped call never settles).
+   */
   private pending = 0;
+  /** Counts the times `pending` was started afresh: a call of an earlier round settling leaves it alone. */
+  private round = 0;
+  /** While down, no call before this: one that ended without telling its client let go of it (see retryAfterGiveUpMs). */
+  private retryAt = Number.NEGATIVE_INFINITY;
   /** When a call was last let through while down, or last settled, or the outage began. */
   private lastProgress = Number.NEGATIVE_INFINITY;
   /** The calls sent while up that are still waiting: let go when the service goes down. */
   private readonly waiting = new Set<(why: Error) => void>();
   private readonly listeners = new Set<ServiceGateListener>();
   private readonly now: () => number;
+  private readonly client: ServiceClient | undefined;
+  /** One connection (see ServiceClient.oneConnection): while down, calls are held back. */
+  private readonly holdBack: boolean;
   private readonly abandonAfterMs: number;
+  private readonly retryAfterGiveUpMs: number;
 
   constructor(private readonly options: ServiceGateOptions) {
     this.now = options.now ?? Date.now;
-    this.abandonAfterMs = options.abandonAfterMs ?? 30_000;
+    const settings = settingsOf(options);
+    this.abandonAfterMs = settings.abandonAfterMs;
+    this.retryAfterGiveUpMs = settings.retryAfterGiveUpMs;
+    this.client = options.client;
+    this.holdBack = options.client?.oneConnection ?? true;
+    options.client?.onConnect(() => this.reconnected());
   }
 
   get up(): boolean {
@@ -97,8 +143,12 @@ export class ServiceGate implements ServiceGateway {
 
   /** Whether a call would be sent now (see the class). */
   mayCall(): boolean {
-    if (this.outage === undefined || this.pending === 0) return true;
-    return this.now() - this.lastProgress >= this.abandonAfterMs;
+    if (this.outage === undefined || !this.holdBack) return true;
+    // not connected: a call would only wait in the client's queue (its deadline, for nothing)
+    if (this.client !== undefined && !this.client.connected()) return false;
+    const now = this.now();
+    if (this.pending === 0) return now >= this.retryAt;
+    return now - this.lastProgress >= this.abandonAfterMs;
   }
 
   /** Why a call is not sent now. */
@@ -128,13 +178,19 @@ export class ServiceGate implements ServiceGateway {
     const sentWhileUp = this.outage === undefined;
     if (!sentWhileUp) this.lastProgress = startedAt;
     this.pending++;
-    const settled = (): void => {
+    const round = this.round;
+    /** The call's promise settled; `released`: in a way that tells its client holds it no more. */
+    const settled = (released: boolean): void => {
+      const now = this.now();
+      this.lastProgress = now;
+      if (round !== this.round) return;
       this.pending--;
-      this.lastProgress = this.now();
+      if (!released) this.retryAt = now + this.retryAfterGiveUpMs;
     };
-    promise.then(settled, settled);
     return new Promise<T>((resolve, reject) => {
       let done = false;
+      // past its deadline: its answer, when it comes, says the service answers slower than the deadline
+      let expired = false;
       const finish = (): boolean => {
         if (done) return false;
         done = true;
@@ -147,21 +203,34 @@ export class ServiceGate implements ServiceGateway {
       };
       const letGo = (why: Error): void => fail(why);
       const timer = setTimeout(() => {
+        expired = true;
         const why = new ServiceDeadlineError(this.options.name, this.options.deadlineMs);
         fail(why);
         this.failed(why);
       }, this.options.deadlineMs);
       timer.unref();
-      if (sentWhileUp) this.waiting.add(letGo);
+      if (sentWhileUp && this.holdBack) this.waiting.add(letGo);
       promise.then(
         (value) => {
-          // an answer, however late, from a call begun in the outage ends it
-          this.succeeded(startedAt);
+          settled(true);
+          // an answer within the deadline, to a call begun in the outage, ends it; a later one only frees the connection
+          if (!expired) this.succeeded(startedAt);
           if (finish()) resolve(value);
         },
         (err: unknown) => {
-          if (options.isAnswer?.(err)) {
-            this.succeeded(startedAt);
+          const answer = options.isAnswer?.(err) === true;
+          const callError = !answer && options.isCallError?.(err) === true;
+          // the service answered (an error reply is an answer), or the call failed before its deadline
+          // (refused, closed): the client let go of it. Its own timeout, or a failure past the deadline,
+          // says nothing of that: ioredis keeps a command its commandTimeout rejected until Redis answers
+          settled(
+            answer ||
+              callError ||
+              this.client?.isReply(err) === true ||
+              (!expired && this.now() - startedAt < this.options.deadlineMs && this.client?.isClientTimeout(err) !== true),
+          );
+          if (answer) {
+            if (!expired) this.succeeded(startedAt);
             if (finish()) reject(err);
             return;
           }
@@ -170,7 +239,7 @@ export class ServiceGate implements ServiceGateway {
           const why = err instanceof Error ? err : new Error(String(err));
           fail(why);
           // the service answered, with an error of this call's own: neither down nor back
-          if (!options.isCallError?.(err)) this.failed(why);
+          if (!callError) this.failed(why);
         },
       );
     });
@@ -180,6 +249,8 @@ export class ServiceGate implements ServiceGateway {
   succeeded(startedAt: number): void {
     if (this.outage === undefined || startedAt < this.outage.since) return;
     this.outage = undefined;
+    // what is still unanswered from the outage is counted no more: the next one starts from nothing
+    this.forgetPending();
     for (const l of [...this.listeners]) l.up();
   }
 
@@ -197,10 +268,38 @@ export class ServiceGate implements ServiceGateway {
     for (const l of [...this.listeners]) l.down(reason);
   }
 
-  /** Tells `listener` of every change from now on; the function returned stops that. */
+  /** Throws a TypeError when `options` asks for other settings than this gate's (see sharedServiceGate()). */
+  checkSameSettings(options: ServiceGateOptions): void {
+    const mine = settingsOf(this.options);
+    const theirs = settingsOf(options);
+    for (const key of Object.keys(mine) as Array<keyof typeof mine>) {
+      if (mine[key] !== theirs[key]) {
+        throw new TypeError(`the gate of this ${mine.name} client has ${key} ${String(mine[key])}; another part on the client asked for ${String(theirs[key])} (one set of settings per client)`);
+      }
+    }
+  }
+
+  /**
+   * Tells `listener` of every change from now on; the function returned
+   * stops that. The gate lives as long as its client (the process, often)
+   * and holds `listener`: one that may be dropped without a word should
+   * hold its owner weakly (as ReplayStoreHealth does).
+   */
   watch(listener: ServiceGateListener): () => void {
     this.listeners.add(listener);
     return () => void this.listeners.delete(listener);
+  }
+
+  /** The client made its connection again: what it held on the one before is resent (answered soon) or dropped (never). */
+  private reconnected(): void {
+    this.forgetPending();
+    this.lastProgress = this.now();
+  }
+
+  private forgetPending(): void {
+    this.round++;
+    this.pending = 0;
+    this.retryAt = Number.NEGATIVE_INFINITY;
   }
 
   private instead<T>(why: Error, options: GatedCallOptions<T>): Promise<T> {
@@ -213,6 +312,12 @@ export class ServiceGate implements ServiceGateway {
   }
 }
 
+/** The settings of `options` that make a gate behave as it does, defaults applied. */
+function settingsOf(options: ServiceGateOptions) {
+  const { name, deadlineMs, abandonAfterMs = 30_000, retryAfterGiveUpMs = 5000 } = options;
+  return { name, deadlineMs, abandonAfterMs, retryAfterGiveUpMs };
+}
+
 const shared = new WeakMap<object, ServiceGate>();
 
 /**
@@ -220,9 +325,13 @@ const shared = new WeakMap<object, ServiceGate>();
  * first use: everything that calls the service through one client shares
  * what was learned of it (a stall the brute-force counters met is known to
  * the DPoP replay store at once), whichever issuer or requireBearer() uses it.
+ * One gate has one set of settings: asked for another (a deadline of its own,
+ * say), it throws a TypeError rather than quietly keep the first caller's.
+ * The client's ServiceClient is the first caller's (all read the same client).
  */
 export function sharedServiceGate(client: object, options: ServiceGateOptions): ServiceGate {
   let gate = shared.get(client);
   if (!gate) shared.set(client, (gate = new ServiceGate(options)));
+  else gate.checkSameSettings(options);
   return gate;
 }

@@ -4,6 +4,7 @@
  * create-issuer gives the brute-force limits when `bruteForce.redis` is set.
  */
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterRes } from 'rate-limiter-flexible';
+import { isErrorReply, isNodeRedis } from './redis-client';
 import type { FailureCounter, FailureCounterFactory, ServiceGateway } from './types';
 
 /**
@@ -49,13 +50,6 @@ class RedisOrMemory implements FailureCounter {
   }
 }
 
-/** An error reply from Redis (ioredis's ReplyError, node-redis's ErrorReply): it answered. */
-function isErrorReply(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const names = [err.name, err.constructor?.name];
-  return names.includes('ReplyError') || names.includes('ErrorReply');
-}
-
 /**
  * Counters in `redis` (an ioredis or node-redis 4+ client), through `gate`
  * (core/service-gate.ts's, shared by everything on that client). Redis
@@ -71,6 +65,8 @@ export function redisFailureCounters(
   return (limit) => {
     const memory = new RateLimiterMemory(limit);
     // no insuranceLimiter: a Redis error must reach the gate (an insurance answer would look like Redis answering)
-    return new RedisOrMemory(new RateLimiterRedis({ ...limit, storeClient: redis }), memory, gate, onFallback);
+    // node-redis 4+ must be named to rate-limiter-flexible: it would take a v5 client for ioredis
+    const limiter = new RateLimiterRedis({ ...limit, storeClient: redis, useRedisPackage: isNodeRedis(redis) });
+    return new RedisOrMemory(limiter, memory, gate, onFallback);
   };
 }

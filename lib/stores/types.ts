@@ -352,6 +352,42 @@ export interface ServiceGateway {
   run<T>(call: () => Promise<T>, options?: GatedCallOptions<T>): Promise<T>;
 }
 
+/**
+ * What a gate (core/service-gate.ts) learns from the client it guards,
+ * beyond the calls themselves (stores/redis-client.ts reads an ioredis or
+ * node-redis client).
+ */
+export interface ServiceClient {
+  /**
+   * Whether every call goes over one connection, answered in order, so that
+   * one unanswered call holds up those after it (an ioredis `Redis`). False
+   * for a client over many (a Cluster: a stalled shard holds up only its
+   * own calls): its calls are never held back, each has its own deadline.
+   */
+  readonly oneConnection: boolean;
+  /**
+   * Calls `listener` each time the client has made its connection again:
+   * what it held on the one before is then answered anew (resent) or
+   * dropped, never to settle (ioredis with autoResendUnfulfilledCommands
+   * off), so it holds up nothing any more.
+   */
+  onConnect(listener: () => void): void;
+  /**
+   * Whether a call made now would be sent at once (ioredis: status `ready`),
+   * rather than wait in the client's queue for a connection (ioredis's
+   * offline queue keeps it until maxRetriesPerRequest clears it).
+   */
+  connected(): boolean;
+  /** Whether a rejection is the service's own answer (a Redis error reply): the client let go of the call. */
+  isReply(rejection: unknown): boolean;
+  /**
+   * Whether a rejection is the client's own timeout: it stopped waiting, but
+   * may still hold the call (ioredis's commandTimeout keeps the command in
+   * its queue until Redis answers it or the connection drops).
+   */
+  isClientTimeout(rejection: unknown): boolean;
+}
+
 export interface GatedCallOptions<T> {
   /** The answer instead when the service gives none (known down, past the deadline, or the call failed); without it the call rejects with why. */
   otherwise?: (why: Error) => T | Promise<T>;
