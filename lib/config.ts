@@ -3,6 +3,7 @@ import type { Logger } from './logger';
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from './core/keys';
 import { scopeOption } from './core/scope';
 import type { BruteForceOptions, BruteForceSettings } from './core/brute-force';
+import { isNodeRedis } from './stores/redis-client';
 import type { Store } from './stores/types';
 
 /** Options of `createIssuer()`. */
@@ -291,6 +292,8 @@ function parseRevocationPush(value: unknown): { redis: unknown; channel: string 
   if (typeof redis?.publish !== 'function' || typeof redis.duplicate !== 'function') {
     throw new TypeError('option revocationPush.redis must be an ioredis client (publish() and duplicate())');
   }
+  // node-redis subscribes with a listener per channel, where ioredis emits 'message': no push would arrive
+  if (isNodeRedis(redis)) throw new TypeError('option revocationPush.redis must be an ioredis client, not a node-redis one');
   return { redis, channel: checkString('revocationPush.channel', v.channel, 'ecc:revocation:changed') };
 }
 
@@ -307,6 +310,8 @@ export function parseDpop(value: DpopOptions | undefined): DpopSettings {
   checkKnown('option dpop', v, ['nonce', 'redis', 'keyPrefix', 'maxAge', 'replayMax']);
   if (v.nonce !== undefined && typeof v.nonce !== 'boolean') throw new TypeError('option dpop.nonce must be a boolean');
   if (v.redis !== undefined && typeof (v.redis as { set?: unknown } | null)?.set !== 'function') throw new TypeError('option dpop.redis must be an ioredis client');
+  // node-redis's set(key, value, options) would take ioredis's 'PX', ttl, 'NX' for nothing: every replay accepted
+  if (v.redis !== undefined && isNodeRedis(v.redis)) throw new TypeError('option dpop.redis must be an ioredis client, not a node-redis one (its SET takes other arguments, and replays would go unnoticed)');
   const keyPrefix = checkString('dpop.keyPrefix', v.keyPrefix, 'ecc:dpop:');
   if (keyPrefix.length > 100) throw new TypeError('option dpop.keyPrefix must be at most 100 characters');
   return {
