@@ -91,6 +91,34 @@ function slowBody(url: string) {
   };
 }
 
+/**
+ * Starts `script`, has six keep-alive connections GET /health in a loop, SIGTERMs it after `afterMs` and
+ * waits for its exit: what the clients saw, the exit, the process's log lines. Bounded: the process exits
+ * within the stop's 10 s bound, and the loops with it.
+ */
+async function stopUnderLoad(env: NodeJS.ProcessEnv, afterMs: number, script = SERVER_JS) {
+  const p = start(env, false, script);
+  const url = String((await p.line(listening)).url);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 6 });
+  const seen: Record<Seen, number> = { answered: 0, refused: 0, 'lost after written': 0, 'lost before written': 0 };
+  let exited = false;
+  const loop = async () => {
+    while (!exited) {
+      const what = await get(url, agent);
+      seen[what] += 1;
+      if (what === 'refused') await sleep(5);
+    }
+  };
+  const loops = Array.from({ length: 6 }, loop);
+  await sleep(afterMs);
+  p.child.kill('SIGTERM');
+  const exit = await p.exited;
+  exited = true;
+  await Promise.all(loops);
+  agent.destroy();
+  return { seen, exit, lines: p.lines() };
+}
+
 describe('the graceful stop (compiled, as a real process)', () => {
   beforeAll(() => examples.build(), 130_000);
 
@@ -98,32 +126,9 @@ describe('the graceful stop (compiled, as a real process)', () => {
     // Before: each stop reset about one request per connection (the server closed connections it saw
     // idle while their clients were writing the next request on them).
     const dataDir = tempDir();
-    const rounds: Record<Seen, number>[] = [];
     for (let round = 0; round < 5; round++) {
-      const p = start({ DATA_DIR: dataDir });
-      const url = String((await p.line(listening)).url);
-      const agent = new http.Agent({ keepAlive: true, maxSockets: 6 });
-      const seen: Record<Seen, number> = { answered: 0, refused: 0, 'lost after written': 0, 'lost before written': 0 };
-      let exited = false;
-      const loop = async () => {
-        // bounded: the process exits within the stop's 10 s bound, and the loop with it
-        while (!exited) {
-          const what = await get(url, agent);
-          seen[what] += 1;
-          if (what === 'refused') await sleep(5);
-        }
-      };
-      const loops = Array.from({ length: 6 }, loop);
-      await sleep(150 + 50 * round);
-      p.child.kill('SIGTERM');
-      const exit = await p.exited;
-      exited = true;
-      await Promise.all(loops);
-      agent.destroy();
+      const { seen, exit } = await stopUnderLoad({ DATA_DIR: dataDir }, 150 + 50 * round);
       expect(exit).toMatchObject({ code: 0, signal: null });
-      rounds.push(seen);
-    }
-    for (const seen of rounds) {
       expect(seen['lost after written']).toBe(0);
       expect(seen['lost before written']).toBe(0);
       expect(seen.answered).toBeGreaterThan(0);
@@ -133,27 +138,9 @@ describe('the graceful stop (compiled, as a real process)', () => {
   it('the resource server (examples/resource-server.ts) too: keep-alive clients across SIGTERM lose no request they wrote (3 stops)', async () => {
     // Before: it closed with server.close() and closeIdleConnections(), the race the orders API had.
     for (let round = 0; round < 3; round++) {
-      const p = start({}, false, RESOURCE_SERVER_JS);
-      const url = String((await p.line(listening)).url);
-      const agent = new http.Agent({ keepAlive: true, maxSockets: 6 });
-      const seen: Record<Seen, number> = { answered: 0, refused: 0, 'lost after written': 0, 'lost before written': 0 };
-      let exited = false;
-      const loop = async () => {
-        while (!exited) {
-          const what = await get(url, agent);
-          seen[what] += 1;
-          if (what === 'refused') await sleep(5);
-        }
-      };
-      const loops = Array.from({ length: 6 }, loop);
-      await sleep(150 + 50 * round);
-      p.child.kill('SIGTERM');
-      const exit = await p.exited;
-      exited = true;
-      await Promise.all(loops);
-      agent.destroy();
+      const { seen, exit, lines } = await stopUnderLoad({}, 150 + 50 * round, RESOURCE_SERVER_JS);
       expect(exit).toMatchObject({ code: 0, signal: null });
-      expect(p.lines().filter((l) => l.event === 'server.stopping')).toEqual([expect.objectContaining({ signal: 'SIGTERM' })]);
+      expect(lines.filter((l) => l.event === 'server.stopping')).toEqual([expect.objectContaining({ signal: 'SIGTERM' })]);
       expect(seen['lost after written']).toBe(0);
       expect(seen['lost before written']).toBe(0);
       expect(seen.answered).toBeGreaterThan(0);
