@@ -10,84 +10,33 @@
  */
 import Redis, { type RedisOptions } from 'ioredis';
 import request from 'supertest';
-import { ISSUER, setup, type TestSetup } from '../helpers/app';
-import { newDpopKey } from '../helpers/dpop';
-import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
-import { describeIfRedis, redisUrl } from '../helpers/redis';
+import { ISSUER } from '../helpers/app';
+import { describeIfRedis } from '../helpers/redis';
+import { redisRig, type RedisRig } from '../helpers/redis-rig';
 
-type Logged = Record<string, unknown>;
-const TOKEN_URL = `${ISSUER}/oauth/token`;
 const AT_ONCE_MS = 400;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface Rig {
-  proxy: FaultProxy;
-  redis: Redis;
-  t: TestSetup;
-  lines: Logged[];
-  /** A DPoP-bound token got before the fault. */
-  at: string;
-  key: ReturnType<typeof newDpopKey>;
+interface Rig extends RedisRig {
   api(): Promise<{ status: number; retryAfter: string | undefined; ms: number }>;
   /** The DPoP replay store's outage lines, in order. */
   outageLines(): string[];
-  close(): Promise<void>;
 }
-
-let rigs = 0;
 
 /** An issuer whose DPoP replay store and brute-force counters are on one ioredis client (with `options`), through a proxy. */
 async function rig(options: RedisOptions = {}): Promise<Rig> {
-  const target = new URL(redisUrl());
-  const proxy = await startFaultProxy(Number(target.port || 6379), target.hostname);
-  const redis = new Redis({ host: '127.0.0.1', port: proxy.port, ...options });
-  redis.on('error', () => undefined);
-  const prefix = `ecc:test:gate:${process.pid}:${Date.now()}:${rigs++}`;
-  const lines: Logged[] = [];
-  const log = (level: string) => (o: Logged) => void lines.push({ level, ...o });
-  const t = await setup(
-    {
-      bruteForce: { redis, keyPrefix: `${prefix}:bf` },
-      dpop: { redis, keyPrefix: `${prefix}:dpop:` },
-      logger: { info: log('info'), warn: log('warn'), error: log('error') },
-    },
-    (app, issuer) => {
-      app.use(issuer.router());
-      app.get('/api/orders', issuer.requireBearer(), (req, res) => res.json({ client_id: req.auth!.clientId }));
-    },
-  );
-  await redis.ping();
-  const client = await t.issuer.clients.create({ name: 'gate', scopes: 'orders:read' });
-  const key = newDpopKey();
-  const first = await request(t.app)
-    .post('/oauth/token')
-    .set('DPoP', key.proof({ htm: 'POST', htu: TOKEN_URL }))
-    .type('form')
-    .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
-  expect(first.status).toBe(200);
-  const at = first.body.access_token as string;
+  const r = await redisRig('gate', options);
   return {
-    proxy,
-    redis,
-    t,
-    lines,
-    at,
-    key,
+    ...r,
     async api() {
       const started = Date.now();
-      const res = await request(t.app)
+      const res = await request(r.t.app)
         .get('/api/orders')
-        .set('Authorization', `DPoP ${at}`)
-        .set('DPoP', key.proof({ htm: 'GET', htu: `${ISSUER}/api/orders`, accessToken: at }));
+        .set('Authorization', `DPoP ${r.at}`)
+        .set('DPoP', r.key.proof({ htm: 'GET', htu: `${ISSUER}/api/orders`, accessToken: r.at }));
       return { status: res.status, retryAfter: res.headers['retry-after'] as string | undefined, ms: Date.now() - started };
     },
-    outageLines: () => lines.filter((l) => String(l.event).startsWith('dpop_replay_store.')).map((l) => `${l.level} ${l.event}`),
-    async close() {
-      await t.close();
-      proxy.restore();
-      redis.disconnect();
-      await proxy.close();
-    },
+    outageLines: () => r.lines.filter((l) => String(l.event).startsWith('dpop_replay_store.')).map((l) => `${l.level} ${l.event}`),
   };
 }
 

@@ -12,13 +12,10 @@
 import Redis from 'ioredis';
 import request from 'supertest';
 import { requireBearer } from '../../lib';
-import { AUDIENCE, ISSUER, setup, type TestSetup } from '../helpers/app';
-import { newDpopKey } from '../helpers/dpop';
-import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
-import { describeIfRedis, redisUrl } from '../helpers/redis';
+import { AUDIENCE, ISSUER } from '../helpers/app';
+import { describeIfRedis } from '../helpers/redis';
+import { redisRig, TOKEN_URL, type RedisRig } from '../helpers/redis-rig';
 
-type Logged = Record<string, unknown>;
-const TOKEN_URL = `${ISSUER}/oauth/token`;
 const ONE_DEADLINE_MS = 1800;
 const AT_ONCE_MS = 400;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -35,62 +32,10 @@ const held = (redis: Redis): number => {
   return internal.commandQueue.length + internal.offlineQueue.length;
 };
 
-interface Rig {
-  proxy: FaultProxy;
-  redis: Redis;
-  t: TestSetup;
-  lines: Logged[];
-  client: { clientId: string; clientSecret: string };
-  key: ReturnType<typeof newDpopKey>;
-  /** A DPoP-bound token got before the stall. */
-  at: string;
-  close(): Promise<void>;
-}
+type Rig = RedisRig;
 
-async function rig(parts: { bruteForce?: boolean; revocationPush?: boolean } = {}): Promise<Rig> {
-  const target = new URL(redisUrl());
-  const proxy = await startFaultProxy(Number(target.port || 6379), target.hostname);
-  const redis = new Redis({ host: '127.0.0.1', port: proxy.port });
-  const prefix = `ecc:test:stall-deadline:${process.pid}:${Date.now()}`;
-  const lines: Logged[] = [];
-  const log = (level: string) => (o: Logged) => void lines.push({ level, ...o });
-  const t = await setup(
-    {
-      bruteForce: parts.bruteForce === false ? false : { redis, keyPrefix: `${prefix}:bf` },
-      dpop: { redis, keyPrefix: `${prefix}:dpop:` },
-      ...(parts.revocationPush !== false && { revocationPush: { redis, channel: `${prefix}:revocations` } }),
-      logger: { info: log('info'), warn: log('warn'), error: log('error') },
-    },
-    (app, issuer) => {
-      app.use(issuer.router());
-      app.get('/api/orders', issuer.requireBearer(), (req, res) => res.json({ client_id: req.auth!.clientId }));
-    },
-  );
-  await redis.ping();
-  const client = await t.issuer.clients.create({ name: 'stall', scopes: 'orders:read' });
-  const key = newDpopKey();
-  const first = await request(t.app)
-    .post('/oauth/token')
-    .set('DPoP', key.proof({ htm: 'POST', htu: TOKEN_URL }))
-    .type('form')
-    .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
-  expect(first.status).toBe(200);
-  return {
-    proxy,
-    redis,
-    t,
-    lines,
-    client,
-    key,
-    at: first.body.access_token as string,
-    async close() {
-      await t.close();
-      proxy.restore();
-      redis.disconnect();
-      await proxy.close();
-    },
-  };
-}
+/** Every part on the one client, the revocation push included, unless `parts` turns one off. */
+const rig = (parts: { bruteForce?: boolean; revocationPush?: boolean } = {}): Promise<Rig> => redisRig('stall-deadline', {}, { revocationPush: true, ...parts });
 
 const tokenRequest = (r: Rig, options: { dpop?: boolean; secret?: string } = {}) => {
   let req = request(r.t.app).post('/oauth/token').type('form');
