@@ -127,6 +127,24 @@ export function logLevelFromEnv(env: NodeJS.ProcessEnv): pino.LevelWithSilent {
 }
 
 /** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
+/**
+ * Runs `make` (createIssuer(), requireBearer()), whose option errors begin
+ * "option <name>": when that option came from a variable the operator set
+ * (`variables`: option → variable), the message names the variable instead
+ * ("ISSUER must be an absolute URL, got …"), as the checks above do. Other
+ * errors, and options left to their defaults, go on as they are.
+ */
+export function namingVariables<T>(env: NodeJS.ProcessEnv, variables: Record<string, string>, make: () => T): T {
+  try {
+    return make();
+  } catch (err) {
+    const option = err instanceof TypeError ? /^option ([\w.]+)(:? )/.exec(err.message) : null;
+    const variable = option ? variables[option[1]] : undefined;
+    if (!option || variable === undefined || !env[variable]) throw err;
+    throw new TypeError(`${variable}${option[2]}${err instanceof Error ? err.message.slice(option[0].length) : ''}`);
+  }
+}
+
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
 
 /**
@@ -155,6 +173,9 @@ function listFromEnv(raw: string | undefined): string[] | undefined {
 export function loggerFromEnv(env: NodeJS.ProcessEnv): pino.Logger {
   return pino({ name: 'orders-api', level: logLevelFromEnv(env) });
 }
+
+/** createIssuer()'s options that the variables set. */
+const ISSUER_VARIABLES = { issuer: 'ISSUER', audience: 'AUDIENCE', algorithm: 'SIGNING_ALG', resources: 'RESOURCES' };
 
 export interface IssuerFromEnv {
   issuer: Issuer;
@@ -218,7 +239,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
   let issuer: Issuer | undefined;
   try {
     signal?.throwIfAborted();
-    issuer = createIssuer({
+    issuer = namingVariables(env, ISSUER_VARIABLES, () => createIssuer({
       issuer: publicUrl,
       audience: env.AUDIENCE || `${publicUrl}/api`,
       store,
@@ -236,7 +257,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
       revocationPush: redis ? { redis, channel: env.REVOCATION_CHANNEL || undefined } : undefined,
       logger,
       metrics: metrics ? { registry: metrics } : undefined,
-    });
+    }));
     await issuer.ready();
     signal?.throwIfAborted();
     return { issuer, publicUrl, redis, metrics, trustProxy };

@@ -17,9 +17,12 @@ import type { Server } from 'node:http';
 import express from 'express';
 import pino from 'pino';
 import { requireBearer } from '../lib';
-import { clockToleranceFromEnv, httpTimeoutsFromEnv, logLevelFromEnv, portFromEnv, secondsFromEnv } from './env';
+import { clockToleranceFromEnv, httpTimeoutsFromEnv, logLevelFromEnv, namingVariables, portFromEnv, secondsFromEnv } from './env';
 import { listen } from './http-server';
 import { gracefulClose, serveUntilSignal } from './shutdown';
+
+/** requireBearer()'s options that the variables set. */
+const RESOURCE_VARIABLES = { issuer: 'ISSUER', audience: 'AUDIENCE', jwksUri: 'JWKS_URI', publicUrl: 'PUBLIC_URL', 'revocationList.uri': 'REVOCATION_LIST' };
 
 export interface RunningResourceServer {
   server: Server;
@@ -53,7 +56,7 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  const guard = requireBearer(verify);
+  const guard = namingVariables(env, RESOURCE_VARIABLES, () => requireBearer(verify));
   // readiness: the issuer's keys are held and its revocation list is fresh; 503 otherwise
   app.get('/health/ready', (_req, res) => {
     void guard.health().then((health) => {

@@ -96,9 +96,11 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['TRUST_PROXY=maybe WORKERS=1', { TRUST_PROXY: 'maybe', WORKERS: '1' }, /TRUST_PROXY must be .*, got "maybe" \(invalid IP address: maybe\)/],
     ['TRUST_PROXY=-1', { TRUST_PROXY: '-1' }, /TRUST_PROXY must be .*, got "-1" \(invalid IP address: -1\)/],
     ['TRUST_PROXY=loopback,,10.0.0.1', { TRUST_PROXY: 'loopback,,10.0.0.1' }, /TRUST_PROXY must be .*, got "loopback,,10.0.0.1" \(invalid IP address: \)/],
-    ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
-    ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /option algorithm must be one of ES256, RS256, got "HS256"/],
-    ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /option resources: resource "notaurl": resource must be an absolute URI/],
+    // these four named the library's option before ("option issuer must be…"), not the variable the operator set
+    ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /ISSUER must be an absolute URL, got "notaurl"/],
+    ['ISSUER with a query', { ISSUER: 'http://127.0.0.1/?tenant=a' }, /ISSUER must not have a query or fragment/],
+    ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /SIGNING_ALG must be one of ES256, RS256, got "HS256"/],
+    ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /RESOURCES: resource "notaurl": resource must be an absolute URI/],
     // named "option scopesSupported" before, not the variable the operator set
     ['SCOPES_SUPPORTED="orders:read  orders:write"', { SCOPES_SUPPORTED: 'orders:read  orders:write' }, /SCOPES_SUPPORTED must be scope tokens separated by single spaces \(RFC 6749 §3\.3\), got "orders:read  orders:write"/],
     ['SCOPES_SUPPORTED=a "b"', { SCOPES_SUPPORTED: 'a "b"' }, /SCOPES_SUPPORTED must be scope tokens separated by single spaces \(RFC 6749 §3\.3\), got "a \\"b\\""/],
@@ -121,10 +123,10 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['CLOCK_TOLERANCE=1e2', { CLOCK_TOLERANCE: '1e2' }, /CLOCK_TOLERANCE must be a whole number of seconds from 0 to 300, got "1e2"/],
     ['REVOCATION_LIST_INTERVAL=abc', { REVOCATION_LIST_INTERVAL: 'abc' }, /REVOCATION_LIST_INTERVAL must be a number of seconds from 0.05 to 300, got "abc"/],
     ['REVOCATION_LIST_INTERVAL=600', { REVOCATION_LIST_INTERVAL: '600' }, /REVOCATION_LIST_INTERVAL must be a number of seconds from 0.05 to 300, got "600"/],
-    ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /option issuer must be an absolute URL, got "notaurl"/],
-    ['JWKS_URI=notaurl', { JWKS_URI: 'notaurl' }, /option jwksUri must be an absolute URL, got "notaurl"/],
-    ['PUBLIC_URL=notaurl', { PUBLIC_URL: 'notaurl' }, /option publicUrl must be an absolute URL, got "notaurl"/],
-    ['REVOCATION_LIST=notaurl', { REVOCATION_LIST: 'notaurl' }, /option revocationList.uri must be an absolute URL, got "notaurl"/],
+    ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /ISSUER must be an absolute URL, got "notaurl"/],
+    ['JWKS_URI=notaurl', { JWKS_URI: 'notaurl' }, /JWKS_URI must be an absolute URL, got "notaurl"/],
+    ['PUBLIC_URL=notaurl', { PUBLIC_URL: 'notaurl' }, /PUBLIC_URL must be an absolute URL, got "notaurl"/],
+    ['REVOCATION_LIST=notaurl', { REVOCATION_LIST: 'notaurl' }, /REVOCATION_LIST must be an absolute URL, got "notaurl"/],
     ['HOST=nosuch.invalid', { HOST: 'nosuch.invalid' }, /getaddrinfo \w+ nosuch\.invalid/],
   ];
   it.each(resourceCases)('resource-server.ts, %s', async (_name, extra, message) => {
