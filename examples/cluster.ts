@@ -12,12 +12,13 @@
  * 128 + the signal's number (130, 143): forceStop() in shutdown.ts, as for
  * one process.
  * METRICS=1: GET /metrics, at any worker, answers with the sum over all of
- * them (cluster-metrics.ts).
+ * them (cluster-metrics.ts); with METRICS_PORT, every worker listens on that
+ * port too (the cluster shares it, as it shares PORT).
  */
 import cluster from 'node:cluster';
 import { primaryMetrics } from './cluster-metrics';
 import { createDemoClient } from './demo-client';
-import { boolFromEnv, httpTimeoutsFromEnv, issuerFromEnv, loggerFromEnv } from './env';
+import { boolFromEnv, httpTimeoutsFromEnv, issuerFromEnv, loggerFromEnv, metricsFromEnv } from './env';
 import { forceStop, STOP_SIGNALS, StopSignal } from './shutdown';
 
 export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = process.env): Promise<void> {
@@ -25,6 +26,7 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
   const demoClient = boolFromEnv(env, 'DEMO_CLIENT', true);
   // read by each worker; here first, so that a bad one is one line from the primary, not a failed start per worker
   httpTimeoutsFromEnv(env);
+  const wantMetrics = metricsFromEnv(env).enabled;
   const logger = loggerFromEnv(env);
   // handled before the store is opened: a signal while the primary prepares it found no handler, and killed it
   const preparing = new AbortController();
@@ -62,7 +64,7 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
   }
   preparing.signal.throwIfAborted();
   // METRICS=1: a worker's GET /metrics answers with the sum over all workers, which the primary collects (cluster-metrics.ts)
-  const metrics = boolFromEnv(env, 'METRICS', false) ? primaryMetrics(logger) : undefined;
+  const metrics = wantMetrics ? primaryMetrics(logger) : undefined;
   if (metrics) cluster.on('message', (worker, message) => metrics.onMessage(worker, message));
   forked = true;
   const forkedAt = new Map<number, number>();

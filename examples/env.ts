@@ -15,7 +15,9 @@
  * 0.1-3600), CLOCK_TOLERANCE (5 s, 0-300), WORKERS (0:
  * one process; N: node:cluster with N workers), LOG_LEVEL (info), METRICS (1:
  * Prometheus metrics at GET /metrics; with WORKERS=N the sum over the
- * workers, see cluster-metrics.ts), TRUST_PROXY (Express's
+ * workers, see cluster-metrics.ts), METRICS_PORT (GET /metrics on this port
+ * instead of PORT; metrics on without METRICS=1) and METRICS_HOST (its
+ * address; HOST's when unset), TRUST_PROXY (Express's
  * `trust proxy`: hops, true, or proxy addresses), DEMO_CLIENT (0: no demo
  * client on the first start; server.ts and cluster.ts read it),
  * REQUEST_TIMEOUT (30 s, 1-3600), HEADERS_TIMEOUT (10 s, 1-3600, at most
@@ -63,6 +65,27 @@ export function boolFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: bool
   if (['1', 'true', 'yes', 'on'].includes(word)) return true;
   if (['0', 'false', 'no', 'off'].includes(word)) return false;
   throw new TypeError(`${name} must be 0 or 1 (or false/true, no/yes, off/on), got ${JSON.stringify(raw)}`);
+}
+
+export interface MetricsSettings {
+  /** METRICS=1, or METRICS_PORT set. */
+  enabled: boolean;
+  /** METRICS_PORT: /metrics on this port only (0: any free one), not on PORT. */
+  port?: number;
+  /** METRICS_HOST: the address the metrics port listens on (HOST's when unset). */
+  host?: string;
+}
+
+/**
+ * METRICS (a switch), METRICS_PORT (0-65535; setting it turns metrics on, and METRICS=0 with it is refused
+ * rather than guessed at) and METRICS_HOST. PORT and METRICS_PORT the same (not 0) is refused too.
+ */
+export function metricsFromEnv(env: NodeJS.ProcessEnv): MetricsSettings {
+  const port = intFromEnv(env, 'METRICS_PORT', undefined, 0, 65535);
+  if (port === undefined) return { enabled: boolFromEnv(env, 'METRICS', false) };
+  if (!boolFromEnv(env, 'METRICS', true)) throw new TypeError(`METRICS_PORT is set (${port}) but METRICS is off (${JSON.stringify(env.METRICS)}): unset one of them`);
+  if (port !== 0 && port === portFromEnv(env, 3000)) throw new TypeError(`METRICS_PORT must differ from PORT, got ${port} for both`);
+  return { enabled: true, port, host: env.METRICS_HOST || env.HOST || undefined };
 }
 
 /** redis:// or rediss://, or a unix socket's absolute path (ioredis takes both); a malformed URL is refused, not taken for an outage. */
@@ -210,7 +233,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
     keyRotationLeadTime: intFromEnv(env, 'KEY_ROTATION_LEAD_TIME', undefined, 0, 86400, SECONDS),
     keyRefreshInterval: secondsFromEnv(env, 'KEY_REFRESH_INTERVAL', 0.1, 3600),
   };
-  const wantMetrics = boolFromEnv(env, 'METRICS', false);
+  const wantMetrics = metricsFromEnv(env).enabled;
   const redisUrl = redisUrlFromEnv(env);
   const trustProxy = trustProxyFromEnv(env);
   // SCOPES_SUPPORTED: the scopes this server offers, advertised as scopes_supported (the CLI checks a client's scopes

@@ -6,6 +6,7 @@
 import express from 'express';
 import type { Issuer } from '../lib';
 import type { MetricsEndpoint } from './cluster-metrics';
+import { serveMetrics } from './metrics-app';
 
 interface Order {
   id: number;
@@ -22,9 +23,8 @@ function onlyMethods(allow: string): express.RequestHandler {
 }
 
 /**
- * `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1; a worker of
- * WORKERS=N the primary's sum over all workers, which rejects with a `status` of 503 and a `retryAfter` in seconds
- * when it cannot be had);
+ * `metrics`: a prom-client registry to serve at GET /metrics (the example passes one with METRICS=1 and no
+ * METRICS_PORT; a worker of WORKERS=N the primary's sum over all workers: see metrics-app.ts);
  * `trustProxy`: Express's `trust proxy` (TRUST_PROXY), so that behind a proxy `req.ip`, the address the
  * brute-force limits count, is the caller's and not the proxy's.
  */
@@ -46,19 +46,8 @@ export function createApp(issuer: Issuer, options: { metrics?: MetricsEndpoint; 
     });
   });
 
-  const { metrics } = options;
-  if (metrics) {
-    app.get('/metrics', (_req, res, next) => {
-      metrics.metrics().then(
-        (text) => res.setHeader('Content-Type', metrics.contentType).send(text),
-        (err: { retryAfter?: number }) => {
-          // a worker's 503 (the primary did not answer): when to try again
-          if (typeof err?.retryAfter === 'number') res.setHeader('Retry-After', String(err.retryAfter));
-          next(err);
-        },
-      );
-    });
-  }
+  // METRICS=1: the scrape on the API's port (with METRICS_PORT, server.ts serves it on that port instead)
+  if (options.metrics) app.get('/metrics', serveMetrics(options.metrics));
 
   // token endpoint, JWKS and metadata
   app.use(issuer.router());

@@ -14,9 +14,10 @@ import type { Issuer } from '../lib';
 import { startPrimary } from './cluster';
 import { workerMetrics } from './cluster-metrics';
 import { createDemoClient } from './demo-client';
-import { boolFromEnv, httpTimeoutsFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, portFromEnv } from './env';
+import { boolFromEnv, httpTimeoutsFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, metricsFromEnv, portFromEnv } from './env';
+import { metricsApp } from './metrics-app';
 import { createApp } from './orders-app';
-import { gracefulClose, serveUntilSignal, StopSignal, within } from './shutdown';
+import { closeNow, gracefulClose, serveUntilSignal, StopSignal, within } from './shutdown';
 import { listen } from './http-server';
 
 export { createApp } from './orders-app';
@@ -25,6 +26,8 @@ export interface RunningServer {
   server: Server;
   issuer: Issuer;
   url: string;
+  /** With METRICS_PORT: where GET /metrics answers. */
+  metricsUrl?: string;
   close(): Promise<void>;
 }
 
@@ -46,7 +49,8 @@ export async function startServer(
   const logger = loggerFromEnv(env);
   // a worker of WORKERS=N with METRICS=1: GET /metrics answers with the primary's sum over all workers, and this
   // worker answers the primary's collections from now on (with no metrics until its registry is made)
-  const clustered = cluster.isWorker && boolFromEnv(env, 'METRICS', false) ? workerMetrics(logger) : undefined;
+  const metricsSettings = metricsFromEnv(env);
+  const clustered = cluster.isWorker && metricsSettings.enabled ? workerMetrics(logger) : undefined;
   let opened: Awaited<ReturnType<typeof issuerFromEnv>>;
   try {
     opened = await issuerFromEnv(env, logger, signal);
@@ -56,20 +60,32 @@ export async function startServer(
   }
   const { issuer, publicUrl, redis, metrics, trustProxy } = opened;
   if (clustered && metrics) clustered.serve(metrics);
+  let metricsServer: Server | undefined;
   const release = async (): Promise<void> => {
-    // the server takes no more requests: this worker's final counts go to the primary (cluster-metrics.ts)
+    // the API takes no more requests: the metrics port closes (its scrapes watched the drain), and this
+    // worker's final counts go to the primary (cluster-metrics.ts)
+    if (metricsServer) await closeNow(metricsServer);
     await clustered?.close();
     await issuer.close();
     await redis?.quit().catch(() => undefined);
   };
 
   let listening: Awaited<ReturnType<typeof listen>>;
+  let metricsUrl: string | undefined;
   try {
     signal?.throwIfAborted();
     // once begun, the demo client is created and printed: a client stored with its secret never shown would be of no use
     if (demoClient) await createDemoClient(issuer, publicUrl, print);
     signal?.throwIfAborted();
-    listening = await listen(createApp(issuer, { metrics: clustered?.endpoint ?? metrics, trustProxy }), port, env.HOST, timeouts);
+    const endpoint = clustered?.endpoint ?? metrics;
+    // METRICS_PORT: /metrics there, and not on the API's port
+    if (endpoint && metricsSettings.port !== undefined) {
+      const served = await listen(metricsApp(endpoint), metricsSettings.port, metricsSettings.host, timeouts);
+      metricsServer = served.server;
+      metricsUrl = `${served.url}/metrics`;
+    }
+    signal?.throwIfAborted();
+    listening = await listen(createApp(issuer, { metrics: metricsServer ? undefined : endpoint, trustProxy }), port, env.HOST, timeouts);
   } catch (err) {
     await within(5_000, release());
     throw err;
@@ -80,8 +96,8 @@ export async function startServer(
     await close();
     signal.throwIfAborted();
   }
-  logger.info({ event: 'server.listening', url, issuer: publicUrl }, `listening on ${url}`);
-  return { server, issuer, url, close };
+  logger.info({ event: 'server.listening', url, issuer: publicUrl, ...(metricsUrl && { metrics_url: metricsUrl }) }, `listening on ${url}${metricsUrl ? `, metrics at ${metricsUrl}` : ''}`);
+  return { server, issuer, url, metricsUrl, close };
 }
 
 if (require.main === module) {

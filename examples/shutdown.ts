@@ -80,6 +80,21 @@ function stopTimeoutChecks(server: Server): void {
   if (key) clearInterval((server as unknown as Record<symbol, NodeJS.Timeout | undefined>)[key]);
 }
 
+/**
+ * Closes a server whose requests are short (the metrics port's scrapes): no new connection, idle ones closed at
+ * once, a request in flight given `ms` to end, then cut. Resolves once its connections are gone.
+ */
+export function closeNow(server: Server, ms = 1_000): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const cut = setTimeout(() => server.closeAllConnections(), ms);
+    cut.unref();
+    server.close(() => {
+      clearTimeout(cut);
+      resolve();
+    });
+  });
+}
+
 /** `work`, or nothing more to wait for after `ms`; never rejects. */
 export function within(ms: number, work: Promise<void>): Promise<void> {
   let timer: NodeJS.Timeout | undefined;

@@ -41,7 +41,7 @@ async function freePort(): Promise<number> {
   }
 }
 
-async function startGroup(dataDir: string): Promise<Group> {
+async function startGroup(dataDir: string, extra: NodeJS.ProcessEnv = {}): Promise<Group> {
   const port = await freePort();
   const child = spawn(process.execPath, [examples.script('server')], {
     cwd: ROOT,
@@ -56,6 +56,7 @@ async function startGroup(dataDir: string): Promise<Group> {
       METRICS: '1',
       // every refused authentication logged (the first of a minute only, at info), so that the log says which worker refused it
       LOG_LEVEL: 'debug',
+      ...extra,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -164,9 +165,9 @@ describe('examples/cluster-metrics.ts (WORKERS=2 METRICS=1)', () => {
     for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
 
-  async function started(): Promise<{ g: Group; workers: number[] }> {
+  async function started(extra: NodeJS.ProcessEnv = {}): Promise<{ g: Group; workers: number[] }> {
     dirs.push(tempDir());
-    const g = await startGroup(dirs[dirs.length - 1]);
+    const g = await startGroup(dirs[dirs.length - 1], extra);
     groups.push(g);
     await g.line(() => new Set(g.lines().filter((l) => l.event === 'server.listening').map((l) => l.pid)).size === 2);
     const workers = [...new Set(g.lines().filter((l) => l.event === 'server.listening').map((l) => l.pid as number))];
@@ -197,6 +198,26 @@ describe('examples/cluster-metrics.ts (WORKERS=2 METRICS=1)', () => {
     }
     g.child.kill('SIGTERM');
     expect(await g.exited).toBe(0);
+  }, 60_000);
+
+  it('METRICS_PORT: every worker serves the sum on that port (the cluster shares it), none on the API port', async () => {
+    const metricsPort = await freePort();
+    const { g, workers } = await started({ METRICS_PORT: String(metricsPort) });
+    for (const pid of workers) {
+      expect(await g.line((l) => l.event === 'server.listening' && l.pid === pid)).toMatchObject({ metrics_url: `http://127.0.0.1:${metricsPort}/metrics` });
+    }
+    const byPid = await refuseUnknownClients(g);
+    expect([...byPid.keys()].sort()).toEqual([...workers].sort());
+    for (let i = 0; i < 4; i++) {
+      const res = await send(metricsPort, 'GET', '/metrics');
+      expect(res.status).toBe(200);
+      expect({ scrape: i, value: samples(res.text).get(UNKNOWN_CLIENT) }).toEqual({ scrape: i, value: N });
+      const onApi = await send(g.port, 'GET', '/metrics');
+      expect({ status: onApi.status, text: onApi.text }).toEqual({ status: 404, text: '{"error":"not_found"}' });
+    }
+    g.child.kill('SIGTERM');
+    expect(await g.exited).toBe(0);
+    await expect(send(metricsPort, 'GET', '/metrics')).rejects.toThrow(/ECONNREFUSED/);
   }, 60_000);
 
   it('a worker that does not answer: the scrape answers within 5 s with its counters as last seen, the next ones at once; once it dies, its counts stay in the sums', async () => {

@@ -219,6 +219,39 @@ describe('examples/server.ts', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('METRICS_PORT: /metrics on that port only (404 on the API port), GET and HEAD, 405 and 404 otherwise; closed with the server', async () => {
+    const dir = tempDir();
+    const server = await startServer(env(dir, { METRICS_PORT: '0' }), () => undefined, { demoClient: false });
+    try {
+      expect(server.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+      const metricsOrigin = server.metricsUrl!.replace(/\/metrics$/, '');
+      expect(metricsOrigin).not.toBe(server.url);
+
+      const { clientId, clientSecret } = await server.issuer.clients.create({ name: 'm', scopes: 'orders:read' });
+      await request(server.url).post('/oauth/token').auth(clientId, 'wrong').type('form').send({ grant_type: 'client_credentials' }).expect(401);
+      // not on the API's port
+      const onApi = await request(server.url).get('/metrics');
+      expect({ status: onApi.status, body: onApi.body }).toEqual({ status: 404, body: { error: 'not_found' } });
+      const res = await request(metricsOrigin).get('/metrics');
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^text\/plain/);
+      expect(res.headers['x-powered-by']).toBeUndefined();
+      expect(res.text).toContain('ecc_token_requests_total{outcome="invalid_client",reason="wrong_secret"} 1');
+      expect((await request(metricsOrigin).head('/metrics')).status).toBe(200);
+      const post = await request(metricsOrigin).post('/metrics');
+      expect({ status: post.status, allow: post.headers.allow, body: post.body }).toEqual({ status: 405, allow: 'GET, HEAD', body: { error: 'method_not_allowed' } });
+      // the API's routes are not on the metrics port
+      for (const path of ['/oauth/token', '/health', '/api/whoami', '/.well-known/jwks.json']) {
+        const other = await request(metricsOrigin).get(path);
+        expect({ path, status: other.status, body: other.body }).toEqual({ path, status: 404, body: { error: 'not_found' } });
+      }
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+    await expect(fetch(server.metricsUrl!)).rejects.toThrow();
+  });
 });
 
 describeIfRedis('examples/server.ts with REDIS_URL and REVOCATION_CHANNEL', () => {
