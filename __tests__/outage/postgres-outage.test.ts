@@ -166,5 +166,6 @@ describeIfPostgres('PostgreSQL outage under a running issuer', () => {
     expect(await waitFor('store.unavailable', unavailable + 1)).toBeLessThan(5000);
     proxy.restore();
     expect(await waitFor('store.recovered', recovered + 1)).toBeLessThan(5000);
-  });
+    // two waits of up to 5 s each (a reload every 2 s finds each change): jest's default 5 s was the sum's bound
+  }, 20_000);
 });
