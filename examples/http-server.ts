@@ -29,6 +29,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Express } from 'express';
 
 interface Constructors {
@@ -93,7 +94,46 @@ export function createHttpServer(app: Express, timeouts: HttpTimeouts = {}): htt
   const headersTimeout = timeouts.headersTimeout ?? Math.min(DEFAULT_HTTP_TIMEOUTS.headersTimeout, requestTimeout);
   const connectionsCheckingInterval = Math.max(10, Math.min(1_000, Math.floor(Math.min(requestTimeout, headersTimeout) / 10)));
   // Node checks headersTimeout <= requestTimeout here (a RangeError otherwise)
-  return http.createServer({ ...appConstructors(app), requestTimeout, headersTimeout, keepAliveTimeout, connectionsCheckingInterval }, app);
+  const server = http.createServer({ ...appConstructors(app), requestTimeout, headersTimeout, keepAliveTimeout, connectionsCheckingInterval }, app);
+  server.on('clientError', answerClientError);
+  return server;
+}
+
+/** Status, reason phrase, `error` and `error_description` for what Node's parser and timers refuse before the app sees a request. */
+function clientErrorAnswer(err: NodeJS.ErrnoException & { reason?: unknown }): [number, string, string, string] {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, 'Request Header Fields Too Large', 'invalid_request', `the request line and headers are larger than this server takes (${http.maxHeaderSize} bytes)`];
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return [413, 'Payload Too Large', 'invalid_request', 'the chunk extensions are larger than this server takes'];
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, 'Request Timeout', 'request_timeout', 'the request did not arrive in full within the time this server gives one'];
+    default: {
+      // the parser's own words ("Invalid header value char"), never the request's bytes
+      const why = typeof err.reason === 'string' && /^[\x20-\x7e]{1,100}$/.test(err.reason) ? `: ${err.reason.toLowerCase()}` : '';
+      return [400, 'Bad Request', 'invalid_request', `the request is not well-formed HTTP/1.1${why}`];
+    }
+  }
+}
+
+/**
+ * Node's own answers to a request its parser refuses (malformed, headers over `maxHeaderSize`) or that does
+ * not arrive in time (REQUEST_TIMEOUT, HEADERS_TIMEOUT) are a status line and no body. These say why, in the
+ * JSON shape every other error of the server has (`error`, `error_description`), and are not cached. As Node
+ * does: written only when no answer to a request on that connection has begun (a reset or a write error gets
+ * none), then the connection is closed.
+ */
+function answerClientError(err: NodeJS.ErrnoException & { reason?: unknown }, socket: Duplex): void {
+  const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse | null })._httpMessage;
+  if (err.code !== 'ECONNRESET' && socket.writable && (!inFlight || !inFlight.headersSent)) {
+    const [status, phrase, error, description] = clientErrorAnswer(err);
+    const body = JSON.stringify({ error, error_description: description });
+    socket.write(
+      `HTTP/1.1 ${status} ${phrase}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 /** The options given a value: `{ requestTimeout: undefined }` keeps the default. */

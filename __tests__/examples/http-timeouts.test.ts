@@ -32,6 +32,15 @@ function rawClient(url: string) {
   return { socket, closed, dribble, received: () => received };
 }
 
+/** A raw answer: status, headers (lower-case names), body parsed as JSON; the Content-Length matches the body. */
+function parsed(raw: string): { status: number; headers: Record<string, string>; body: unknown } {
+  const [head, body] = [raw.slice(0, raw.indexOf('\r\n\r\n')), raw.slice(raw.indexOf('\r\n\r\n') + 4)];
+  const [statusLine, ...lines] = head.split('\r\n');
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+  expect(Number(headers['content-length'])).toBe(Buffer.byteLength(body));
+  return { status: Number(statusLine.split(' ')[1]), headers, body: JSON.parse(body) };
+}
+
 describe('HTTP timeouts of the example server', () => {
   let running: RunningServer;
 
@@ -51,6 +60,12 @@ describe('HTTP timeouts of the example server', () => {
     client.dribble(body, 150); // 29 bytes: 4.35 s
     const after = await client.closed;
     expect(client.received()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    // a body that says why (Node's own answer had none)
+    expect(parsed(client.received())).toEqual({
+      status: 408,
+      headers: expect.objectContaining({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', connection: 'close' }),
+      body: { error: 'request_timeout', error_description: 'the request did not arrive in full within the time this server gives one' },
+    });
     expect(after).toBeGreaterThanOrEqual(1_900);
     expect(after).toBeLessThan(3_500);
   });
@@ -82,6 +97,57 @@ describe('HTTP timeouts of the example server', () => {
     client.socket.write('GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n');
     await client.closed;
     expect(client.received().match(/HTTP\/1\.1 200 OK/g)).toHaveLength(2);
+  });
+});
+
+describe("what Node refuses before the app sees a request: the status Node gives, with a JSON body that says why", () => {
+  let running: RunningServer;
+  beforeAll(async () => {
+    running = await startServer({ PORT: '0', HOST: '127.0.0.1', ISSUER: 'http://localhost:3000', DATA_DIR: tempDir(), LOG_LEVEL: 'silent' }, () => undefined, { demoClient: false });
+  });
+  afterAll(() => running.close());
+
+  const send = async (raw: string): Promise<string> => {
+    const client = rawClient(running.url);
+    client.socket.write(raw);
+    await client.closed;
+    return client.received();
+  };
+
+  it('headers over the limit: 431 invalid_request, the limit named', async () => {
+    const answer = parsed(await send(`POST /oauth/token HTTP/1.1\r\nHost: test\r\nCookie: ${'a'.repeat(20_000)}\r\n\r\n`));
+    expect(answer).toEqual({
+      status: 431,
+      headers: expect.objectContaining({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', connection: 'close' }),
+      body: { error: 'invalid_request', error_description: expect.stringMatching(/^the request line and headers are larger than this server takes \(\d+ bytes\)$/) },
+    });
+  });
+
+  it.each([
+    ['a header name with a space', 'GET /health HTTP/1.1\r\nHost: test\r\nBad Header: x\r\n\r\n'],
+    ['not HTTP at all', 'HELLO\r\n\r\n'],
+    ['a bad Content-Length', 'POST /oauth/token HTTP/1.1\r\nHost: test\r\nContent-Length: abc\r\n\r\n'],
+  ])('%s: 400 invalid_request, the parser\'s reason and none of the request', async (_name, raw) => {
+    const answer = parsed(await send(raw));
+    expect(answer).toMatchObject({ status: 400, headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', connection: 'close' } });
+    expect(answer.body).toEqual({ error: 'invalid_request', error_description: expect.stringMatching(/^the request is not well-formed HTTP\/1\.1(: [a-z -]+)?$/) });
+    expect(JSON.stringify(answer.body)).not.toMatch(/HELLO|Bad Header|abc/);
+  });
+
+  it('a malformed request on a kept-alive connection, after an answered one: the first answer intact, then a 400', async () => {
+    const client = rawClient(running.url);
+    client.socket.write('GET /health HTTP/1.1\r\nHost: test\r\n\r\n');
+    for (let i = 0; i < 200 && !client.received().includes('"ok"'); i++) await new Promise((r) => setTimeout(r, 10));
+    client.socket.write('GET /health HTTP/1.1\r\nBad Header: x\r\n\r\n');
+    await client.closed;
+    const raw = client.received();
+    expect(raw.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+    expect(parsed(raw.slice(raw.lastIndexOf('HTTP/1.1 400')))).toMatchObject({ status: 400, body: { error: 'invalid_request' } });
+  });
+
+  it('a malformed request pipelined behind one being answered gets no second status line inside that answer (the connection is closed)', async () => {
+    const raw = await send('GET /health HTTP/1.1\r\nHost: test\r\n\r\nGET /health HTTP/1.1\r\nBad Header: x\r\n\r\n');
+    expect(raw.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200']);
   });
 });
 
