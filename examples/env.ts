@@ -149,7 +149,6 @@ export function logLevelFromEnv(env: NodeJS.ProcessEnv): pino.LevelWithSilent {
   return level as pino.LevelWithSilent;
 }
 
-/** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
 /**
  * Runs `make` (createIssuer(), requireBearer()), whose option errors begin
  * "option <name>": when that option came from a variable the operator set
@@ -168,6 +167,7 @@ export function namingVariables<T>(env: NodeJS.ProcessEnv, variables: Record<str
   }
 }
 
+/** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
 
 /**
