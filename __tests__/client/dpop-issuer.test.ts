@@ -144,6 +144,27 @@ describe('token client with dpop, issuer without nonces', () => {
     }
   });
 
+  it('a burst of first calls all refused use_dpop_nonce: each one is retried once with the nonce, none handed back as 401 (only the first was before)', async () => {
+    const events: TokenClientEvent[] = [];
+    const c = createTokenClient({ tokenEndpoint: `${r.url}/oauth/token`, clientId: r.client.clientId, clientSecret: r.client.clientSecret, dpop: { privateKey }, onEvent: (e) => events.push(e) });
+    try {
+      await c.getToken();
+      for (const path of ['/api/nonce', '/api/nonced']) {
+        const before = r.counts.api;
+        const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => c.fetch(`${r.url}${path}?i=${i}`)));
+        expect({ path, statuses: answers.map((a) => a.status) }).toEqual({ path, statuses: Array(10).fill(200) });
+        // ten refused, ten retried; the next call carries the nonce at once
+        expect({ path, requests: r.counts.api - before }).toEqual({ path, requests: 20 });
+        const next = await c.fetch(`${r.url}${path}`);
+        expect(next.status).toBe(200);
+        expect({ path, requests: r.counts.api - before }).toEqual({ path, requests: 21 });
+      }
+      expect(events.filter((e) => e.type === 'dpop.nonce_retry')).toHaveLength(20);
+    } finally {
+      await c.close();
+    }
+  });
+
   it('refuses a bad dpop option and dpop together with proofOfPossession', () => {
     const base = { tokenEndpoint: `${r.url}/oauth/token`, clientId: 'x', clientSecret: 'y' };
     expect(() => createTokenClient({ ...base, dpop: {} as never })).toThrow(TypeError);
@@ -173,6 +194,21 @@ describe('token client with dpop, issuer with nonces', () => {
       expect(r.counts.token).toBe(2); // use_dpop_nonce, then the retry with the nonce
       expect(events.filter((e) => e.type === 'dpop.nonce_retry')).toEqual([{ type: 'dpop.nonce_retry', kind: 'token' }]);
       expect(r.counts.api).toBe(1); // the resource asks for no nonce
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('two token requests at once (two scopes), both refused use_dpop_nonce: each is retried once and both get a token (one failed with a 10 s backoff before)', async () => {
+    const events: TokenClientEvent[] = [];
+    const c = createTokenClient({ tokenEndpoint: `${r.url}/oauth/token`, clientId: r.client.clientId, clientSecret: r.client.clientSecret, dpop: { privateKey }, onEvent: (e) => events.push(e) });
+    try {
+      const before = r.counts.token;
+      const [a, b] = await Promise.all([c.getToken(), c.getToken({ scope: 'orders:read' })]);
+      expect([a.tokenType, b.tokenType]).toEqual(['DPoP', 'DPoP']);
+      expect(r.counts.token - before).toBe(4);
+      expect(events.filter((e) => e.type === 'dpop.nonce_retry')).toEqual([{ type: 'dpop.nonce_retry', kind: 'token' }, { type: 'dpop.nonce_retry', kind: 'token' }]);
+      expect(events.filter((e) => e.type === 'token.refresh_failed')).toEqual([]);
     } finally {
       await c.close();
     }

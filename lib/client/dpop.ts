@@ -34,6 +34,8 @@ export class DpopProof implements ProofOfPossession {
   readonly scheme = 'DPoP';
   readonly key: DpopKey;
   private readonly nonces = new Map<string, string>();
+  /** The nonce each request's proof carried (`null`: none), for retry(). */
+  private readonly carried = new WeakMap<TokenProofRequest | ApiProofRequest, string | null>();
 
   constructor(options: DpopClientOptions) {
     if (!options || typeof options !== 'object' || options.privateKey === undefined) throw new TypeError('option dpop needs privateKey');
@@ -46,19 +48,24 @@ export class DpopProof implements ProofOfPossession {
   }
 
   tokenRequest(request: TokenProofRequest): void {
-    request.headers.DPoP = this.key.proof({ htm: 'POST', htu: request.url, nonce: this.nonces.get(originOf(request.url)) });
+    const nonce = this.nonces.get(originOf(request.url));
+    this.carried.set(request, nonce ?? null);
+    request.headers.DPoP = this.key.proof({ htm: 'POST', htu: request.url, nonce });
   }
 
   apiRequest(request: ApiProofRequest): void {
     const nonce = this.nonces.get(originOf(request.url));
+    this.carried.set(request, nonce ?? null);
     request.headers.set('DPoP', this.key.proof({ htm: request.method, htu: request.url, accessToken: request.accessToken, nonce }));
   }
 
   retry(answer: RefusedAnswer): boolean {
-    const previous = this.nonces.get(originOf(answer.url));
+    // what the refused proof carried: not the origin's latest nonce, which a request refused at the same time may
+    // have set already (then every other one of a burst was given up on, its 401 or 400 handed to the caller)
+    const sent = answer.request !== undefined && this.carried.has(answer.request) ? (this.carried.get(answer.request) ?? undefined) : this.nonces.get(originOf(answer.url));
     const nonce = this.answered(answer);
     // a retry only helps when the server asked for a nonce and gave one this proof did not carry
-    return nonce !== undefined && answer.error === 'use_dpop_nonce' && nonce !== previous;
+    return nonce !== undefined && answer.error === 'use_dpop_nonce' && nonce !== sent;
   }
 
   /** Keeps the answer's `DPoP-Nonce` (a well-formed one) for the next proofs to its origin; returns it. */

@@ -1,5 +1,5 @@
 import { challengeError } from './challenge';
-import type { ProofOfPossession } from './proof-of-possession';
+import type { ApiProofRequest, ProofOfPossession } from './proof-of-possession';
 import type { CachedToken, Entry, TokenParams } from './cache-entry';
 import type { TokenCache } from './token-client';
 
@@ -100,7 +100,7 @@ async function after401(call: Call, token: CachedToken, response: Response): Pro
     const header = response.headers.get('www-authenticate');
     const error = header === null ? undefined : challengeError(header, pop.scheme) ?? undefined;
     // shown even when the request cannot be sent again: the plug-in keeps the nonce for the next call
-    if (pop.retry({ kind: 'api', url, status: 401, headers: response.headers, error }) && canReplay) {
+    if (pop.retry({ kind: 'api', url, status: 401, headers: response.headers, error, request: proofRequests.get(response) }) && canReplay) {
       cache.emit({ type: 'dpop.nonce_retry', kind: 'api' });
       await response.body?.cancel();
       response = await send(call, token);
@@ -139,11 +139,16 @@ function headersWith(call: Call, authorization: string): Headers {
   return headers;
 }
 
+/** The proof request behind each 401 answer to a request with a proof, for retry() (what that proof carried). */
+const proofRequests = new WeakMap<Response, ApiProofRequest>();
+
 async function sendWithProof(call: Call, pop: ProofOfPossession, token: CachedToken, authorization: string): Promise<Response> {
   const headers = headersWith(call, authorization);
-  await pop.apiRequest({ url: call.url, method: methodOf(call), headers, accessToken: token.value.accessToken });
+  const request: ApiProofRequest = { url: call.url, method: methodOf(call), headers, accessToken: token.value.accessToken };
+  await pop.apiRequest(request);
   const response = await call.cache.fetchImpl(call.input, { ...call.init, headers });
   // a 401 goes to retry(), which keeps its nonce; any other answer may carry the next one (RFC 9449 §9)
-  if (response.status !== 401) pop.answered?.({ kind: 'api', url: call.url, status: response.status, headers: response.headers });
+  if (response.status === 401) proofRequests.set(response, request);
+  else pop.answered?.({ kind: 'api', url: call.url, status: response.status, headers: response.headers });
   return response;
 }

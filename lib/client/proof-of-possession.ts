@@ -36,6 +36,11 @@ export interface RefusedAnswer {
   readonly headers: Headers;
   /** The OAuth error code: from the JSON body (token endpoint) or the challenge of `scheme` (API). */
   readonly error: string | undefined;
+  /**
+   * The request that was refused: the object given to tokenRequest() or apiRequest() for it, so that a plug-in
+   * can tell what its proof carried (DPoP: the nonce) from what it has learnt since (another request's answer).
+   */
+  readonly request?: TokenProofRequest | ApiProofRequest;
 }
 
 export interface ProofOfPossession {

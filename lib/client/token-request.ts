@@ -75,7 +75,8 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
     if (scope !== '') body.set('scope', scope);
     for (const r of resource) body.append('resource', r);
     await settings.auth.apply({ url, headers, body }, settings.context);
-    if (settings.pop) await settings.pop.tokenRequest({ url, method: 'POST', headers });
+    const proofRequest = settings.pop ? ({ url, method: 'POST', headers } as const) : undefined;
+    if (settings.pop) await settings.pop.tokenRequest(proofRequest!);
 
     settings.onSend(attempt);
     const sentAt = settings.now();
@@ -120,7 +121,7 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
     }
 
     const error = text(json?.error) ?? codeOfStatus(response.status);
-    if (settings.pop && attempt === 0 && settings.pop.retry({ kind: 'token', url, status: response.status, headers: response.headers, error })) {
+    if (settings.pop && attempt === 0 && settings.pop.retry({ kind: 'token', url, status: response.status, headers: response.headers, error, request: proofRequest })) {
       settings.onNonceRetry();
       continue;
     }
