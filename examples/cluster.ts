@@ -84,10 +84,13 @@ export async function startPrimary(workers: number, env: NodeJS.ProcessEnv = pro
     }
     const lived = Date.now() - (forkedAt.get(worker.id) ?? 0);
     forkedAt.delete(worker.id);
-    quickDeaths = lived < 10_000 ? quickDeaths + 1 : 0;
-    const delayMs = quickDeaths === 0 ? 0 : Math.min(30_000, 1000 * 2 ** (quickDeaths - 1));
+    // exit 0: a worker stopped on purpose (SIGTERM to it alone, to recycle it), which finished its graceful stop;
+    // replaced at once and not counted as a failed start, however soon after its own start
+    const stopped = code === 0;
+    if (!stopped) quickDeaths = lived < 10_000 ? quickDeaths + 1 : 0;
+    const delayMs = stopped || quickDeaths === 0 ? 0 : Math.min(30_000, 1000 * 2 ** (quickDeaths - 1));
     // killed: code is null and signal says by what (SIGKILL: the OOM killer, or kill -9)
-    logger.warn({ event: 'worker.exit', pid: worker.process.pid, code, signal, lived_ms: lived, restart_in_ms: delayMs }, 'worker exited; starting another');
+    logger[stopped ? 'info' : 'warn']({ event: 'worker.exit', pid: worker.process.pid, code, signal, lived_ms: lived, restart_in_ms: delayMs }, stopped ? 'worker stopped; starting another' : 'worker exited; starting another');
     setTimeout(() => {
       if (!stopping) fork();
     }, delayMs);

@@ -74,6 +74,23 @@ describe('examples/cluster.ts (WORKERS=1)', () => {
     expect(await g.exited).toBe(0);
   }, 40_000);
 
+  it('a worker stopped on purpose (SIGTERM to it alone, exit 0) right after its start: logged at info and replaced at once, twice in a row (a failed start waits 1 s, then 2 s)', async () => {
+    dirs.push(tempDir());
+    const g = startGroup({ PORT: '0', DATA_DIR: dirs[0] });
+    groups.push(g);
+    let pid = (await g.line((l) => l.event === 'server.listening')).pid as number;
+    for (let i = 0; i < 2; i++) {
+      process.kill(pid, 'SIGTERM');
+      const exit = await g.line((l) => l.event === 'worker.exit' && l.pid === pid);
+      expect(exit).toMatchObject({ level: 30, code: 0, signal: null, restart_in_ms: 0, msg: 'worker stopped; starting another' });
+      expect(exit.lived_ms as number).toBeLessThan(10_000);
+      const gone = pid;
+      pid = (await g.line((l) => l.event === 'server.listening' && l.pid !== gone && !(l.pid === undefined))).pid as number;
+    }
+    g.child.kill('SIGTERM');
+    expect(await g.exited).toBe(0);
+  }, 60_000);
+
   it('a worker that fails at start logs a JSON line, not a plain `error:` line; the primary logs its exit with code 1', async () => {
     blocker = createServer();
     await new Promise<void>((resolve) => blocker!.listen(0, '127.0.0.1', resolve));
