@@ -10,6 +10,7 @@ import { authenticateClient } from '../../lib/core/client-auth';
 import { generateStoredKey } from '../../lib/core/keys';
 import { hashSecret, verifySecret } from '../../lib/core/secrets';
 import { openEmbeddedStore, type EmbeddedStore } from '../../lib/stores/embedded';
+import { openStore } from '../../lib/stores/open';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 import { fetchToken, headerOf } from '../helpers/tokens';
 
@@ -603,7 +604,9 @@ interface ListedKey {
  * then, an hour later, which key is current. Only the clock is fake.
  */
 async function rotateWhilePending(env: NodeJS.ProcessEnv): Promise<void> {
-  if (!env.DATABASE_URL) await withStore(async () => undefined); // a store without keys, as the server's first start leaves it
+  // a store without keys, as the server's first start leaves it (keys list only reads: it creates no store, nor schema)
+  if (!env.DATABASE_URL) await withStore(async () => undefined);
+  else await (await openStore({ databaseUrl: env.DATABASE_URL, schema: env.DATABASE_SCHEMA })).close();
   const list = async (): Promise<ListedKey[]> => {
     const r = await cli(['keys', 'list', '--json'], env);
     expect(r.code).toBe(0);
@@ -1005,16 +1008,30 @@ describeIfPostgres('with DATABASE_URL (PostgreSQL, schema client_credentials)', 
     }
   });
 
-  test('a DATABASE_SCHEMA with no schema behind it (mistyped): a note says one was created; not again, and never for create', async () => {
+  test('a DATABASE_SCHEMA with no schema behind it (mistyped): the read-only commands exit 1 naming it and create nothing; a write command creates it with a note, not again, and never for create', async () => {
     const schema = uniqueSchemaName();
     const env = { DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema };
     const { Pool } = await import('pg');
     const admin = new Pool({ connectionString: postgresUrl(), max: 1 });
+    const exists = async (name: string): Promise<boolean> => (await admin.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [name])).rowCount !== 0;
     try {
-      const first = await cli(['list'], env);
-      expect(first.code).toBe(0);
-      expect(first.stderr).toBe(`note: there was no schema ${schema} in that database; an empty one was created. Is DATABASE_SCHEMA the server's?\n`);
-      expect((await cli(['list'], env)).stderr).toBe('');
+      // list, keys list and client-key list only read: before, each created the schema (keys list a signing key too) and exited 0
+      for (const args of [['list'], ['list', '--json'], ['keys', 'list'], ['keys', 'list', '--json'], ['client-key', 'list', 'AAAAAAAAAAAAAAAAAAAAAA']]) {
+        const r = await cli(args, env);
+        expect({ args, code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual({
+          args,
+          code: 1,
+          stdout: '',
+          stderr: `error: no schema ${schema} in that database (the server creates it at its first start, and 'client-credentials create' does too). Is DATABASE_SCHEMA the server's?\n`,
+        });
+        expect(await exists(schema)).toBe(false);
+      }
+      const first = await cli(['revoke', 'AAAAAAAAAAAAAAAAAAAAAA'], env);
+      expect(first.code).toBe(1);
+      expect(first.stderr).toMatch(new RegExp(`^note: there was no schema ${schema} in that database; an empty one was created\\. Is DATABASE_SCHEMA the server's\\?\n`));
+      expect(await exists(schema)).toBe(true);
+      const listed = await cli(['list'], env);
+      expect({ code: listed.code, stderr: listed.stderr }).toEqual({ code: 0, stderr: '' });
       const other = uniqueSchemaName();
       const made = await cli(['create', '--name', 'x'], { ...env, DATABASE_SCHEMA: other });
       expect(made.stderr).not.toContain('note:');

@@ -9,6 +9,7 @@ import { RedisRevocationNotifier } from '../stores/redis-revocation-notifier';
 import pino from 'pino';
 import { silentLogger, type Logger } from '../logger';
 import { openStore } from '../stores/open';
+import { SchemaMissingError } from '../stores/postgres-schema';
 import type { KeyStore, Store } from '../stores/types';
 import { CommandError, wantsHelp } from './args';
 import { BIN, HELP } from './help';
@@ -102,7 +103,14 @@ export class LazyStore {
         new CommandError(`no store in ${resolve(dataDir)}: there is no store.sqlite there (the server creates it at its first start, and '${BIN} create' does too). Is DATA_DIR the server's?`),
       );
     }
-    this.opening = openStore({ databaseUrl, schema: this.env.DATABASE_SCHEMA || undefined, dataDir });
+    const schema = this.env.DATABASE_SCHEMA || undefined;
+    // read-only on PostgreSQL: a schema that does not exist (a mistyped DATABASE_SCHEMA) is not created either
+    this.opening = openStore({ databaseUrl, schema, dataDir, createSchema: !this.readOnly }).catch((err: unknown) => {
+      if (!(err instanceof SchemaMissingError)) throw err;
+      throw new CommandError(
+        `no schema ${err.schema} in that database (the server creates it at its first start, and '${BIN} create' does too). Is DATABASE_SCHEMA the server's?`,
+      );
+    });
     if (fresh && this.expectsStore) {
       // a mistyped DATA_DIR, or the CLI run in another folder than the server: every client would look unknown
       this.opening.then(

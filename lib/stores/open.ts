@@ -8,6 +8,8 @@ export interface OpenStoreOptions {
   schema?: string | undefined;
   /** The embedded store's folder (default `./data`, relative to the working folder). */
   dataDir?: string | undefined;
+  /** `false`: a PostgreSQL schema that does not exist is not created (SchemaMissingError). Default `true`. */
+  createSchema?: boolean;
 }
 
 /**
@@ -20,7 +22,7 @@ export async function openStore(options: OpenStoreOptions): Promise<Store & { ki
   if (url) {
     if (!/^postgres(ql)?:\/\//i.test(url)) throw new TypeError('DATABASE_URL must be a postgres:// URL');
     const { createPostgresStore } = await import('./postgres');
-    return createPostgresStore({ connectionString: url, schema: options.schema });
+    return createPostgresStore({ connectionString: url, schema: options.schema, createSchema: options.createSchema });
   }
   return openEmbeddedStore({ dataDir: options.dataDir ?? './data' });
 }

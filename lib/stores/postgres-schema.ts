@@ -136,8 +136,21 @@ const MIGRATIONS: { version: number; statements: (S: string) => string[] }[] = [
   },
 ];
 
-/** Creates the schema if needed and applies missing migrations, serialised by an advisory lock; answers whether the schema had to be created. */
-export async function migrate(pool: Pool, S: string, schema: string): Promise<boolean> {
+/** The schema a store was opened on with `createSchema: false` does not exist; nothing was created. */
+export class SchemaMissingError extends Error {
+  constructor(readonly schema: string) {
+    super(`there is no schema ${JSON.stringify(schema)} in that database`);
+    this.name = 'SchemaMissingError';
+  }
+}
+
+/**
+ * Creates the schema if needed (unless `create` is false: then a missing schema is a SchemaMissingError and
+ * nothing is written) and applies missing migrations, serialised by an advisory lock; answers whether the
+ * schema had to be created.
+ */
+export async function migrate(pool: Pool, S: string, schema: string, create = true): Promise<boolean> {
+  if (!create && (await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rowCount === 0) throw new SchemaMissingError(schema);
   return inTransaction(pool, async (client) => {
     // Held until COMMIT: a second process starting at the same moment waits
     // here and then sees the schema and the versions this one committed.

@@ -28,6 +28,11 @@ export interface PostgresStoreOptions {
   pool?: Pool;
   /** Schema holding the tables; created when missing. Default `client_credentials`. */
   schema?: string;
+  /**
+   * `false`: a schema that does not exist is not created; the store fails to open with a SchemaMissingError
+   * (what a tool that only reads wants: a mistyped schema name should create nothing). Default `true`.
+   */
+  createSchema?: boolean;
   /** Size of the pool the store creates (ignored with `pool`). */
   max?: number;
   /** How long to wait for a connection (new or from the pool), in ms. Default 3000 (ignored with `pool`). */
@@ -73,7 +78,7 @@ export async function createPostgresStore(options: PostgresStoreOptions = {}): P
 
   let createdSchema: boolean;
   try {
-    createdSchema = await migrate(pool, S, schema);
+    createdSchema = await migrate(pool, S, schema, options.createSchema !== false);
   } catch (err) {
     if (ownsPool) await pool.end().catch(() => undefined);
     throw classify(err);
