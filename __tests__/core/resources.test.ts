@@ -20,6 +20,7 @@ describe('parseResourceIndicator', () => {
   it('accepts absolute URIs (http(s) and URNs) and answers their normalized form', () => {
     expect(parseResourceIndicator('https://API-A.test')).toBe('https://api-a.test/');
     expect(parseResourceIndicator('urn:example:api')).toBe('urn:example:api');
+    expect(parseResourceIndicator('https://xn--tda.example/%C3%BC')).toBe('https://xn--tda.example/%C3%BC');
   });
 
   it.each([
@@ -32,6 +33,12 @@ describe('parseResourceIndicator', () => {
     ['https://a.test/\n', /control/],
     ['', /non-empty/],
     [`https://a.test/${'x'.repeat(2100)}`, /too long/],
+    // the CLI audit: these were stored as a client's resources
+    ['https://\u00fc.example/', /ASCII/],
+    ['https://a.test/\u202eiv', /ASCII/],
+    ['https://a.test/\u00a0', /ASCII/],
+    ['https://user:pw@a.test/', /user information/],
+    ['https://user@a.test/', /user information/],
   ])('refuses %.40j with invalid_target (400)', (value, reason) => {
     const err = targetError(() => parseResourceIndicator(value));
     expect(err.status).toBe(400);

@@ -12,7 +12,8 @@
  *   instead of answering its generic repeated-parameter invalid_request.
  * - A resource is an absolute URI without fragment (MUST, RFC 8707 §2) and
  *   without query (SHOULD NOT there; refused here, so that matching is plain
- *   and no two spellings name one API). Whitespace or controls are refused.
+ *   and no two spellings name one API). Whitespace, controls, characters
+ *   outside ASCII (an RFC 3986 URI has none) and user information are refused.
  * - Matching compares the WHATWG-normalized form (`https://API.test` and
  *   `https://api.test/` are one resource); the token carries the resource as
  *   the operator configured it, which is what the API's verifier expects.
@@ -37,6 +38,9 @@ function normalize(value: unknown): { ok: true; key: string } | { ok: false; rea
   if (value.length > MAX_LENGTH) return { ok: false, reason: 'resource is too long' };
   // eslint-disable-next-line no-control-regex
   if (/[\x00-\x20\x7f]/.test(value)) return { ok: false, reason: 'resource must not contain spaces or control characters' };
+  // RFC 3986 URIs are ASCII: an internationalized name is written in its xn-- (or %-encoded) form, and no bidi
+  // override or look-alike letter can make an allow-list or a log line read as another API
+  if (/[^\x21-\x7e]/.test(value)) return { ok: false, reason: 'resource must be ASCII (RFC 3986): write an internationalized host in its xn-- form, other characters %-encoded' };
   if (value.includes('#')) return { ok: false, reason: 'resource must not contain a fragment' };
   if (value.includes('?')) return { ok: false, reason: 'resource must not contain a query' };
   let url: URL;
@@ -45,6 +49,8 @@ function normalize(value: unknown): { ok: true; key: string } | { ok: false; rea
   } catch {
     return { ok: false, reason: 'resource must be an absolute URI' };
   }
+  // credentials in an API's name would be copied into every token's aud, and to every verifier's configuration
+  if (url.username !== '' || url.password !== '') return { ok: false, reason: 'resource must not contain user information (user:password@)' };
   return { ok: true, key: url.href };
 }
 
