@@ -5,7 +5,7 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import type { JsonWebKey } from '../jwt/jwk';
-import { closeSync, constants, fsyncSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, constants, existsSync, fsyncSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { checkClientKeys, type RegisteredKeyClient } from '../core/clients';
 import { jwkThumbprint } from '../jwt/thumbprint';
 import { CommandError, UsageError, parseCommand } from './args';
@@ -55,12 +55,42 @@ function checked(input: unknown, command: string, ctx?: Context): ReturnType<typ
   }
 }
 
+/** An existing key file is a usage error, before the store is opened (the file is created with O_EXCL all the same). */
+function refuseExisting(path: string): void {
+  if (existsSync(path)) throw new UsageError(`${quoted(path)} exists already; refusing to overwrite a key file`, 'create');
+}
+
+/**
+ * Runs `fn` with SIGINT and SIGTERM caught: one of them meanwhile runs
+ * `cleanup` (which says on stderr what is left), then ends the process with
+ * 130 or 143, as a shell reports a command those signals ended. Only while
+ * `fn` runs: before and after, the signals do what they always do.
+ */
+async function cleanedUpOnSignal<T>(cleanup: (signal: NodeJS.Signals) => void, fn: () => Promise<T>): Promise<T> {
+  const onSignal = (signal: NodeJS.Signals): void => {
+    try {
+      cleanup(signal);
+    } finally {
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    return await fn();
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
 /**
  * Writes `text` to a new file with mode 0600 and syncs it to disk; refuses
  * an existing file. A write that fails (a full disk) removes the file: no
  * client is created then, and a retry finds no half-written file in its way.
  */
 function writePrivateFile(path: string, text: string): void {
+  refuseExisting(path);
   let fd: number;
   try {
     fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
@@ -106,14 +136,16 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
 
   let keys: ReturnType<typeof checkClientKeys>;
   let outFile: string | undefined;
+  let privateText = '';
   if (values['generate-key']) {
+    outFile = values.out!;
+    refuseExisting(outFile);
     const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const pub = publicKey.export({ format: 'jwk' }) as JsonWebKey;
     const kid = jwkThumbprint(pub);
     keys = checked({ ...pub, kid, alg: 'ES256', use: 'sig' }, 'create');
     const privateJwk = { ...(privateKey.export({ format: 'jwk' }) as JsonWebKey), kid, alg: 'ES256', use: 'sig' };
-    outFile = values.out!;
-    writePrivateFile(outFile, `${JSON.stringify(privateJwk, null, 2)}\n`);
+    privateText = `${JSON.stringify(privateJwk, null, 2)}\n`;
   } else {
     keys = checked(readJwkFile(values.jwks!, 'create'), 'create', ctx);
   }
@@ -121,26 +153,49 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
   const service = services(ctx);
   // the client is stored only once stdout took its client_id; with a generated key, the key file is written (and synced) before
   const removed = outFile ? `, and the key file ${quoted(outFile)} was removed` : '';
+  // whether the key file exists, and whether the client was printed (its store write may then have been under way)
+  let written = false;
+  let printed = false;
   let created: RegisteredKeyClient;
   try {
-    created = await deliverFirst(
-      ctx,
-      (c: RegisteredKeyClient) => {
-        const kids = c.keys.map((k) => k.kid);
-        const scopeText = c.scopes.join(' ');
-        if (values.json) {
-          const base = { client_id: c.clientId, name: c.name, scope: scopeText, auth: 'private_key_jwt', ...policyJson(clientPolicy(values)) };
-          ctx.out(JSON.stringify(outFile ? { ...base, kid: kids[0] } : { ...base, kids }));
-          return;
-        }
-        printKeyClient(ctx, c, scopeText, `  kids:       ${kids.map(printable).join(', ')}`, values);
-        if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
+    // a signal (Ctrl-C while the store is slow) leaves no key file without a client: it is removed, and the process ends
+    created = await cleanedUpOnSignal(
+      (signal) => {
+        if (written) rmSync(outFile!, { force: true });
+        ctx.err(
+          printed
+            ? `error: interrupted (${signal}) while the client printed above was being stored: it may have been created${written ? ` without its key file ${quoted(outFile!)}, which was removed` : ''}; 'list' shows whether it was (then revoke it)`
+            : `error: interrupted (${signal}): nothing was changed, no client was created${written ? removed : ''}`,
+        );
       },
-      (deliver) => service.create({ name, scopes: scope, authMethod: 'private_key_jwt', jwks: { keys }, ...clientPolicy(values) }, { deliver }),
-      { what: 'the new client', unsent: `nothing was changed, no client was created${removed}`, unstored: `the client printed above was NOT created${removed}` },
+      async () => {
+        // the store first: one that cannot be reached fails here, before a key file exists
+        await ctx.stores.get();
+        if (outFile) {
+          writePrivateFile(outFile, privateText);
+          written = true;
+        }
+        return deliverFirst(
+          ctx,
+          (c: RegisteredKeyClient) => {
+            printed = true;
+            const kids = c.keys.map((k) => k.kid);
+            const scopeText = c.scopes.join(' ');
+            if (values.json) {
+              const base = { client_id: c.clientId, name: c.name, scope: scopeText, auth: 'private_key_jwt', ...policyJson(clientPolicy(values)) };
+              ctx.out(JSON.stringify(outFile ? { ...base, kid: kids[0] } : { ...base, kids }));
+              return;
+            }
+            printKeyClient(ctx, c, scopeText, `  kids:       ${kids.map(printable).join(', ')}`, values);
+            if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
+          },
+          (deliver) => service.create({ name, scopes: scope, authMethod: 'private_key_jwt', jwks: { keys }, ...clientPolicy(values) }, { deliver }),
+          { what: 'the new client', unsent: `nothing was changed, no client was created${removed}`, unstored: `the client printed above was NOT created${removed}` },
+        );
+      },
     );
   } catch (err) {
-    if (outFile) rmSync(outFile, { force: true }); // no client: the key file would be an orphan
+    if (written) rmSync(outFile!, { force: true }); // no client: the key file would be an orphan
     throw err;
   }
   await noteSameName(ctx, service, created);

@@ -1,5 +1,5 @@
 /** `keys list`, `keys rotate`, `keys prune`: the issuer's signing keys. */
-import { KeyRing, SIGNING_ALGORITHMS, isWithdrawn, keyStatus, signingKeyAt, type SigningAlgorithm } from '../core/keys';
+import { KeyRing, SIGNING_ALGORITHMS, isWithdrawn, keyStatus, loadStoredKey, signingKeyAt, type SigningAlgorithm } from '../core/keys';
 import { UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { HELP } from './help';
 import { auditLogger, iso, printable, table, withHelp, type Context, type Handler } from './context';
@@ -42,16 +42,19 @@ function keySettings(env: NodeJS.ProcessEnv, command: string): KeySettings {
 
 /**
  * The key ring, loaded (creating the first key when there is none) unless
- * `load` is false. The algorithm is SIGNING_ALG or else the newest key's,
- * so that loading never triggers KeyRing.init()'s immediate rotation on an
- * algorithm change; a change of algorithm goes through `keys rotate` and its lead time.
+ * `load` is false. The algorithm is SIGNING_ALG or else that of the key
+ * that signs now (signingKeyAt, the issuer's rule; not the newest key's,
+ * which may be a pending key of another algorithm that a rotation withdraws),
+ * else ES256, so that loading never triggers KeyRing.init()'s immediate
+ * rotation on an algorithm change; a change of algorithm goes through
+ * `keys rotate` and its lead time.
  */
 async function loadKeyRing(ctx: Context, settings: KeySettings, load = true): Promise<KeyRing> {
   const keyStore = ctx.stores.keyStore();
   const stored = await keyStore.listKeys();
-  const newest = stored.at(-1)?.alg;
+  const signing = settings.algorithm === undefined ? signingKeyAt(stored.map(loadStoredKey), Date.now())?.alg : undefined;
   const algorithm =
-    settings.algorithm ?? ((SIGNING_ALGORITHMS as readonly string[]).includes(newest ?? '') ? (newest as SigningAlgorithm) : 'ES256');
+    settings.algorithm ?? ((SIGNING_ALGORITHMS as readonly string[]).includes(signing ?? '') ? (signing as SigningAlgorithm) : 'ES256');
   const ring = new KeyRing(keyStore, {
     algorithm,
     maxTokenTtl: settings.accessTokenTtl + settings.clockTolerance,
