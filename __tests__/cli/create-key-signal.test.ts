@@ -1,8 +1,8 @@
 /**
  * `create --generate-key` never leaves a private key file without a client:
- * the store is reached before the file is written (a store that cannot be
- * reached leaves none), and SIGINT or SIGTERM while the store is being
- * reached or written removes the file and ends the process with 130 or 143.
+ * a store that cannot be reached, or SIGINT or SIGTERM while the store is
+ * being reached or written, removes the file (the latter ends the process
+ * with 130 or 143).
  * Before, the file was written first, and Ctrl-C against a slow store left
  * it behind: the retry was refused ("exists already", exit 2).
  */
@@ -72,12 +72,12 @@ test('SIGINT or SIGTERM while the store does not answer: no key file is left, ex
       const r = await runCli(args, { DATABASE_URL: 'postgres://postgres@127.0.0.1:47397/x' }, listener.connected, signal);
       expect({ code: r.code, signal: r.signal, exists: fs.existsSync(out) }).toEqual({ code, signal: null, exists: false });
       expect(r.stdout).toBe('');
-      expect(r.stderr).toBe(`error: interrupted (${signal}): nothing was changed, no client was created\n`);
+      expect(r.stderr).toBe(`error: interrupted (${signal}): nothing was changed, no client was created, and the key file '${out}' was removed\n`);
     } finally {
       await listener.close();
     }
   }
-  // nothing listens there now: the store cannot be reached, and no file is written
+  // nothing listens there now: the store cannot be reached, and the file is removed
   const refused = await runCli(args, { DATABASE_URL: 'postgres://postgres@127.0.0.1:47397/x' });
   expect(refused.code).toBe(1);
   expect(refused.stderr).toMatch(/^error: PostgreSQL is unavailable: [^\n]+\n$/);

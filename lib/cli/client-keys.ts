@@ -169,8 +169,8 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
         );
       },
       async () => {
-        // the store first: one that cannot be reached fails here, before a key file exists
-        await ctx.stores.get();
+        // the key file first (a full disk fails here, before the store is opened or created); from here on, a store
+        // that fails or a signal removes it
         if (outFile) {
           writePrivateFile(outFile, privateText);
           written = true;
