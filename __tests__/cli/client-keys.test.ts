@@ -244,6 +244,20 @@ describe('client-key add | remove | list', () => {
     expect(r.stderr).toContain('authenticates with a secret');
   });
 
+  // exit 2 (a usage error: the core's TypeError), where client-key add on a secret-based client exits 1
+  it('rotate-secret on a key-based client: exit 1, one line saying it has no secret, its key still works', async () => {
+    const k = ecPair('k');
+    const clientId = JSON.parse((await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', k.pub), '--json'])).stdout).client_id;
+    for (const flags of [[], ['--json'], ['--keep-old', '1h']]) {
+      expectStateError(
+        await cli(['rotate-secret', clientId, ...flags]),
+        `error: client '${clientId}' authenticates with a key (private_key_jwt), so it has no secret to rotate`,
+      );
+    }
+    expect(JSON.parse((await cli(['client-key', 'list', clientId, '--json'])).stdout).map((row: { kid: string }) => row.kid)).toEqual(['k']);
+    expect(await tokenStatus(clientId, k.priv)).toBe(200);
+  });
+
   it('has help for each command', async () => {
     for (const args of [['client-key', '--help'], ['client-key', 'add', '--help'], ['client-key', 'remove', '--help'], ['client-key', 'list', '--help']]) {
       const r = await cli(args);
