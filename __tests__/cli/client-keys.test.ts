@@ -162,6 +162,21 @@ describe('create --auth private_key_jwt --jwks-uri', () => {
     expect(list).toMatchObject({ code: 0, stdout: `Client ${printed.client_id} publishes its keys at https://client.example/jwks: the issuer fetches them from there, none are stored.\n` });
   });
 
+  // any length was stored (and logged whole in client.created): a 100 KB URI exited 0; --resource stops at 2048 characters
+  it('refuses a jwks_uri over 2048 characters (also once percent-encoded) with one line and exit 2, and creates nothing', async () => {
+    const base = 'https://client.example/';
+    const longest = `${base}${'a'.repeat(2048 - base.length)}`;
+    for (const uri of [`${longest}a`, `${base}${'a'.repeat(100_000)}`, `${base}${'é'.repeat(400)}`]) {
+      const r = await cli(['create', '--name', 'long', '--auth', 'private_key_jwt', '--jwks-uri', uri]);
+      expectRefused(r, 'jwks_uri is too long (at most 2048 characters)');
+      expect(r.stderr.length).toBeLessThan(200);
+    }
+    const r = await cli(['create', '--name', 'longest', '--auth', 'private_key_jwt', '--jwks-uri', longest, '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).jwks_uri).toBe(longest);
+    expect(JSON.parse((await cli(['list', '--json'])).stdout).map((c: { name: string }) => c.name)).toEqual(['longest']);
+  });
+
   // client-key list --json printed an array for most clients but an object {client_id, jwks_uri} for a --jwks-uri
   // client: a script doing `jq length` or `.[].kid` broke on it. The array stays; the URI is on stderr and in list --json.
   it('client-key list --json prints an array for every client ([] for a jwks_uri client, with a note: line naming the URI); list --json and update --json carry jwks_uri', async () => {

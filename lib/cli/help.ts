@@ -87,8 +87,9 @@ Options:
                     --out FILE with mode 0600, the public key is registered
   --out FILE        where --generate-key writes the private key; never overwritten
   --jwks-uri URL    where the client publishes its public keys (https; http only
-                    on loopback); fetched with a 5 s timeout and a 64 KiB cap,
-                    cached 5 min, refetched once per 30 s for an unknown kid
+                    on loopback; at most 2048 characters); fetched with a 5 s
+                    timeout and a 64 KiB cap, cached 5 min, refetched once per
+                    30 s for an unknown kid
   --resource URL    an API (RFC 8707 resource) the client may ask tokens for, with
                     resource=URL; repeatable. Without it, tokens carry the issuer's
                     default audience only. An absolute URI, no query or fragment;
