@@ -228,7 +228,9 @@ ${KEY_ENVIRONMENT}
 Lists the signing keys: kid, alg, status (pending: published, not signing yet;
 current: the one key signing; retired: not signing any more, or withdrawn by a
 later rotation before it signed, published until its tokens expire), when the
-key signs from and when it retires. Creates the first key if there is none.
+key signs from and when it retires. On a store that has no signing key yet it
+creates the first one, as the server's first start does. A DATA_DIR without a
+store is an error: nothing is created there.
 
 Options:
   --json      print a JSON array of {kid, alg, status, activates_at, retired_at}
