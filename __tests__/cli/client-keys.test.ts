@@ -162,6 +162,21 @@ describe('create --auth private_key_jwt --jwks-uri', () => {
     expect(list).toMatchObject({ code: 0, stdout: `Client ${printed.client_id} publishes its keys at https://client.example/jwks: the issuer fetches them from there, none are stored.\n` });
   });
 
+  // any length was stored (and logged whole in client.created): a 100 KB URI exited 0; --resource stops at 2048 characters
+  it('refuses a jwks_uri over 2048 characters (also once percent-encoded) with one line and exit 2, and creates nothing', async () => {
+    const base = 'https://client.example/';
+    const longest = `${base}${'a'.repeat(2048 - base.length)}`;
+    for (const uri of [`${longest}a`, `${base}${'a'.repeat(100_000)}`, `${base}${'é'.repeat(400)}`]) {
+      const r = await cli(['create', '--name', 'long', '--auth', 'private_key_jwt', '--jwks-uri', uri]);
+      expectRefused(r, 'jwks_uri is too long (at most 2048 characters)');
+      expect(r.stderr.length).toBeLessThan(200);
+    }
+    const r = await cli(['create', '--name', 'longest', '--auth', 'private_key_jwt', '--jwks-uri', longest, '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).jwks_uri).toBe(longest);
+    expect(JSON.parse((await cli(['list', '--json'])).stdout).map((c: { name: string }) => c.name)).toEqual(['longest']);
+  });
+
   // client-key list --json printed an array for most clients but an object {client_id, jwks_uri} for a --jwks-uri
   // client: a script doing `jq length` or `.[].kid` broke on it. The array stays; the URI is on stderr and in list --json.
   it('client-key list --json prints an array for every client ([] for a jwks_uri client, with a note: line naming the URI); list --json and update --json carry jwks_uri', async () => {
@@ -242,6 +257,20 @@ describe('client-key add | remove | list', () => {
     const r = await cli(['client-key', 'add', secretClient, writeJson('x.json', ecPair('x').pub)]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('authenticates with a secret');
+  });
+
+  // exit 2 (a usage error: the core's TypeError), where client-key add on a secret-based client exits 1
+  it('rotate-secret on a key-based client: exit 1, one line saying it has no secret, its key still works', async () => {
+    const k = ecPair('k');
+    const clientId = JSON.parse((await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--jwks', writeJson('k.json', k.pub), '--json'])).stdout).client_id;
+    for (const flags of [[], ['--json'], ['--keep-old', '1h']]) {
+      expectStateError(
+        await cli(['rotate-secret', clientId, ...flags]),
+        `error: client '${clientId}' authenticates with a key (private_key_jwt), so it has no secret to rotate`,
+      );
+    }
+    expect(JSON.parse((await cli(['client-key', 'list', clientId, '--json'])).stdout).map((row: { kid: string }) => row.kid)).toEqual(['k']);
+    expect(await tokenStatus(clientId, k.priv)).toBe(200);
   });
 
   it('has help for each command', async () => {

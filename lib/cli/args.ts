@@ -1,4 +1,7 @@
 import { parseArgs } from 'node:util';
+import { clip } from '../shared/visible-text';
+// context imports this module too: these are only called, never read at load time
+import { MAX_QUOTED, printable, quoted } from './context';
 
 /** A mistake in the command line or the environment: exit code 2, with a pointer to the help of `command`. */
 export class UsageError extends Error {
@@ -37,22 +40,26 @@ export function wantsHelp(args: readonly string[]): boolean {
   return false;
 }
 
-/** Turns node:util's parseArgs errors into one short line naming the problem. */
+/**
+ * Turns node:util's parseArgs errors into one short line naming the problem;
+ * the argument it names goes through quoted() (escape sequences, length).
+ */
 function describeParseError(err: Error & { code?: string }): string {
-  const quoted = /'([^']*)'/.exec(err.message)?.[1];
+  // up to the quote that ends node's first sentence: the argument itself may hold a quote
+  const named = /'(.*?)'(?:\. |$)/s.exec(err.message)?.[1];
   switch (err.code) {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
-      return `unknown option '${quoted ?? '?'}'`;
+      return `unknown option ${quoted(named ?? '?')}`;
     case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
-      return `unexpected argument '${quoted ?? '?'}'`;
+      return `unexpected argument ${quoted(named ?? '?')}`;
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
-      const flag = /'(-[^' ]+)/.exec(err.message)?.[1] ?? quoted ?? 'option';
-      if (/does not take an argument/.test(err.message)) return `option '${flag}' does not take a value`;
-      if (/ambiguous/.test(err.message)) return `option '${flag}' needs a value; to give one that starts with '-', write ${flag}=VALUE`;
-      return `option '${flag}' needs a value`;
+      const flag = quoted(/'(-[^' ]+)/.exec(err.message)?.[1] ?? named ?? 'option');
+      if (/does not take an argument/.test(err.message)) return `option ${flag} does not take a value`;
+      if (/ambiguous/.test(err.message)) return `option ${flag} needs a value; to give one that starts with '-', write ${flag.slice(1, -1)}=VALUE`;
+      return `option ${flag} needs a value`;
     }
     default:
-      return err.message.split('. ')[0];
+      return printable(clip(err.message.split('. ')[0], MAX_QUOTED));
   }
 }
 
@@ -126,7 +133,7 @@ export function parseCommand<S extends OptionSpec>(
     const missing = name === undefined ? 'argument' : typeof name === 'string' ? name : name.slice(found.length, positionals.min).join(' and ');
     throw new UsageError(`missing ${missing}`, command);
   }
-  if (found.length > positionals.max) throw new UsageError(`unexpected argument '${found[positionals.max]}'`, command);
+  if (found.length > positionals.max) throw new UsageError(`unexpected argument ${quoted(found[positionals.max])}`, command);
   return { values: parsed.values as OptionValues<S>, positionals: found };
 }
 

@@ -187,7 +187,8 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
               return;
             }
             printKeyClient(ctx, c, scopeText, `  kids:       ${kids.map(printable).join(', ')}`, values);
-            if (outFile) ctx.out(`The private key is in ${quoted(outFile)} (mode 0600); only its public key is registered. Keep it secret.`);
+            // the whole path, however long: quoted() would cut it
+            if (outFile) ctx.out(`The private key is in '${printable(outFile)}' (mode 0600); only its public key is registered. Keep it secret.`);
           },
           (deliver) => service.create({ name, scopes: scope, authMethod: 'private_key_jwt', jwks: { keys }, ...clientPolicy(values) }, { deliver }),
           { what: 'the new client', unsent: `nothing was changed, no client was created${removed}`, unstored: `the client printed above was NOT created${removed}` },

@@ -193,7 +193,11 @@ export const rotateSecret: Handler = async (args, ctx) => {
   const clientId = positionals[0];
   const keepOld = values['keep-old'] === undefined ? 0 : parseDuration(values['keep-old'], '--keep-old', 'rotate-secret', MAX_KEEP_OLD);
   const service = services(ctx);
-  await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot get a new secret`);
+  const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot get a new secret`);
+  // a failed operation (exit 1), as client-key add on a secret client; the core's TypeError would read as a usage error
+  if (client.authMethod === 'private_key_jwt') {
+    throw new CommandError(`client ${quoted(clientId)} authenticates with a key (private_key_jwt), so it has no secret to rotate`);
+  }
   // the new secret is stored, and the old one ended, only once stdout took the new one
   await deliverFirst(
     ctx,

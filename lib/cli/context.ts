@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { ClientService, storeClientRevocations, type ClientInfo } from '../core/clients';
 import { deferredKeyStore } from '../core/keys';
 import { withDeadline } from '../shared/deadline';
+import { clip } from '../shared/visible-text';
 import { REDIS_DEADLINE_MS } from '../stores/redis-deadline';
 import { RedisRevocationNotifier } from '../stores/redis-revocation-notifier';
 import pino from 'pino';
@@ -196,9 +197,12 @@ export function printable(text: string): string {
   return text.replace(/[\p{C}\p{Zl}\p{Zp}]/gu, '?');
 }
 
-/** A user-given value inside a message. */
+/** The most of a user-given value a message repeats; the rest is cut, with an ellipsis. */
+export const MAX_QUOTED = 200;
+
+/** A user-given value inside a message: printable(), at most MAX_QUOTED characters. */
 export function quoted(text: string): string {
-  return `'${printable(text)}'`;
+  return `'${printable(clip(text, MAX_QUOTED))}'`;
 }
 
 export function table(header: string[], rows: string[][]): string[] {

@@ -87,8 +87,9 @@ Options:
                     --out FILE with mode 0600, the public key is registered
   --out FILE        where --generate-key writes the private key; never overwritten
   --jwks-uri URL    where the client publishes its public keys (https; http only
-                    on loopback); fetched with a 5 s timeout and a 64 KiB cap,
-                    cached 5 min, refetched once per 30 s for an unknown kid
+                    on loopback; at most 2048 characters); fetched with a 5 s
+                    timeout and a 64 KiB cap, cached 5 min, refetched once per
+                    30 s for an unknown kid
   --resource URL    an API (RFC 8707 resource) the client may ask tokens for, with
                     resource=URL; repeatable. Without it, tokens carry the issuer's
                     default audience only. An absolute URI, no query or fragment;
@@ -227,7 +228,9 @@ ${KEY_ENVIRONMENT}
 Lists the signing keys: kid, alg, status (pending: published, not signing yet;
 current: the one key signing; retired: not signing any more, or withdrawn by a
 later rotation before it signed, published until its tokens expire), when the
-key signs from and when it retires. Creates the first key if there is none.
+key signs from and when it retires. On a store that has no signing key yet it
+creates the first one, as the server's first start does. A DATA_DIR without a
+store is an error: nothing is created there.
 
 Options:
   --json      print a JSON array of {kid, alg, status, activates_at, retired_at}

@@ -17,12 +17,19 @@ export const JWKS_URI_COOLDOWN_MS = 30_000;
 
 const LOOPBACK = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
 
+/** The longest jwks_uri registered, as for a resource (RFC 8707); checked before and after normalizing. */
+export const JWKS_URI_MAX_LENGTH = 2048;
+
+const JWKS_URI_TOO_LONG = `jwks_uri is too long (at most ${JWKS_URI_MAX_LENGTH} characters)`;
+
 /**
  * A client's jwks_uri, checked for registration: an absolute https URL, or
- * http on a loopback host (tests, a sidecar); no credentials or fragment.
- * Throws a TypeError with a one-line reason.
+ * http on a loopback host (tests, a sidecar); no credentials or fragment; at
+ * most JWKS_URI_MAX_LENGTH characters. Throws a TypeError with a one-line reason.
  */
 export function checkJwksUri(value: unknown): string {
+  // before parsing: the message of a value that is no URL repeats it
+  if (String(value).length > JWKS_URI_MAX_LENGTH) throw new TypeError(JWKS_URI_TOO_LONG);
   let url: URL;
   try {
     url = new URL(String(value));
@@ -33,7 +40,10 @@ export function checkJwksUri(value: unknown): string {
     throw new TypeError('jwks_uri must be https (http only on a loopback host)');
   }
   if (url.username || url.password || url.hash) throw new TypeError('jwks_uri must not carry credentials or a fragment');
-  return url.toString();
+  // percent-encoding may lengthen it
+  const normalized = url.toString();
+  if (normalized.length > JWKS_URI_MAX_LENGTH) throw new TypeError(JWKS_URI_TOO_LONG);
+  return normalized;
 }
 
 export type RemoteKey = { key: KeyObject; alg: DpopAlgorithm };
