@@ -82,10 +82,18 @@ export interface MetricsSettings {
  */
 export function metricsFromEnv(env: NodeJS.ProcessEnv): MetricsSettings {
   const port = intFromEnv(env, 'METRICS_PORT', undefined, 0, 65535);
-  if (port === undefined) return { enabled: boolFromEnv(env, 'METRICS', false) };
+  if (port === undefined) {
+    // without METRICS_PORT, /metrics is on the API's port: a METRICS_HOST would look as if it had moved it
+    if (env.METRICS_HOST) throw new TypeError(`METRICS_HOST is set (${JSON.stringify(env.METRICS_HOST)}) but METRICS_PORT is not: /metrics would stay on PORT; set METRICS_PORT too`);
+    return { enabled: boolFromEnv(env, 'METRICS', false) };
+  }
   if (!boolFromEnv(env, 'METRICS', true)) throw new TypeError(`METRICS_PORT is set (${port}) but METRICS is off (${JSON.stringify(env.METRICS)}): unset one of them`);
-  if (port !== 0 && port === portFromEnv(env, 3000)) throw new TypeError(`METRICS_PORT must differ from PORT, got ${port} for both`);
-  return { enabled: true, port, host: env.METRICS_HOST || env.HOST || undefined };
+  const host = env.METRICS_HOST || env.HOST || undefined;
+  // the same port on another address (METRICS_HOST=10.0.0.5, HOST=0.0.0.0 would still clash; 127.0.0.1 and 10.0.0.5 do not)
+  if (port !== 0 && port === portFromEnv(env, 3000) && host === (env.HOST || undefined)) {
+    throw new TypeError(`METRICS_PORT must differ from PORT (or METRICS_HOST from HOST), got ${port} for both`);
+  }
+  return { enabled: true, port, host };
 }
 
 /** redis:// or rediss://, or a unix socket's absolute path (ioredis takes both); a malformed URL is refused, not taken for an outage. */

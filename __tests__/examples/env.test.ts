@@ -85,8 +85,10 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['METRICS=2', { METRICS: '2' }, /METRICS must be 0 or 1 \(or false\/true, no\/yes, off\/on\), got "2"/],
     ['METRICS_PORT=abc', { METRICS_PORT: 'abc' }, /METRICS_PORT must be a whole number from 0 to 65535, got "abc"/],
     ['METRICS_PORT=9464 METRICS=0', { METRICS_PORT: '9464', METRICS: '0' }, /METRICS_PORT is set \(9464\) but METRICS is off \("0"\): unset one of them/],
-    ['METRICS_PORT=PORT', { METRICS_PORT: '47391', PORT: '47391' }, /METRICS_PORT must differ from PORT, got 47391 for both/],
-    ['METRICS_PORT=PORT WORKERS=1', { METRICS_PORT: '47391', PORT: '47391', WORKERS: '1' }, /METRICS_PORT must differ from PORT, got 47391 for both/],
+    ['METRICS_PORT=PORT', { METRICS_PORT: '47391', PORT: '47391' }, /METRICS_PORT must differ from PORT \(or METRICS_HOST from HOST\), got 47391 for both/],
+    ['METRICS_PORT=PORT WORKERS=1', { METRICS_PORT: '47391', PORT: '47391', WORKERS: '1' }, /METRICS_PORT must differ from PORT \(or METRICS_HOST from HOST\), got 47391 for both/],
+    // it looked as if /metrics had moved to that address, while it stayed on PORT
+    ['METRICS_HOST without METRICS_PORT', { METRICS: '1', METRICS_HOST: '127.0.0.2' }, /METRICS_HOST is set \("127.0.0.2"\) but METRICS_PORT is not: \/metrics would stay on PORT; set METRICS_PORT too/],
     ['REQUEST_TIMEOUT=0', { REQUEST_TIMEOUT: '0' }, /REQUEST_TIMEOUT must be a whole number of seconds from 1 to 3600, got "0"/],
     ['KEEP_ALIVE_TIMEOUT=5s', { KEEP_ALIVE_TIMEOUT: '5s' }, /KEEP_ALIVE_TIMEOUT must be a whole number of seconds from 1 to 3600, got "5s"/],
     ['HEADERS_TIMEOUT=40', { HEADERS_TIMEOUT: '40' }, /HEADERS_TIMEOUT must be at most REQUEST_TIMEOUT \(30 s, its default\), got "40"/],

@@ -252,6 +252,20 @@ describe('examples/server.ts', () => {
     }
     await expect(fetch(server.metricsUrl!)).rejects.toThrow();
   });
+
+  it('METRICS_PORT equal to PORT on another address (METRICS_HOST): both listen, /metrics only on the metrics address', async () => {
+    const dir = tempDir();
+    const port = '47393';
+    const server = await startServer(env(dir, { PORT: port, METRICS_PORT: port, METRICS_HOST: '127.0.0.2' }), () => undefined, { demoClient: false });
+    try {
+      expect({ url: server.url, metricsUrl: server.metricsUrl }).toEqual({ url: `http://127.0.0.1:${port}`, metricsUrl: `http://127.0.0.2:${port}/metrics` });
+      expect((await request(server.url).get('/metrics')).status).toBe(404);
+      expect((await request(`http://127.0.0.2:${port}`).get('/metrics')).status).toBe(200);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describeIfRedis('examples/server.ts with REDIS_URL and REVOCATION_CHANNEL', () => {
