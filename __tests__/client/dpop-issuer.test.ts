@@ -50,6 +50,18 @@ async function start(nonce: boolean): Promise<Running> {
     }
     res.json({ seen });
   });
+  // an API whose nonce changes at every request: the retry is refused too, with the nonce the next proof must carry
+  const rotating: unknown[] = [];
+  app.get('/api/nonce-rotating', issuer.requireBearer({ dpop: 'required' }), (req, res) => {
+    const proof = String(req.headers.dpop);
+    rotating.push((JSON.parse(Buffer.from(proof.split('.')[1], 'base64url').toString()) as { nonce?: string }).nonce ?? null);
+    const expected = `rotating-${rotating.length - 1}`;
+    if (rotating[rotating.length - 1] !== expected || rotating.length < 3) {
+      res.status(401).set('DPoP-Nonce', `rotating-${rotating.length}`).set('WWW-Authenticate', 'DPoP error="use_dpop_nonce", algs="ES256"').json({ error: 'use_dpop_nonce' });
+      return;
+    }
+    res.json({ seen: rotating });
+  });
   handler = app;
   return {
     url,
@@ -160,6 +172,21 @@ describe('token client with dpop, issuer without nonces', () => {
         expect({ path, requests: r.counts.api - before }).toEqual({ path, requests: 21 });
       }
       expect(events.filter((e) => e.type === 'dpop.nonce_retry')).toHaveLength(20);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a retry refused again with another nonce: the 401 goes back (one retry only), and the next call carries that newer nonce', async () => {
+    const c = createTokenClient({ tokenEndpoint: `${r.url}/oauth/token`, clientId: r.client.clientId, clientSecret: r.client.clientSecret, dpop: { privateKey } });
+    try {
+      const first = await c.fetch(`${r.url}/api/nonce-rotating`);
+      expect(first.status).toBe(401);
+      await first.body?.cancel();
+      // the next call's proof carries rotating-2, the nonce the refused retry brought (it carried rotating-1 before)
+      const next = await c.fetch(`${r.url}/api/nonce-rotating`);
+      expect(next.status).toBe(200);
+      expect(await next.json()).toEqual({ seen: [null, 'rotating-1', 'rotating-2'] });
     } finally {
       await c.close();
     }

@@ -105,6 +105,8 @@ async function after401(call: Call, token: CachedToken, response: Response): Pro
       await response.body?.cancel();
       response = await send(call, token);
       if (response.status !== 401) return response;
+      // refused again: not retried a second time, but a nonce it brought (the server's next) goes into the next call's proof
+      pop.answered?.({ kind: 'api', url, status: 401, headers: response.headers });
     }
   }
   if (!tokenRefused(response, token.scheme)) return response;
