@@ -107,6 +107,8 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['ISSUER with a query', { ISSUER: 'http://127.0.0.1/?tenant=a' }, /ISSUER must not have a query or fragment/],
     ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /SIGNING_ALG must be one of ES256, RS256, got "HS256"/],
     ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /RESOURCES: resource "notaurl": resource must be an absolute URI/],
+    // named RESOURCES before ("RESOURCES needs an audience that is…"), whatever was wrong with AUDIENCE
+    ['AUDIENCE with a fragment, and RESOURCES', { AUDIENCE: 'https://a.test/#f', RESOURCES: 'https://b.test' }, /AUDIENCE must be a resource indicator when there are resources \(the audience is the default one\): must not contain a fragment/],
     // named "option scopesSupported" before, not the variable the operator set
     ['SCOPES_SUPPORTED="orders:read  orders:write"', { SCOPES_SUPPORTED: 'orders:read  orders:write' }, /SCOPES_SUPPORTED must be scope tokens separated by single spaces \(RFC 6749 §3\.3\), got "orders:read  orders:write"/],
     ['SCOPES_SUPPORTED=a "b"', { SCOPES_SUPPORTED: 'a "b"' }, /SCOPES_SUPPORTED must be scope tokens separated by single spaces \(RFC 6749 §3\.3\), got "a \\"b\\""/],

@@ -90,14 +90,15 @@ export class IssuerAudiences {
 
 /** The resource policy of a configuration: none when the audience is not a URI and no resources are set. */
 function resourcePolicy(config: IssuerConfig): ResourcePolicy | undefined {
-  let audienceIsUri = true;
+  let notUri: string | undefined;
   try {
     parseResourceIndicator(config.audience);
-  } catch {
-    audienceIsUri = false;
+  } catch (err) {
+    notUri = (err as InvalidTargetError).description ?? 'it is not a resource indicator';
   }
-  if (!audienceIsUri) {
-    if (config.resources.length > 0) throw new TypeError('option resources needs an audience that is an absolute URI without query or fragment: the audience is the default resource');
+  if (notUri !== undefined) {
+    // the audience is at fault (it is the default resource), so the message names it, and why
+    if (config.resources.length > 0) throw new TypeError(`option audience must be a resource indicator when there are resources (the audience is the default one): ${notUri.replace(/^resource /, '')}`);
     return undefined;
   }
   try {
