@@ -90,7 +90,6 @@ async function cleanedUpOnSignal<T>(cleanup: (signal: NodeJS.Signals) => void, f
  * client is created then, and a retry finds no half-written file in its way.
  */
 function writePrivateFile(path: string, text: string): void {
-  refuseExisting(path);
   let fd: number;
   try {
     fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);

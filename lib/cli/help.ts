@@ -230,7 +230,8 @@ current: the one key signing; retired: not signing any more, or withdrawn by a
 later rotation before it signed, published until its tokens expire), when the
 key signs from and when it retires. On a store that has no signing key yet it
 creates the first one, as the server's first start does. A DATA_DIR without a
-store is an error: nothing is created there.
+store, or a DATABASE_SCHEMA that does not exist, is an error: nothing is
+created there.
 
 Options:
   --json      print a JSON array of {kid, alg, status, activates_at, retired_at}
