@@ -195,6 +195,16 @@ export function scopesSupportedFromEnv(env: NodeJS.ProcessEnv): string[] {
   return scopes;
 }
 
+/**
+ * ISSUER without its trailing slashes (the issuer's URL is compared as written); one that is nothing but
+ * slashes is refused here, where createIssuer() would call it missing.
+ */
+export function issuerUrlFromEnv(env: NodeJS.ProcessEnv, fallback: string): string {
+  const url = (env.ISSUER || fallback).replace(/\/+$/, '');
+  if (url === '') throw new TypeError(`ISSUER must be an absolute URL, got ${JSON.stringify(env.ISSUER)}`);
+  return url;
+}
+
 /** A list of words separated by spaces or commas; `undefined` when there is none. */
 function listFromEnv(raw: string | undefined): string[] | undefined {
   const items = (raw ?? '').split(/[\s,]+/).filter((item) => item !== '');
@@ -233,7 +243,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
       `DATABASE_URL is set but ISSUER is not: this instance calls itself http://localhost:${port}, and instances on one database with different ports refuse each other's tokens; set ISSUER to the URL clients reach`,
     );
   }
-  const publicUrl = (env.ISSUER || `http://localhost:${port}`).replace(/\/+$/, '');
+  const publicUrl = issuerUrlFromEnv(env, `http://localhost:${port}`);
   // the CLI's rules (lib/cli/keys.ts) for the variables it reads too
   const timing = {
     accessTokenTtl: intFromEnv(env, 'ACCESS_TOKEN_TTL', undefined, 1, 86400, SECONDS),

@@ -17,7 +17,7 @@ import type { Server } from 'node:http';
 import express from 'express';
 import pino from 'pino';
 import { requireBearer } from '../lib';
-import { clockToleranceFromEnv, httpTimeoutsFromEnv, logLevelFromEnv, namingVariables, portFromEnv, secondsFromEnv } from './env';
+import { clockToleranceFromEnv, httpTimeoutsFromEnv, issuerUrlFromEnv, logLevelFromEnv, namingVariables, portFromEnv, secondsFromEnv } from './env';
 import { listen } from './http-server';
 import { gracefulClose, serveUntilSignal } from './shutdown';
 
@@ -33,7 +33,7 @@ export interface RunningResourceServer {
 export async function startResourceServer(env: NodeJS.ProcessEnv = process.env): Promise<RunningResourceServer> {
   const port = portFromEnv(env, 4000);
   const timeouts = httpTimeoutsFromEnv(env);
-  const issuer = (env.ISSUER || 'http://localhost:3000').replace(/\/+$/, '');
+  const issuer = issuerUrlFromEnv(env, 'http://localhost:3000');
   const logger = pino({ name: 'reports-api', level: logLevelFromEnv(env) });
   const list = env.REVOCATION_LIST || `${issuer}/oauth/revocation-list`;
   // at most the list's default maxStale (300 s), past which a list is stale

@@ -105,6 +105,8 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     // these four named the library's option before ("option issuer must be…"), not the variable the operator set
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /ISSUER must be an absolute URL, got "notaurl"/],
     ['ISSUER with a query', { ISSUER: 'http://127.0.0.1/?tenant=a' }, /ISSUER must not have a query or fragment/],
+    // "ISSUER is required" before, though it was set
+    ['ISSUER=/', { ISSUER: '/' }, /ISSUER must be an absolute URL, got "\/"/],
     ['SIGNING_ALG=HS256', { SIGNING_ALG: 'HS256' }, /SIGNING_ALG must be one of ES256, RS256, got "HS256"/],
     ['RESOURCES=notaurl', { RESOURCES: 'notaurl' }, /RESOURCES: resource "notaurl": resource must be an absolute URI/],
     // named RESOURCES before ("RESOURCES needs an audience that is…"), whatever was wrong with AUDIENCE
@@ -132,6 +134,7 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['REVOCATION_LIST_INTERVAL=abc', { REVOCATION_LIST_INTERVAL: 'abc' }, /REVOCATION_LIST_INTERVAL must be a number of seconds from 0.05 to 300, got "abc"/],
     ['REVOCATION_LIST_INTERVAL=600', { REVOCATION_LIST_INTERVAL: '600' }, /REVOCATION_LIST_INTERVAL must be a number of seconds from 0.05 to 300, got "600"/],
     ['ISSUER=notaurl', { ISSUER: 'notaurl' }, /ISSUER must be an absolute URL, got "notaurl"/],
+    ['ISSUER=//', { ISSUER: '//' }, /ISSUER must be an absolute URL, got "\/\/"/],
     ['JWKS_URI=notaurl', { JWKS_URI: 'notaurl' }, /JWKS_URI must be an absolute URL, got "notaurl"/],
     ['PUBLIC_URL=notaurl', { PUBLIC_URL: 'notaurl' }, /PUBLIC_URL must be an absolute URL, got "notaurl"/],
     ['REVOCATION_LIST=notaurl', { REVOCATION_LIST: 'notaurl' }, /REVOCATION_LIST must be an absolute URL, got "notaurl"/],
