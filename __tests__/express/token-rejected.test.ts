@@ -259,44 +259,58 @@ describe('each cause of a 400 invalid_request has its own reason, window and ser
   });
 });
 
-describe('the once-a-minute window is per reason and client (or address, for a token not verified)', () => {
+/**
+ * For one describe block: an issuer behind a trusted proxy (X-Forwarded-For gives the caller's address) whose
+ * app has GET /me behind requireBearer(), logging to `log`; made before the block's tests, closed after them.
+ */
+function issuerBehindProxy(log: ReturnType<typeof pinoCapture>): { readonly issuer: Issuer; readonly app: Express } {
   const dataDir = tempDir();
-  const log = pinoCapture('debug');
   let issuer: Issuer;
-  let e: Express;
-
+  let app: Express;
   beforeAll(async () => {
     issuer = createIssuer({ issuer: 'http://issuer.test', audience: AUDIENCE, dataDir, logger: log.logger });
-    e = express();
-    e.set('trust proxy', true);
-    e.use(issuer.router());
-    e.get('/me', issuer.requireBearer(), sendAuth);
+    app = express();
+    app.set('trust proxy', true);
+    app.use(issuer.router());
+    app.get('/me', issuer.requireBearer(), sendAuth);
     await issuer.ready();
   });
-
   afterAll(async () => {
     await issuer.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
+  return {
+    get issuer() {
+      return issuer;
+    },
+    get app() {
+      return app;
+    },
+  };
+}
+
+describe('the once-a-minute window is per reason and client (or address, for a token not verified)', () => {
+  const log = pinoCapture('debug');
+  const s = issuerBehindProxy(log);
 
   beforeEach(() => {
     log.lines.length = 0;
   });
 
   const revoked = async (client: { clientId: string; clientSecret: string }) => {
-    const token = await fetchToken(e, client);
-    expect((await request(e).post('/oauth/revoke').auth(client.clientId, client.clientSecret).type('form').send({ token })).status).toBe(200);
+    const token = await fetchToken(s.app, client);
+    expect((await request(s.app).post('/oauth/revoke').auth(client.clientId, client.clientSecret).type('form').send({ token })).status).toBe(200);
     return token;
   };
 
   it("a client replaying its own revoked token does not push another client's revoked token down to debug", async () => {
-    const noisy = await issuer.clients.create({ name: 'noisy', scopes: [] });
-    const victim = await issuer.clients.create({ name: 'victim', scopes: [] });
+    const noisy = await s.issuer.clients.create({ name: 'noisy', scopes: [] });
+    const victim = await s.issuer.clients.create({ name: 'victim', scopes: [] });
     const noisyToken = await revoked(noisy);
     const victimToken = await revoked(victim);
-    for (let i = 0; i < 5; i++) expect((await request(e).get('/me').set('Authorization', `Bearer ${noisyToken}`)).status).toBe(401);
+    for (let i = 0; i < 5; i++) expect((await request(s.app).get('/me').set('Authorization', `Bearer ${noisyToken}`)).status).toBe(401);
     // the victim's stolen (revoked) token, used from elsewhere
-    expect((await request(e).get('/me').set('X-Forwarded-For', '203.0.113.9').set('Authorization', `Bearer ${victimToken}`)).status).toBe(401);
+    expect((await request(s.app).get('/me').set('X-Forwarded-For', '203.0.113.9').set('Authorization', `Bearer ${victimToken}`)).status).toBe(401);
     const lines = log.events('token.rejected').map((l) => [l.level, l.reason, l.client_id, l.ip]);
     expect(lines).toEqual([
       [PINO_INFO, 'revoked', noisy.clientId, '127.0.0.1'],
@@ -309,7 +323,7 @@ describe('the once-a-minute window is per reason and client (or address, for a t
   });
 
   it('tokens not verified are counted by address (an IPv6 address by its /64), whatever client they claim', async () => {
-    const send = (ip: string, token = 'abc.def.ghi') => request(e).get('/me').set('X-Forwarded-For', ip).set('Authorization', `Bearer ${token}`);
+    const send = (ip: string, token = 'abc.def.ghi') => request(s.app).get('/me').set('X-Forwarded-For', ip).set('Authorization', `Bearer ${token}`);
     for (let i = 0; i < 3; i++) expectRefused(await send('198.51.100.1'));
     expectRefused(await send('198.51.100.2'));
     expectRefused(await send('2001:db8:1:2::1'));
@@ -327,27 +341,11 @@ describe('the once-a-minute window is per reason and client (or address, for a t
 });
 
 describe('addresses past 20 a minute for one reason are counted together (an IPv6 /64 costs little)', () => {
-  const dataDir = tempDir();
   const log = pinoCapture();
-  let issuer: Issuer;
-  let e: Express;
-
-  beforeAll(async () => {
-    issuer = createIssuer({ issuer: 'http://issuer.test', audience: AUDIENCE, dataDir, logger: log.logger });
-    e = express();
-    e.set('trust proxy', true);
-    e.use(issuer.router());
-    e.get('/me', issuer.requireBearer(), sendAuth);
-    await issuer.ready();
-  });
-
-  afterAll(async () => {
-    await issuer.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  const s = issuerBehindProxy(log);
 
   it('malformed tokens from 30 /64s at the default level: 20 lines with their own address, one for the rest, not 30', async () => {
-    for (let i = 1; i <= 30; i++) expectRefused(await request(e).get('/me').set('X-Forwarded-For', `2001:db8:${i.toString(16)}::1`).set('Authorization', 'Bearer abc.def.ghi'));
+    for (let i = 1; i <= 30; i++) expectRefused(await request(s.app).get('/me').set('X-Forwarded-For', `2001:db8:${i.toString(16)}::1`).set('Authorization', 'Bearer abc.def.ghi'));
     const lines = log.events('token.rejected');
     expect(lines.map((l) => [l.level, l.reason, l.ip, l.other_addresses])).toEqual([
       ...Array.from({ length: 20 }, (_, i) => [PINO_INFO, 'malformed', `2001:db8:${(i + 1).toString(16)}::1`, undefined]),
