@@ -25,7 +25,7 @@
  * 30 s, the server gets SIGTERM at the end and SIGKILL 10 s later.
  */
 'use strict';
-const { spawn } = require('node:child_process');
+const { spawnExample } = require('./lib/proc');
 const http = require('node:http');
 const { mkdtempSync, readFileSync, rmSync } = require('node:fs');
 const { tmpdir } = require('node:os');
@@ -43,24 +43,7 @@ const PHASE_MAX_MS = 30_000;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function startServer(dataDir) {
-  const child = spawn(process.execPath, [SERVER_JS], {
-    env: { PATH: process.env.PATH, PORT: String(PORT), HOST: '127.0.0.1', ISSUER: `http://localhost:${PORT}`, DATA_DIR: dataDir, DEMO_CLIENT: '0', WORKERS: String(WORKERS), METRICS: '1', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
-  child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const listening = (async () => {
-    for (let i = 0; i < 1500; i++) {
-      if ((stdout.match(/"server\.listening"/g) || []).length >= WORKERS) return;
-      if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${stderr}`);
-      await sleep(20);
-    }
-    throw new Error(`server did not listen: ${stdout} ${stderr}`);
-  })();
-  return { child, exited, listening, stdout: () => stdout };
+  return spawnExample({ PORT: String(PORT), HOST: '127.0.0.1', ISSUER: `http://localhost:${PORT}`, DATA_DIR: dataDir, DEMO_CLIENT: '0', WORKERS: String(WORKERS), METRICS: '1', LOG_LEVEL: 'info' }, { script: SERVER_JS, listeners: WORKERS, timeoutMs: 30_000 });
 }
 
 /** One GET; resolves with its status and how long it took (ms). */

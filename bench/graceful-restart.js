@@ -26,13 +26,12 @@
  * SIGKILL if it has not exited 15 s after its SIGTERM.
  */
 'use strict';
-const { spawn } = require('node:child_process');
+const { spawnExample } = require('./lib/proc');
 const http = require('node:http');
 const { mkdtempSync, rmSync } = require('node:fs');
 const { tmpdir } = require('node:os');
 const path = require('node:path');
 
-const SERVER_JS = path.join(__dirname, '..', 'dist', 'examples', 'server.js');
 const STOPS = Number(process.env.STOPS || 20);
 const CONNECTIONS = Number(process.env.CONNECTIONS || 8);
 const CLIENT = process.env.CLIENT || 'http';
@@ -43,24 +42,7 @@ const PAUSE_MS = Number(process.env.PAUSE_MS || 0);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function startServer(dataDir) {
-  const child = spawn(process.execPath, [SERVER_JS], {
-    env: { PATH: process.env.PATH, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, DEMO_CLIENT: '0', ...(process.env.SERVER_ENV ? JSON.parse(process.env.SERVER_ENV) : {}) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
-  child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const listening = (async () => {
-    for (let i = 0; i < 500; i++) {
-      if (stdout.includes('"server.listening"')) return;
-      if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${stderr}`);
-      await sleep(20);
-    }
-    throw new Error('server did not listen');
-  })();
-  return { child, exited, listening, stderr: () => stderr };
+  return spawnExample({ PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, DEMO_CLIENT: '0', ...(process.env.SERVER_ENV ? JSON.parse(process.env.SERVER_ENV) : {}) }, { timeoutMs: 10_000 });
 }
 
 /** One request with node:http; resolves with what the client saw. */

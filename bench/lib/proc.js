@@ -315,4 +315,29 @@ async function readDemoClient(file, timeoutMs = 10_000) {
   }
 }
 
-module.exports = { hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, askMemory, killAll, freePort, readDemoClient };
+/**
+ * The compiled example server (`script`, dist/examples/server.js by default) with `env` (and PATH), its output kept:
+ * `listening` resolves once `listeners` processes (WORKERS=N: N) logged server.listening, and rejects
+ * when it exits first or none does within `timeoutMs`; `exited` resolves with its code and signal.
+ */
+function spawnExample(env, { script = path.join(__dirname, '..', '..', 'dist', 'examples', 'server.js'), listeners = 1, timeoutMs = 10_000 } = {}) {
+  const child = spawn(process.execPath, [script], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const listening = (async () => {
+    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; await new Promise((r) => setTimeout(r, 20))) {
+      if ((stdout.match(/"server\.listening"/g) || []).length >= listeners) return;
+      if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${stderr}`);
+    }
+    throw new Error(`server did not listen: ${stdout} ${stderr}`);
+  })();
+  return { child, exited, listening, stdout: () => stdout, stderr: () => stderr };
+}
+
+module.exports = { spawnExample, hasTaskset, pinSelf, reniceSelf, startSpinner, startServer, stopServer, startProcess, stopProcess, procMemory, procCpuUs, memoryOf, askMemory, killAll, freePort, readDemoClient };
