@@ -121,7 +121,7 @@ describe('top level', () => {
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe(
-      "error: unknown command 'frobnicate' (commands: create, list, update, revoke, revoke-tokens, rotate-secret, keys, client-key, help; client-credentials --help describes them)\n",
+      "error: unknown command 'frobnicate' (commands: create, list, show, update, revoke, revoke-tokens, rotate-secret, keys, client-key, help; client-credentials --help describes them)\n",
     );
     expect(fs.existsSync(dataDir)).toBe(false);
   });
@@ -235,8 +235,8 @@ describe('create', () => {
     expect(r.stdout.endsWith('\n')).toBe(true);
     expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
     const body = JSON.parse(r.stdout);
-    expect(Object.keys(body)).toEqual(['client_id', 'client_secret', 'name', 'scope']);
-    expect(body).toMatchObject({ name: 'svc', scope: 'a b' });
+    expect(Object.keys(body)).toEqual(['client_id', 'client_secret', 'name', 'scope', 'auth']);
+    expect(body).toMatchObject({ name: 'svc', scope: 'a b', auth: 'client_secret' });
     expect(r.stderr).toMatch(/^warning: /);
     const stored = await withStore((s) => s.findClient(body.client_id));
     expect(verifySecret(body.client_secret, stored!.secrets[0].hash)).toBe(true);
@@ -1072,7 +1072,7 @@ describe('bin/client-credentials.js', () => {
       expect(r.signal).toBeNull();
       expect(r.status).toBe(0);
       const body = JSON.parse(r.stdout);
-      expect(Object.keys(body)).toEqual(['client_id', 'client_secret', 'name', 'scope']);
+      expect(Object.keys(body)).toEqual(['client_id', 'client_secret', 'name', 'scope', 'auth']);
       expect(body.name).toBe('x');
       expect(r.stderr).toMatch(/^warning: /);
       const stored = await withStore((s) => s.findClient(body.client_id));

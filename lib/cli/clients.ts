@@ -1,5 +1,5 @@
 /** `create`, `list`, `update`, `revoke`, `revoke-tokens`, `rotate-secret`: the client commands. */
-import { SecretRotationConflictError, type ClientChanges, type ClientUpdate, type IssuedCredentials } from '../core/clients';
+import { SecretRotationConflictError, type ClientChanges, type ClientInfo, type ClientUpdate, type IssuedCredentials } from '../core/clients';
 import { isScopeToken, scopeOption } from '../core/scope';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { createKeyClient } from './client-keys';
@@ -93,7 +93,7 @@ export const create: Handler = async (args, ctx) => {
     (c: IssuedCredentials) => {
       const scopeText = c.scopes.join(' ');
       if (values.json) {
-        ctx.out(JSON.stringify({ client_id: c.clientId, client_secret: c.clientSecret, name: c.name, scope: scopeText, ...policyJson(policy) }));
+        ctx.out(JSON.stringify({ client_id: c.clientId, client_secret: c.clientSecret, name: c.name, scope: scopeText, auth: 'client_secret', ...policyJson(policy) }));
         return;
       }
       ctx.out('Client created.');
@@ -115,6 +115,23 @@ export const create: Handler = async (args, ctx) => {
   return 0;
 };
 
+/** A client as `list --json` and `show --json` print it: never a secret or a hash. */
+function clientJson(c: ClientInfo): Record<string, unknown> {
+  return {
+    client_id: c.clientId,
+    name: c.name,
+    scope: c.scopes.join(' '),
+    status: c.revokedAt ? 'revoked' : 'active',
+    created_at: c.createdAt.toISOString(),
+    revoked_at: c.revokedAt ? c.revokedAt.toISOString() : null,
+    active_secrets: c.activeSecrets,
+    auth: c.authMethod,
+    ...(c.jwksUri && { jwks_uri: c.jwksUri }),
+    ...(c.kids.length > 0 && { kids: c.kids }),
+    ...policyJson(c),
+  };
+}
+
 export const list: Handler = async (args, ctx) => {
   const { values } = parseCommand('list', args, { json: { type: 'boolean' } });
   ctx.stores.readOnly = true;
@@ -122,20 +139,7 @@ export const list: Handler = async (args, ctx) => {
   if (values.json) {
     ctx.out(
       JSON.stringify(
-        clients.map((c) => ({
-          client_id: c.clientId,
-          name: c.name,
-          scope: c.scopes.join(' '),
-          status: c.revokedAt ? 'revoked' : 'active',
-          created_at: c.createdAt.toISOString(),
-          revoked_at: c.revokedAt ? c.revokedAt.toISOString() : null,
-          active_secrets: c.activeSecrets,
-          auth: c.authMethod,
-          ...(c.jwksUri && { jwks_uri: c.jwksUri }),
-          ...(c.resources.length > 0 && { resources: c.resources }),
-          ...(c.permissions.length > 0 && { permissions: c.permissions }),
-          ...(c.requireDpop && { dpop_bound_access_tokens: true }),
-        })),
+        clients.map(clientJson),
       ),
     );
     return 0;
@@ -146,6 +150,36 @@ export const list: Handler = async (args, ctx) => {
   }
   const rows = clients.map((c) => [c.clientId, c.name, c.scopes.join(' ') || '-', c.revokedAt ? 'revoked' : 'active', iso(c.createdAt), c.authMethod]);
   for (const line of table(['CLIENT_ID', 'NAME', 'SCOPE', 'STATUS', 'CREATED', 'AUTH'], rows)) ctx.out(line);
+  return 0;
+};
+
+export const show: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand('show', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE });
+  const clientId = positionals[0];
+  ctx.stores.readOnly = true;
+  const c = await services(ctx).get(clientId);
+  if (!c) throw new CommandError(`no client with id ${quoted(clientId)}`);
+  if (values.json) {
+    ctx.out(JSON.stringify(clientJson(c)));
+    return 0;
+  }
+  const line = (label: string, value: string): void => ctx.out(`${`${label}:`.padEnd(14)}${value}`);
+  line('client_id', c.clientId);
+  line('name', printable(c.name));
+  line('status', c.revokedAt ? `revoked since ${iso(c.revokedAt)}` : 'active');
+  line('created', iso(c.createdAt));
+  if (c.authMethod === 'private_key_jwt') {
+    line('auth', 'private_key_jwt (a signed assertion; no secret)');
+    if (c.jwksUri) line('jwks_uri', printable(c.jwksUri));
+    else line('keys', c.kids.length > 0 ? c.kids.map(printable).join(' ') : '(none)');
+  } else {
+    const secrets = c.activeSecrets === 0 ? 'no secret works' : c.activeSecrets === 1 ? '1 secret works' : `${c.activeSecrets} secrets work: a rotation's overlap`;
+    line('auth', `client_secret (${secrets})`);
+  }
+  line('scope', c.scopes.join(' ') || '(none)');
+  line('resources', c.resources.length > 0 ? c.resources.map(printable).join(' ') : '(none: tokens for the default audience only)');
+  line('permissions', c.permissions.length > 0 ? c.permissions.join(' ') : '(none)');
+  line('dpop', c.requireDpop ? 'required (every token request must carry a DPoP proof)' : 'optional');
   return 0;
 };
 

@@ -40,6 +40,7 @@ Commands:
   create --name NAME --auth private_key_jwt (--jwks FILE | --jwks-uri URL | --generate-key --out FILE)
                                                  create a key-based client (no secret)
   list [--json]                                  list clients (never secrets)
+  show CLIENT_ID [--json]                        everything about one client (never secrets)
   update CLIENT_ID [--name NAME] [--scope "a b"] [--resource URL]... [--no-resources]
          [--[no-]introspect] [--[no-]require-dpop] [--json]
                                                  change a client's name or what it may have
@@ -98,7 +99,7 @@ Options:
   --require-dpop    refuse this client's token requests without a DPoP proof
                     (RFC 9449 dpop_bound_access_tokens): its tokens are always
                     sender-constrained
-  --json            print one JSON object {client_id, client_secret, name, scope};
+  --json            print one JSON object {client_id, client_secret, name, scope, auth};
                     with private_key_jwt {client_id, name, scope, auth, kids}, or
                     {client_id, name, scope, auth, kid} with --generate-key
   -h, --help        show this help
@@ -114,8 +115,23 @@ creation time and how it authenticates (client_secret or private_key_jwt). Secre
 Options:
   --json      print a JSON array of {client_id, name, scope, status, created_at,
               revoked_at, active_secrets, auth}, with jwks_uri for a client
-              that publishes its keys there, and resources, permissions and
+              that publishes its keys there, kids for one whose keys are
+              registered, and resources, permissions and
               dpop_bound_access_tokens when set
+  -h, --help  show this help
+
+${ENVIRONMENT}
+`,
+
+  show: `Usage: ${BIN} show CLIENT_ID [--json]
+
+Shows one client: its name, status, creation time, how it authenticates (how
+many secrets work now, or its keys' kids or jwks_uri), its scope, the resources
+it may ask tokens for, its permissions and whether it must use DPoP. Secrets and
+their hashes are never shown. Exits 1 when no client has that id.
+
+Options:
+  --json      print one JSON object, the same as one element of 'list --json'
   -h, --help  show this help
 
 ${ENVIRONMENT}

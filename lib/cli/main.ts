@@ -5,7 +5,7 @@
  */
 import { UsageError } from './args';
 import { clientKey } from './client-keys';
-import { create, list, revoke, revokeTokens, rotateSecret, update } from './clients';
+import { create, list, revoke, revokeTokens, rotateSecret, show, update } from './clients';
 import { LazyStore, OutputError, oneLine, quoted, withHelp, type CliIo, type Context, type Handler } from './context';
 import { HELP, helpPointer } from './help';
 import { keys } from './keys';
@@ -29,6 +29,7 @@ const help: Handler = async (args, ctx) => {
 const COMMANDS: Record<string, Handler> = {
   create: withHelp('create', create),
   list: withHelp('list', list),
+  show: withHelp('show', show),
   update: withHelp('update', update),
   revoke: withHelp('revoke', revoke),
   'revoke-tokens': withHelp('revoke-tokens', revokeTokens),
