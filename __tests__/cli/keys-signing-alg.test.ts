@@ -35,11 +35,26 @@ test('keys rotate without SIGNING_ALG while an RS256 key is pending and ES256 si
   expect(r.stdout).toMatch(/^New signing key \S+ \(ES256\) published\.\n/);
   expect(r.stdout).toContain(`${signing[0].kid} signs until then.`);
   expect(r.stdout).toContain(`The pending key ${rs256.kid} `);
-
   const keys = await keysJson();
   expect(keys.filter((k) => k.status === 'pending').map((k) => k.alg)).toEqual(['ES256']);
   expect(keys.find((k) => k.kid === rs256.kid)?.status).toBe('retired');
   expect(keys.filter((k) => k.status === 'current').map((k) => k.kid)).toEqual([signing[0].kid]);
+
+  // --json says the same: a second rotation withdraws the ES256 key the first one published
+  const firstNew = (await keysJson()).find((k) => k.status === 'pending')!;
+  const again = await cli(['keys', 'rotate', '--lead-time', '10m', '--json']);
+  expect(again.code).toBe(0);
+  expect(JSON.parse(again.stdout)).toEqual({
+    kid: expect.any(String),
+    alg: 'ES256',
+    status: 'pending',
+    activates_at: expect.any(String),
+    signs_until_then: signing[0].kid,
+    withdrawn: [firstNew.kid],
+  });
+  const now = await cli(['keys', 'rotate', '--lead-time', '0', '--json']);
+  expect(JSON.parse(now.stdout)).toMatchObject({ status: 'current', signs_until_then: null });
+  expect(JSON.parse(now.stdout).withdrawn).toHaveLength(1);
 });
 
 test('keys rotate without SIGNING_ALG after a switch to RS256 has taken effect keeps RS256', async () => {

@@ -265,7 +265,10 @@ earlier rotation is withdrawn: it never signs. Prints the new kid.
 Options:
   --lead-time DURATION  30s, 15m, 2h, 1d or seconds, at most 1d
                         (default: KEY_ROTATION_LEAD_TIME, else 300 seconds)
-  --json                print one JSON object {kid, alg, status, activates_at}
+  --json                print one JSON object {kid, alg, status, activates_at,
+                        signs_until_then, withdrawn}: the kid of the key that signs
+                        until the new one does (null with no lead time) and the
+                        kids of pending keys the rotation withdrew
   -h, --help            show this help
 
 ${KEY_ENVIRONMENT}

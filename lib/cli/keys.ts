@@ -126,7 +126,15 @@ const keysRotate: Handler = async (args, ctx) => {
   }
   if (values.json) {
     ctx.out(
-      JSON.stringify({ kid: key.kid, alg: key.alg, status: keyStatus(key, ring.list(), Date.now()), activates_at: new Date(key.activatesAt).toISOString() }),
+      JSON.stringify({
+        kid: key.kid,
+        alg: key.alg,
+        status: keyStatus(key, ring.list(), Date.now()),
+        activates_at: new Date(key.activatesAt).toISOString(),
+        // what the text says in words: the key that signs until then, and pending keys this rotation withdrew
+        signs_until_then: leadTime > 0 ? (signing?.kid ?? null) : null,
+        withdrawn: withdrawn.map((k) => k.kid),
+      }),
     );
     return 0;
   }
