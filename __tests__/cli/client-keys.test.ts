@@ -90,6 +90,22 @@ describe('create --auth private_key_jwt --generate-key', () => {
     expect(JSON.parse(fs.readFileSync(out, 'utf8'))).toEqual({ keep: true });
     expect(fs.existsSync(dirs.dataDir)).toBe(false); // no client, not even a store
   });
+
+  it('refuses --out - (not stdout: the private key would be mixed with the output) and an empty --out, and creates nothing', async () => {
+    const cwd = process.cwd();
+    process.chdir(dirs.tmp); // the code before wrote a file named '-' here
+    try {
+      for (const out of ['-', '']) {
+        const r = await cli(['create', '--name', 'svc', '--auth', 'private_key_jwt', '--generate-key', '--out', out]);
+        expect(r.code).toBe(2);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toBe(`error: --out needs a file name for the private key, got '${out}' (it is never written to stdout) (run 'client-credentials create --help' for usage)\n`);
+      }
+      expect(fs.readdirSync(dirs.tmp)).toEqual([]);
+    } finally {
+      process.chdir(cwd);
+    }
+  });
 });
 
 describe('create --auth private_key_jwt --jwks', () => {

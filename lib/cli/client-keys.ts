@@ -138,6 +138,8 @@ export async function createKeyClient(ctx: Context, name: string, scope: string 
   let privateText = '';
   if (values['generate-key']) {
     outFile = values.out!;
+    // '-' is not stdout here: the private key would be mixed with the client's output, and sent where the client id goes
+    if (outFile === '-' || outFile === '') throw new UsageError(`--out needs a file name for the private key, got ${quoted(outFile)} (it is never written to stdout)`, 'create');
     refuseExisting(outFile);
     const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const pub = publicKey.export({ format: 'jwk' }) as JsonWebKey;

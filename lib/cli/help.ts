@@ -86,7 +86,8 @@ Options:
                     P-384 or RSA); a key without kid gets its RFC 7638 thumbprint
   --generate-key    make an ES256 key pair: the private JWK (with its kid) goes to
                     --out FILE with mode 0600, the public key is registered
-  --out FILE        where --generate-key writes the private key; never overwritten
+  --out FILE        where --generate-key writes the private key; never overwritten,
+                    never stdout ('-' is refused)
   --jwks-uri URL    where the client publishes its public keys (https; http only
                     on loopback; at most 2048 characters); fetched with a 5 s
                     timeout and a 64 KiB cap, cached 5 min, refetched once per
