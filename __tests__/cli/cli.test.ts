@@ -713,8 +713,8 @@ describe('keys', () => {
     const r = await cli(['keys', 'rotate', '--lead-time', '1h', '--json']);
     expect(r.code).toBe(0);
     const body = JSON.parse(r.stdout);
-    expect(Object.keys(body)).toEqual(['kid', 'alg', 'status', 'activates_at']);
-    expect(body).toMatchObject({ alg: 'ES256', status: 'pending' });
+    expect(Object.keys(body)).toEqual(['kid', 'alg', 'status', 'activates_at', 'signs_until_then', 'withdrawn']);
+    expect(body).toMatchObject({ alg: 'ES256', status: 'pending', signs_until_then: first.kid, withdrawn: [] });
     expect(body.kid).not.toBe(first.kid);
     expect(Date.parse(body.activates_at)).toBeGreaterThanOrEqual(before + 3_600_000);
 
