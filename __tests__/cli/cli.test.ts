@@ -407,6 +407,28 @@ describe('revoke and revoke-tokens with REDIS_URL', () => {
       expect(clients.find((c) => c.client_id === b.client_id)).toMatchObject({ generation: 1, revoked_at: null });
     });
   });
+
+  it('a malformed REDIS_URL is a usage error before anything changes (revoke, revoke-tokens, update), and hides its password', async () => {
+    const c = await createJson('a', 'orders:read orders:write');
+    for (const url of ['redis//127.0.0.1:6379', 'localhost:6379', 'http://127.0.0.1:6379', 'redis://:hunter2@']) {
+      const env = { REDIS_URL: url };
+      for (const args of [['revoke', c.client_id], ['revoke-tokens', c.client_id], ['update', c.client_id, '--scope', 'orders:read']]) {
+        const r = await cli(args, env);
+        expect(r.code).toBe(2);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toBe(`error: REDIS_URL must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace('hunter2', '…').replace(':…@', '…@'))}\n`);
+      }
+    }
+    await withStore(async (store) => {
+      const stored = await store.findClient(c.client_id);
+      expect(stored?.revokedAt).toBeNull();
+      expect(stored?.scopes).toEqual(['orders:read', 'orders:write']);
+      const { clients } = await store.listRevocations(new Date(), new Date(Date.now() - 3_600_000));
+      expect(clients.find((x) => x.client_id === c.client_id)).toBeUndefined();
+    });
+    // a command that never rings Redis is not held up by it
+    expect((await cli(['list'], { REDIS_URL: 'localhost:6379' })).code).toBe(0);
+  });
 });
 
 describe('revoke', () => {

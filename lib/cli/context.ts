@@ -6,6 +6,7 @@ import { deferredKeyStore } from '../core/keys';
 import { withDeadline } from '../shared/deadline';
 import { clip } from '../shared/visible-text';
 import { REDIS_DEADLINE_MS } from '../stores/redis-deadline';
+import { checkRedisUrl } from '../stores/redis-url';
 import { RedisRevocationNotifier } from '../stores/redis-revocation-notifier';
 import pino from 'pino';
 import { silentLogger, type Logger } from '../logger';
@@ -93,6 +94,14 @@ export class LazyStore {
    * creating nothing, instead of showing an empty store it made.
    */
   readOnly = false;
+
+  /**
+   * For the commands that may ring the instances through Redis (revoke, revoke-tokens, update):
+   * a malformed REDIS_URL is a usage error before anything is changed, not a vague warning after.
+   */
+  checkRedisUrl(): void {
+    if (this.env.REDIS_URL) checkRedisUrl(this.env.REDIS_URL);
+  }
 
   get = (): Promise<Store> => {
     if (this.opening) return this.opening;
