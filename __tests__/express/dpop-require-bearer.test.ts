@@ -251,6 +251,17 @@ describe('issuer.requireBearer() with DPoP', () => {
     expectError(two, 400, 'invalid_request', 'Bearer');
   });
 
+  it('a token also in the URL → 400 invalid_request on the challenge of the scheme the header used', async () => {
+    const viaDpop = await get('/api/orders?access_token=x', `DPoP ${dpopToken}`, proofFor('/api/orders'));
+    expectError(viaDpop, 400, 'invalid_request', 'DPoP');
+    expect(challengesOf(viaDpop).Bearer).toEqual({ realm: expect.any(String) });
+    const viaBearer = await get('/api/orders?access_token=x', `Bearer ${bearerToken}`);
+    expectError(viaBearer, 400, 'invalid_request', 'Bearer');
+    expect(challengesOf(viaBearer).DPoP).toEqual({ algs: 'ES256 ES384 PS256 RS256' });
+    const urlOnly = await get(`/api/orders?access_token=${bearerToken}`);
+    expectError(urlOnly, 400, 'invalid_request', 'Bearer');
+  });
+
   it('a Bearer token with a stray DPoP header is still accepted', async () => {
     expect((await get('/api/orders', `Bearer ${bearerToken}`, proofFor('/api/orders', bearerToken))).status).toBe(200);
   });

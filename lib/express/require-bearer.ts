@@ -153,7 +153,9 @@ export function bearerMiddleware(options: BearerMiddlewareOptions): RequestHandl
     const inBody = req.body !== null && typeof req.body === 'object' && 'access_token' in req.body;
     if (inUrl || inBody) {
       const fault: BearerRequestFault = header || (inUrl && inBody) ? 'multiple_tokens' : inUrl ? 'token_in_url' : 'token_in_body';
-      return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body', { detail: fault }));
+      // the error goes on the challenge of the scheme the Authorization header used, if it used DPoP
+      const scheme = header && mode !== 'disabled' && startsWithScheme(header, 'dpop') ? 'dpop' : 'bearer';
+      return fail(res, new InvalidRequestError('send the access token in the Authorization header, not in the URL or the body', { detail: fault }), scheme);
     }
     if (header && repeatedAuthorization(req.rawHeaders)) return fail(res, new InvalidRequestError('send one Authorization header', { detail: 'repeated_authorization' }), 'both');
     if (mode !== 'disabled' && header && startsWithScheme(header, 'dpop')) {
