@@ -94,9 +94,27 @@ export function createHttpServer(app: Express, timeouts: HttpTimeouts = {}): htt
   const headersTimeout = timeouts.headersTimeout ?? Math.min(DEFAULT_HTTP_TIMEOUTS.headersTimeout, requestTimeout);
   const connectionsCheckingInterval = Math.max(10, Math.min(1_000, Math.floor(Math.min(requestTimeout, headersTimeout) / 10)));
   // Node checks headersTimeout <= requestTimeout here (a RangeError otherwise)
-  const server = http.createServer({ ...appConstructors(app), requestTimeout, headersTimeout, keepAliveTimeout, connectionsCheckingInterval }, app);
+  // requireHostHeader: Node would answer an HTTP/1.1 request without Host itself, with no body; hostRequired() does, in JSON
+  const options = { ...appConstructors(app), requestTimeout, headersTimeout, keepAliveTimeout, connectionsCheckingInterval, requireHostHeader: false };
+  const server = http.createServer(options, hostRequired(app));
   server.on('clientError', answerClientError);
   return server;
+}
+
+const NO_HOST = JSON.stringify({ error: 'invalid_request', error_description: 'an HTTP/1.1 request needs a Host header' });
+
+/** RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, as Node answers it (then the connection is closed), with the JSON body every other error has. */
+function hostRequired(app: Express): http.RequestListener {
+  return (req, res) => {
+    if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return void app(req, res);
+    res.writeHead(400, {
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': Buffer.byteLength(NO_HOST),
+      'Cache-Control': 'no-store',
+      Connection: 'close',
+    });
+    res.end(NO_HOST);
+  };
 }
 
 /** Status, reason phrase, `error` and `error_description` for what Node's parser and timers refuse before the app sees a request. */

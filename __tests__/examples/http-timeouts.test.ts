@@ -134,6 +134,18 @@ describe("what Node refuses before the app sees a request: the status Node gives
     expect(JSON.stringify(answer.body)).not.toMatch(/HELLO|Bad Header|abc/);
   });
 
+  it('an HTTP/1.1 request without Host (RFC 9112 §3.2): 400 invalid_request in JSON, the connection closed; HTTP/1.0 needs none', async () => {
+    const answer = parsed(await send('GET /health HTTP/1.1\r\n\r\n'));
+    expect(answer).toEqual({
+      status: 400,
+      headers: expect.objectContaining({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', connection: 'close' }),
+      body: { error: 'invalid_request', error_description: 'an HTTP/1.1 request needs a Host header' },
+    });
+    const old = await send('GET /health HTTP/1.0\r\n\r\n');
+    expect(old).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(old).toContain('{"status":"ok"}');
+  });
+
   it('a malformed request on a kept-alive connection, after an answered one: the first answer intact, then a 400', async () => {
     const client = rawClient(running.url);
     client.socket.write('GET /health HTTP/1.1\r\nHost: test\r\n\r\n');
