@@ -96,8 +96,35 @@ export function metricsFromEnv(env: NodeJS.ProcessEnv): MetricsSettings {
   return { enabled: true, port, host };
 }
 
+/** REDIS_KEY_PREFIX: deployments sharing one Redis keep their counters and proofs apart (default `ecc:`). */
+export function redisPrefixFromEnv(env: NodeJS.ProcessEnv): string {
+  return env.REDIS_KEY_PREFIX || 'ecc:';
+}
+
+/**
+ * An ioredis client for REDIS_URL, which fails a command at once while Redis cannot be reached (no offline
+ * queue, one retry); one `redis.unavailable` line (saying what `whileDown` means for this server) when Redis
+ * goes, as ioredis reports each reconnection attempt, and one `redis.recovered` when it is back. ioredis is
+ * loaded only when REDIS_URL is set (loading it is a sixth of the start-up time).
+ */
+export function openRedis(url: string, logger: pino.Logger, whileDown: string): Redis {
+  const redis = new (require('ioredis') as typeof import('ioredis').default)(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  let down = false;
+  redis.on('error', (err) => {
+    if (down) return;
+    down = true;
+    logger.warn({ event: 'redis.unavailable', err: err.message }, `Redis unavailable: ${whileDown}`);
+  });
+  redis.on('ready', () => {
+    if (!down) return;
+    down = false;
+    logger.info({ event: 'redis.recovered' }, 'Redis answers again');
+  });
+  return redis;
+}
+
 /** redis:// or rediss://, or a unix socket's absolute path (ioredis takes both); a malformed URL is refused, not taken for an outage. */
-function redisUrlFromEnv(env: NodeJS.ProcessEnv): string | undefined {
+export function redisUrlFromEnv(env: NodeJS.ProcessEnv): string | undefined {
   const url = env.REDIS_URL;
   if (!url) return undefined;
   if ((url.startsWith('/') && !url.startsWith('//')) || (/^rediss?:\/\/[^/]/i.test(url) && URL.canParse(url))) return url;
@@ -258,23 +285,8 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
   // against the same variable); the orders API's own when unset
   const scopesSupported = scopesSupportedFromEnv(env);
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
-  // ioredis is loaded only when REDIS_URL is set (loading it is a sixth of the start-up time)
-  const redis = redisUrl
-    ? new (require('ioredis') as typeof import('ioredis').default)(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
-    : undefined;
-  // one line when Redis goes (ioredis reports each reconnect attempt) and one when it is back
-  let redisDown = false;
-  redis?.on('error', (err) => {
-    if (redisDown) return;
-    redisDown = true;
-    logger.warn({ event: 'redis.unavailable', err: err.message }, 'Redis unavailable: failed authentications are counted in memory, DPoP proofs get 503, revocations reach the other instances through the store');
-  });
-  redis?.on('ready', () => {
-    if (!redisDown) return;
-    redisDown = false;
-    logger.info({ event: 'redis.recovered' }, 'Redis answers again');
-  });
-  const redisPrefix = env.REDIS_KEY_PREFIX || 'ecc:';
+  const redis = redisUrl ? openRedis(redisUrl, logger, 'failed authentications are counted in memory, DPoP proofs get 503, revocations reach the other instances through the store') : undefined;
+  const redisPrefix = redisPrefixFromEnv(env);
   // prom-client is loaded only when metrics are asked for
   const metrics = wantMetrics ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
   let issuer: Issuer | undefined;

@@ -11,13 +11,26 @@
  * REVOCATION_LIST (ISSUER + /oauth/revocation-list; `off` to accept tokens until they
  * expire), REVOCATION_LIST_INTERVAL (seconds between polls, 10, at most 300), CLOCK_TOLERANCE
  * (seconds of clock skew allowed, 5), REQUEST_TIMEOUT, HEADERS_TIMEOUT, KEEP_ALIVE_TIMEOUT (as the
- * orders API's, see env.ts). SIGTERM or SIGINT stop it as shutdown.ts stops the orders API.
+ * orders API's, see env.ts), REDIS_URL (several instances behind one PUBLIC_URL: each DPoP proof is
+ * accepted once by all of them, not once by each; REDIS_KEY_PREFIX as the orders API's). SIGTERM or
+ * SIGINT stop it as shutdown.ts stops the orders API.
  */
 import type { Server } from 'node:http';
 import express from 'express';
 import pino from 'pino';
 import { requireBearer } from '../lib';
-import { clockToleranceFromEnv, httpTimeoutsFromEnv, issuerUrlFromEnv, logLevelFromEnv, namingVariables, portFromEnv, secondsFromEnv } from './env';
+import {
+  clockToleranceFromEnv,
+  httpTimeoutsFromEnv,
+  issuerUrlFromEnv,
+  logLevelFromEnv,
+  namingVariables,
+  openRedis,
+  portFromEnv,
+  redisPrefixFromEnv,
+  redisUrlFromEnv,
+  secondsFromEnv,
+} from './env';
 import { listen } from './http-server';
 import { gracefulClose, serveUntilSignal } from './shutdown';
 
@@ -38,47 +51,57 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
   const list = env.REVOCATION_LIST || `${issuer}/oauth/revocation-list`;
   // at most the list's default maxStale (300 s), past which a list is stale
   const interval = secondsFromEnv(env, 'REVOCATION_LIST_INTERVAL', 0.05, 300);
-  const verify = {
-    issuer,
-    audience: env.AUDIENCE || `${issuer}/api`,
-    jwksUri: env.JWKS_URI || `${issuer}/.well-known/jwks.json`,
-    clockTolerance: clockToleranceFromEnv(env),
-    // revoked tokens are refused within one poll of the issuer's signed list
-    revocationList: list === 'off' ? undefined : { uri: list, interval },
-    // a DPoP proof's htu is this API's URL (without it, the audience's origin: here the issuer's)
-    publicUrl: env.PUBLIC_URL || `http://localhost:${port}`,
-    logger,
-  };
+  const redisUrl = redisUrlFromEnv(env);
+  const redis = redisUrl ? openRedis(redisUrl, logger, 'DPoP requests get 503 (Bearer requests go on)') : undefined;
+  // no store, no pool (the revocation list's poll timer does not hold the process): only Redis, if any
+  const closeRedis = async (): Promise<void> => void (await redis?.quit().catch(() => redis.disconnect()));
+  try {
+    const verify = {
+      issuer,
+      audience: env.AUDIENCE || `${issuer}/api`,
+      jwksUri: env.JWKS_URI || `${issuer}/.well-known/jwks.json`,
+      clockTolerance: clockToleranceFromEnv(env),
+      // revoked tokens are refused within one poll of the issuer's signed list
+      revocationList: list === 'off' ? undefined : { uri: list, interval },
+      // a DPoP proof's htu is this API's URL (without it, the audience's origin: here the issuer's)
+      publicUrl: env.PUBLIC_URL || `http://localhost:${port}`,
+      // REDIS_URL: a proof is accepted once by every instance sharing the Redis (else once by each, from its memory)
+      dpopProofs: redis && { redis, keyPrefix: `${redisPrefixFromEnv(env)}dpop:` },
+      logger,
+    };
 
-  const app = express();
-  app.disable('x-powered-by');
-  // liveness: the process answers
-  app.get('/health', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-  const guard = namingVariables(env, RESOURCE_VARIABLES, () => requireBearer(verify));
-  // readiness: the issuer's keys are held and its revocation list is fresh; 503 otherwise
-  app.get('/health/ready', (_req, res) => {
-    void guard.health().then((health) => {
-      res.setHeader('Cache-Control', 'no-store');
-      res.status(health.ok ? 200 : 503).json(health);
+    const app = express();
+    app.disable('x-powered-by');
+    // liveness: the process answers
+    app.get('/health', (_req, res) => {
+      res.json({ status: 'ok' });
     });
-  });
-  app.use('/api', guard);
-  app.get('/api/whoami', (req, res) => {
-    res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') });
-  });
-  app.get('/api/reports', requireBearer({ ...verify, scope: 'orders:read' }), (req, res) => {
-    res.json({ reports: [], for: req.auth!.clientId });
-  });
-  app.use((_req, res) => {
-    res.status(404).json({ error: 'not_found' });
-  });
+    const guard = namingVariables(env, RESOURCE_VARIABLES, () => requireBearer(verify));
+    // readiness: the issuer's keys are held and its revocation list is fresh; 503 otherwise
+    app.get('/health/ready', (_req, res) => {
+      void guard.health().then((health) => {
+        res.setHeader('Cache-Control', 'no-store');
+        res.status(health.ok ? 200 : 503).json(health);
+      });
+    });
+    app.use('/api', guard);
+    app.get('/api/whoami', (req, res) => {
+      res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') });
+    });
+    app.get('/api/reports', requireBearer({ ...verify, scope: 'orders:read' }), (req, res) => {
+      res.json({ reports: [], for: req.auth!.clientId });
+    });
+    app.use((_req, res) => {
+      res.status(404).json({ error: 'not_found' });
+    });
 
-  const { server, url } = await listen(app, port, env.HOST, timeouts);
-  logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
-  // nothing to release: no store, no pool (the revocation list's poll timer does not hold the process)
-  return { server, url, close: gracefulClose(server, async () => undefined) };
+    const { server, url } = await listen(app, port, env.HOST, timeouts);
+    logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
+    return { server, url, close: gracefulClose(server, closeRedis) };
+  } catch (err) {
+    redis?.disconnect(); // a start that failed (a bad setting, the port taken): nothing to let finish
+    throw err;
+  }
 }
 
 if (require.main === module) {

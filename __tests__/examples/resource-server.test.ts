@@ -10,6 +10,8 @@ import { startResourceServer, type RunningResourceServer } from '../../examples/
 import { startServer, type RunningServer } from '../../examples/server';
 import { tempDir } from '../helpers/app';
 import { newDpopKey } from '../helpers/dpop';
+import { describeIfRedis, redisUrl } from '../helpers/redis';
+import Redis from 'ioredis';
 
 const ISSUER = 'http://localhost:3000';
 
@@ -71,6 +73,71 @@ describe('examples/resource-server.ts with DPoP', () => {
     const res = await reports(`${ISSUER}/api/reports`);
     expect(res.status).toBe(401);
     expect(res.body.error).toBe('invalid_dpop_proof');
+  });
+});
+
+describeIfRedis('examples/resource-server.ts, two instances behind one PUBLIC_URL with REDIS_URL', () => {
+  const dataDir = tempDir();
+  const prefix = `ecc-test-rs-${process.pid}-${Date.now()}:`;
+  let issuer: RunningServer;
+  const apis: RunningResourceServer[] = [];
+  const key = newDpopKey();
+  let token: string;
+  let publicUrl: string;
+
+  beforeAll(async () => {
+    issuer = await startServer({ PORT: '0', HOST: '127.0.0.1', ISSUER, DATA_DIR: dataDir, LOG_LEVEL: 'silent' }, () => undefined, { demoClient: false });
+    const client = await issuer.issuer.clients.create({ name: 'reports-caller', scopes: 'orders:read' });
+    publicUrl = `http://api.test:${await freePort()}`;
+    for (let i = 0; i < 2; i++) {
+      apis.push(
+        await startResourceServer({
+          PORT: String(await freePort()),
+          HOST: '127.0.0.1',
+          ISSUER,
+          PUBLIC_URL: publicUrl,
+          JWKS_URI: `${issuer.url}/.well-known/jwks.json`,
+          REVOCATION_LIST: 'off',
+          REDIS_URL: redisUrl(),
+          REDIS_KEY_PREFIX: prefix,
+          LOG_LEVEL: 'silent',
+        }),
+      );
+    }
+    const res = await request(issuer.server)
+      .post('/oauth/token')
+      .set('DPoP', key.proof({ htm: 'POST', htu: `${ISSUER}/oauth/token` }))
+      .type('form')
+      .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
+    token = res.body.access_token;
+  });
+  afterAll(async () => {
+    for (const api of apis) await api.close();
+    await issuer?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+    const redis = new Redis(redisUrl());
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  it('a proof accepted by one instance is remembered in Redis under REDIS_KEY_PREFIX, and refused by the other (without REDIS_URL, instances in separate processes each accepted it once)', async () => {
+    const proof = key.proof({ htm: 'GET', htu: `${publicUrl}/api/whoami`, accessToken: token });
+    const first = await request(apis[0].server).get('/api/whoami').set('Authorization', `DPoP ${token}`).set('DPoP', proof);
+    expect(first.status).toBe(200);
+    const replay = await request(apis[1].server).get('/api/whoami').set('Authorization', `DPoP ${token}`).set('DPoP', proof);
+    expect(replay.status).toBe(401);
+    expect(replay.body.error).toBe('invalid_dpop_proof');
+    // the proof is remembered in Redis, under the prefix
+    const redis = new Redis(redisUrl());
+    try {
+      expect((await redis.keys(`${prefix}dpop:*`)).length).toBeGreaterThan(0);
+    } finally {
+      await redis.quit();
+    }
+    // a fresh proof still works on the second
+    const fresh = key.proof({ htm: 'GET', htu: `${publicUrl}/api/whoami`, accessToken: token });
+    expect((await request(apis[1].server).get('/api/whoami').set('Authorization', `DPoP ${token}`).set('DPoP', fresh)).status).toBe(200);
   });
 });
 
