@@ -146,7 +146,7 @@ describe('revocationFor (RFC 7009)', () => {
   it('RV1: the owner revokes its token → the event that refuses it', async () => {
     const { token, claims } = issue('c1', state);
     const event = await revocationFor(token, 'c1', verify);
-    expect(event).toEqual({ type: 'token', jti: claims.jti, clientId: 'c1', exp: claims.exp });
+    expect(event).toEqual({ type: 'token', jti: claims.jti, clientId: 'c1', exp: claims.exp, gen: 0 });
     state.apply(event!);
     expect(await introspect(token, verify, state)).toStrictEqual({ active: false });
   });

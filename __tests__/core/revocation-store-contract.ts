@@ -52,6 +52,17 @@ export function revocationStoreContract(name: string, open: () => Promise<Revoca
       ]);
     });
 
+    it("a raised generation deletes the client's denylisted tokens (it refuses them all), not another client's", async () => {
+      await t.store.revokeToken({ jti: 'a1', clientId: 'c1', exp: at(600) });
+      await t.store.revokeToken({ jti: 'a2', clientId: 'c1', exp: at(600) });
+      await t.store.revokeToken({ jti: 'b1', clientId: 'c2', exp: at(600) });
+      expect(await t.store.bumpTokenGeneration('c1', at(0))).toBe(1);
+      expect(byJti(await t.store.listRevocations(at(0), at(-600)))).toEqual([{ jti: 'b1', client_id: 'c2', exp: T0 / 1000 + 600 }]);
+      // one revoked after the raise stays
+      await t.store.revokeToken({ jti: 'a3', clientId: 'c1', exp: at(600) });
+      expect(byJti(await t.store.listRevocations(at(0), at(-600))).map((e) => e.jti)).toEqual(['a3', 'b1']);
+    });
+
     it('lists clients revoked since `revokedSince`, with their generation', async () => {
       await t.store.bumpTokenGeneration('old', at(-1000));
       await t.revokeClient('old', at(-1000));
@@ -114,6 +125,7 @@ export function memoryRevocationStore(): RevocationStoreUnderTest {
       await Promise.resolve();
       const g = (generations.get(clientId) ?? 0) + 1;
       generations.set(clientId, g);
+      for (const [jti, e] of tokens) if (e.clientId === clientId) tokens.delete(jti);
       return g;
     },
     async listRevocations(now, revokedSince) {

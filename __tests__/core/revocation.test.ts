@@ -65,6 +65,65 @@ describe('RevocationState', () => {
     expect(state.isRevoked({ jti: 'y', client_id: 'c1', gen: 3 })).toBe(false);
   });
 
+  it('a cut-off drops the entries of tokens it refuses (their generation is below it) and keeps the others; the count starts again', () => {
+    const { state, token } = setup();
+    const old = [token('c1', 'old-1'), token('c1', 'old-2')];
+    const otherClient = token('c2', 'other');
+    for (const t of [...old, otherClient]) state.apply({ type: 'token', jti: t.jti, clientId: t.client_id, exp: t.exp, gen: 0 });
+    // an entry whose generation is unknown (no gen) is never dropped by a cut-off
+    state.apply({ type: 'token', jti: 'unknown-gen', clientId: 'c1', exp: old[0].exp });
+    expect(state.deniedCount('c1')).toBe(3);
+    state.apply({ type: 'tokens', clientId: 'c1', generation: 1, at: T0 });
+    expect(state.deniedCount('c1')).toBe(1);
+    expect(state.snapshot().tokens.map((t) => t.jti).sort()).toEqual(['other', 'unknown-gen']);
+    for (const t of old) expect(state.isRevoked(t)).toBe('tokens_revoked_before');
+    expect(state.isRevoked(otherClient)).toBe('token_revoked');
+    // a token of the new generation revoked one by one is denylisted and counted; an old one is refused already: no entry
+    const fresh = token('c1', 'fresh');
+    state.apply({ type: 'token', jti: fresh.jti, clientId: 'c1', exp: fresh.exp, gen: 1 });
+    state.apply({ type: 'token', jti: 'old-3', clientId: 'c1', exp: fresh.exp, gen: 0 });
+    expect(state.deniedCount('c1')).toBe(2);
+    expect(state.isRevoked(fresh)).toBe('token_revoked');
+    // a second cut-off keeps nothing of generation 1 but the unknown one
+    state.apply({ type: 'tokens', clientId: 'c1', generation: 2, at: T0 });
+    expect(state.snapshot().tokens.map((t) => t.jti).sort()).toEqual(['other', 'unknown-gen']);
+    expect(state.isRevoked(fresh)).toBe('tokens_revoked_before');
+  });
+
+  it('a token revoked with a generation above what the state knows raises it (the issuer signed that generation), so nothing it lists names a token above its client\'s generation', () => {
+    const { state, token } = setup();
+    const newer = { ...token('c1', 'newer'), gen: 3 };
+    state.apply({ type: 'token', jti: newer.jti, clientId: 'c1', exp: newer.exp, gen: 3 });
+    expect(state.generation('c1')).toBe(3);
+    expect(state.isRevoked(newer)).toBe('token_revoked');
+    expect(state.isRevoked({ ...token('c1', 'older'), gen: 2 })).toBe('tokens_revoked_before');
+    // a verifier loading that list keeps the entry through the cut-offs it learns of up to 3, and drops it at 4
+    const verifier = setup().state;
+    verifier.load(state.snapshot());
+    expect(verifier.isRevoked(newer)).toBe('token_revoked');
+    verifier.apply({ type: 'tokens', clientId: 'c1', generation: 3, at: T0 });
+    expect(verifier.isRevoked(newer)).toBe('token_revoked');
+    verifier.apply({ type: 'tokens', clientId: 'c1', generation: 4, at: T0 });
+    expect(verifier.deniedCount('c1')).toBe(0);
+    expect(verifier.isRevoked(newer)).toBe('tokens_revoked_before');
+  });
+
+  it('a snapshot bounds its tokens by its own generation of their client: an older snapshot loaded after a cut-off adds no entry the cut-off covers', () => {
+    const { state, token } = setup();
+    const t = token('c1', 'in-old-snapshot');
+    const oldSnapshot = { tokens: [{ jti: t.jti, client_id: 'c1', exp: t.exp }], clients: [] };
+    state.apply({ type: 'tokens', clientId: 'c1', generation: 1, at: T0 });
+    state.load(oldSnapshot);
+    expect(state.deniedCount('c1')).toBe(0);
+    expect(state.isRevoked(t)).toBe('tokens_revoked_before');
+    // loaded before the cut-off, its entry goes when the cut-off comes
+    const other = setup().state;
+    other.load(oldSnapshot);
+    expect(other.deniedCount('c1')).toBe(1);
+    other.load({ tokens: [], clients: [{ client_id: 'c1', generation: 1, revoked_at: null }] });
+    expect(other.deniedCount('c1')).toBe(0);
+  });
+
   it('a client revoked and with a generation: both combine, the client revocation wins', () => {
     const { state, now } = setup();
     state.apply({ type: 'tokens', clientId: 'c1', generation: 1, at: now() });

@@ -225,15 +225,28 @@ describe('what one client can add to the revocation list is bounded (maxRevokedT
       expect((await revoke(app, c1, { token: tokens[3] })).status).toBe(200);
       expect((await callApi(app, tokens[3])).status).toBe(401);
       expect((await callApi(app, tokens[4])).status).toBe(401);
+      // the generation refuses the three denylisted tokens: their entries go, in memory and in the store
       const after = await listed();
-      expect(after.tokens).toHaveLength(3);
+      expect(after.tokens).toEqual([]);
       expect(after.clients).toEqual([expect.objectContaining({ client_id: c1.clientId, generation: 1 })]);
+      const store = await openEmbeddedStore({ dataDir: t.dataDir });
+      expect((await store.listRevocations(new Date(), new Date(0))).tokens).toEqual([]);
+      await store.close();
+      for (const at of tokens) expect((await callApi(app, at)).status).toBe(401);
       expect(warnings.filter((w) => w.event === 'client.tokens_revoked')).toEqual([
         expect.objectContaining({ client_id: c1.clientId, reason: 'revoked_tokens_cap', cap: 3 }),
       ]);
       // c1 asks again and goes on; c2 never noticed
-      expect((await callApi(app, await token(app, c1))).status).toBe(200);
+      const x = await token(app, c1);
+      const y = await token(app, c1);
+      expect((await callApi(app, x)).status).toBe(200);
       expect((await callApi(app, other)).status).toBe(200);
+      // the count started again: revoking x takes x alone (it took every token of c1 until they expired)
+      expect((await revoke(app, c1, { token: x })).status).toBe(200);
+      expectRevoked(await callApi(app, x));
+      expect((await callApi(app, y)).status).toBe(200);
+      expect((await listed()).tokens).toEqual([expect.objectContaining({ client_id: c1.clientId })]);
+      expect(warnings.filter((w) => w.event === 'client.tokens_revoked')).toHaveLength(1);
     } finally {
       await t.close();
     }

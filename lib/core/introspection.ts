@@ -5,7 +5,7 @@
  */
 import { InvalidRequestError, InvalidTokenError, type TokenRejectionReason } from '../errors';
 import type { AccessTokenClaims } from './issuer';
-import type { RevocationCheck, RevocationEvent } from './revocation';
+import { GENERATION_CLAIM, type RevocationCheck, type RevocationEvent } from './revocation';
 
 /** Verifies a token's signature and claims (the issuer's own verifier, accepting any of its audiences). */
 export type VerifyAccessToken = (token: string) => { claims: AccessTokenClaims & Record<string, unknown> } | Promise<{ claims: AccessTokenClaims & Record<string, unknown> }>;
@@ -143,5 +143,7 @@ export async function revocationFor(token: unknown, callerClientId: string, veri
   if (claims.client_id !== callerClientId) {
     throw new InvalidRequestError('the token was not issued to this client', { detail: `client ${callerClientId} tried to revoke a token of ${claims.client_id}` });
   }
-  return { type: 'token', jti: claims.jti, clientId: claims.client_id, exp: claims.exp };
+  // the token's generation: once the client's passes it, the generation refuses the token and its entry goes
+  const gen = claims[GENERATION_CLAIM];
+  return { type: 'token', jti: claims.jti, clientId: claims.client_id, exp: claims.exp, gen: typeof gen === 'number' ? gen : 0 };
 }

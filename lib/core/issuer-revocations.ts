@@ -155,7 +155,7 @@ export class IssuerRevocations {
     const cap = this.options.config.maxRevokedTokensPerClient;
     try {
       if (this.state.deniedCount(client.clientId) < cap) {
-        await this.writer.token(event.jti, event.clientId, event.exp);
+        await this.writer.token(event.jti, event.clientId, event.exp, event.gen);
       } else {
         // Every denylisted token is an entry of the signed list each standalone verifier polls, until it
         // expires: a client revoking its own tokens without end would grow it past what verifiers accept.

@@ -176,10 +176,10 @@ export class Revoker {
     private readonly feed: RevocationFeed,
   ) {}
 
-  /** RFC 7009: one token (its jti, owner and exp in epoch seconds). */
-  async token(jti: string, clientId: string, exp: number): Promise<void> {
+  /** RFC 7009: one token (its jti, owner, exp in epoch seconds and, when known, its generation: its `gen` claim, 0 without). */
+  async token(jti: string, clientId: string, exp: number, gen?: number): Promise<void> {
     await this.store.revokeToken({ jti, clientId, exp: new Date(exp * 1000) });
-    await this.feed.publish({ type: 'token', jti, clientId, exp });
+    await this.feed.publish({ type: 'token', jti, clientId, exp, gen });
   }
 
   /** revoke-tokens: every token issued to the client so far; answers the new generation. */

@@ -20,11 +20,21 @@
  *
  * Every revocation event is monotone (a jti is added, a generation only
  * rises, a client once revoked stays revoked), so applying events or
- * snapshots in any order, twice, or merged from several sources gives the
- * same state. Entries are dropped once no token they concern can still be
+ * snapshots in any order, twice, or merged from several sources refuses the
+ * same tokens. Entries are dropped once no token they concern can still be
  * valid: denylisted jtis after their token's `exp` (+ clock tolerance),
  * revoked clients after `maxTokenTtl` (the store refuses them new tokens).
  * Generations stay: one number per client that ever used revoke-tokens.
+ *
+ * A denylisted jti also goes once the client's generation has passed the
+ * token's: the generation refuses it already. Each entry keeps an upper
+ * bound of its token's generation (the token's own `gen` when it was
+ * verified here, a snapshot's generation of the client when it came in one,
+ * unbounded otherwise), and an entry whose bound is below the client's
+ * generation is dropped (or never added). So a cut-off (revoke-tokens, or
+ * the cap on one client's denylisted tokens) leaves the client no entries,
+ * and its count starts again; the stores delete them in the same
+ * transaction as they raise the generation.
  */
 
 import { InvalidTokenError } from '../errors';
@@ -38,7 +48,8 @@ export const GENERATION_CLAIM = 'gen';
 
 /** A revocation, as published to other instances and verifiers. Times: `exp` in epoch seconds (as in the token), `at` in epoch ms. */
 export type RevocationEvent =
-  | { type: 'token'; jti: string; clientId: string; exp: number }
+  /** `gen`: at least the token's generation (its `gen` claim; a snapshot's generation of the client); absent: unknown. */
+  | { type: 'token'; jti: string; clientId: string; exp: number; gen?: number }
   | { type: 'client'; clientId: string; at: number }
   | { type: 'tokens'; clientId: string; generation: number; at: number };
 
@@ -65,8 +76,8 @@ interface ClientCutoff {
 }
 
 export class RevocationState {
-  /** jti → { exp (epoch s), clientId } */
-  private readonly denied = new Map<string, { exp: number; clientId: string }>();
+  /** jti → { exp (epoch s), clientId, bound: at least the token's generation (Infinity: unknown) } */
+  private readonly denied = new Map<string, { exp: number; clientId: string; bound: number }>();
   /** How many of `denied` each client has. */
   private readonly deniedByClient = new Map<string, number>();
   private readonly clients = new Map<string, ClientCutoff>();
@@ -124,10 +135,17 @@ export class RevocationState {
       if ((e.exp + this.toleranceS) * 1000 <= now) return false; // the token is dead already
       // no entry outlives the longest token lifetime, whatever exp an event claims
       const exp = Math.min(e.exp, Math.ceil((now + this.maxTtlMs) / 1000));
+      const bound = typeof e.gen === 'number' && Number.isSafeInteger(e.gen) && e.gen >= 0 ? e.gen : Infinity;
       const had = this.denied.get(e.jti);
-      if (had && had.exp >= exp) return false;
-      this.denied.set(e.jti, { exp, clientId: had?.clientId ?? e.clientId });
-      if (!had) this.deniedByClient.set(e.clientId, (this.deniedByClient.get(e.clientId) ?? 0) + 1);
+      const clientId = had?.clientId ?? e.clientId;
+      // a token of generation g shows that the client's generation reached g (the issuer signed it so): raised here
+      // too, so that a list this state publishes never names a token above its client's generation
+      const raised = Number.isFinite(bound) && bound > this.generation(clientId) && this.raise(clientId, bound);
+      // the client's generation refuses the token already: no entry
+      if (bound < this.generation(clientId)) return raised;
+      if (had && had.exp >= exp && had.bound <= bound) return raised;
+      this.denied.set(e.jti, { exp: Math.max(exp, had?.exp ?? 0), clientId, bound: Math.min(bound, had?.bound ?? Infinity) });
+      if (!had) this.deniedByClient.set(clientId, (this.deniedByClient.get(clientId) ?? 0) + 1);
       return true;
     }
     if (typeof e.clientId !== 'string') return false;
@@ -141,11 +159,29 @@ export class RevocationState {
     }
     if (e.type === 'tokens') {
       if (!Number.isSafeInteger(e.generation) || e.generation <= (cutoff?.generation ?? 0)) return false;
-      if (cutoff) cutoff.generation = e.generation;
-      else this.clients.set(e.clientId, { generation: e.generation, revokedAt: null });
-      return true;
+      return this.raise(e.clientId, e.generation);
     }
     return false;
+  }
+
+  /** Raises the client's generation to `generation` (above its current one) and drops the entries it makes redundant. */
+  private raise(clientId: string, generation: number): true {
+    const cutoff = this.clients.get(clientId);
+    if (cutoff) cutoff.generation = generation;
+    else this.clients.set(clientId, { generation, revokedAt: null });
+    if (this.deniedByClient.has(clientId)) {
+      for (const [jti, entry] of this.denied) {
+        if (entry.clientId === clientId && entry.bound < generation) this.forget(jti, clientId);
+      }
+    }
+    return true;
+  }
+
+  private forget(jti: string, clientId: string): void {
+    this.denied.delete(jti);
+    const left = (this.deniedByClient.get(clientId) ?? 1) - 1;
+    if (left > 0) this.deniedByClient.set(clientId, left);
+    else this.deniedByClient.delete(clientId);
   }
 
   /** The event for "revoke every token of this client issued before now", with the next generation as this state knows it (one process; with a shared store use the store's bumpTokenGeneration). */
@@ -162,14 +198,19 @@ export class RevocationState {
     return { tokens, clients };
   }
 
-  /** Merges a snapshot (from the store, Redis or a signed list): entries only ever add, as with apply(). */
+  /**
+   * Merges a snapshot (from the store, Redis or a signed list), as with apply(). A snapshot is one moment:
+   * its tokens were issued at that moment's generation of their client or before, which bounds them.
+   */
   load(snapshot: RevocationSnapshot): void {
     const events: RevocationEvent[] = [];
-    for (const t of snapshot.tokens) events.push({ type: 'token', jti: t.jti, clientId: t.client_id, exp: t.exp });
+    const generations = new Map<string, number>();
     for (const c of snapshot.clients) {
       if (c.generation > 0) events.push({ type: 'tokens', clientId: c.client_id, generation: c.generation, at: 0 });
       if (c.revoked_at !== null) events.push({ type: 'client', clientId: c.client_id, at: c.revoked_at });
+      generations.set(c.client_id, Math.max(c.generation, 0));
     }
+    for (const t of snapshot.tokens) events.push({ type: 'token', jti: t.jti, clientId: t.client_id, exp: t.exp, gen: generations.get(t.client_id) ?? 0 });
     this.apply(events);
   }
 
@@ -181,10 +222,7 @@ export class RevocationState {
     const deadBefore = now / 1000 - this.toleranceS;
     for (const [jti, entry] of this.denied) {
       if (entry.exp <= deadBefore) {
-        this.denied.delete(jti);
-        const left = (this.deniedByClient.get(entry.clientId) ?? 1) - 1;
-        if (left > 0) this.deniedByClient.set(entry.clientId, left);
-        else this.deniedByClient.delete(entry.clientId);
+        this.forget(jti, entry.clientId);
         removed++;
       }
     }

@@ -15,6 +15,7 @@ export function embeddedRevocations(db: Database.Database) {
       'INSERT INTO token_generations (client_id, generation, updated_at) VALUES (?, 1, ?) ' +
         'ON CONFLICT (client_id) DO UPDATE SET generation = generation + 1, updated_at = excluded.updated_at RETURNING generation',
     ),
+    dropClientTokens: db.prepare('DELETE FROM revoked_tokens WHERE client_id = ?'),
     liveRevokedTokens: db.prepare<[number], { jti: string; client_id: string; exp: number }>('SELECT jti, client_id, exp FROM revoked_tokens WHERE exp > ?'),
     generations: db.prepare<[], { client_id: string; generation: number }>('SELECT client_id, generation FROM token_generations WHERE generation > 0'),
     revokedClients: db.prepare<[number], { client_id: string; revoked_at: number }>('SELECT client_id, revoked_at FROM clients WHERE revoked_at IS NOT NULL AND revoked_at >= ?'),
@@ -34,12 +35,20 @@ export function embeddedRevocations(db: Database.Database) {
     return { tokens, clients: [...clients.values()] };
   });
 
+  // the client's denylisted tokens were all issued before the new generation, which refuses them: their entries go in
+  // the same transaction (a token of the new generation is issued, and revoked, only once it is committed)
+  const bumpGeneration = db.transaction((clientId: string, at: number): number => {
+    const { generation } = q.bumpGeneration.get(clientId, at)!;
+    q.dropClientTokens.run(clientId);
+    return generation;
+  });
+
   return {
     revokeToken: ({ jti, clientId, exp }: { jti: string; clientId: string; exp: Date }) => {
       q.revokeToken.run(jti, clientId, exp.getTime());
     },
-    /** Raises the client's token generation by one (1 for its first) and answers it; inside the caller's transaction, if any. */
-    bumpGeneration: (clientId: string, at: number): number => q.bumpGeneration.get(clientId, at)!.generation,
+    /** Raises the client's token generation by one (1 for its first), deletes its denylisted tokens, and answers it; inside the caller's transaction, if any. */
+    bumpGeneration: (clientId: string, at: number): number => bumpGeneration(clientId, at),
     listRevocations: (now: Date, revokedSince: Date) => listRevocations(now.getTime(), revokedSince.getTime()),
     purgeExpiredRevocations: (now: Date) => {
       return q.purgeRevokedTokens.run(now.getTime()).changes;

@@ -10,10 +10,15 @@ import type { RevocationNotifier, RevocationStore } from './types';
 
 /** Raises the client's token generation by one (1 for its first) and answers it; on the pool or inside a transaction (`S`: the quoted schema). */
 export async function bumpGeneration(db: Pool | PoolClient, S: string, clientId: string, at: Date): Promise<number> {
+  // one statement: the client's denylisted tokens were all issued before the new generation, which refuses them, so
+  // their entries go with the raise (a token of the new generation is issued, and revoked, only once it is committed)
   const { rows } = await db.query<{ generation: string }>(
-    `INSERT INTO ${S}.token_generations (client_id, generation, updated_at) VALUES ($1, 1, $2)
-     ON CONFLICT (client_id) DO UPDATE SET generation = ${S}.token_generations.generation + 1, updated_at = EXCLUDED.updated_at
-     RETURNING generation`,
+    `WITH raised AS (
+       INSERT INTO ${S}.token_generations (client_id, generation, updated_at) VALUES ($1, 1, $2)
+       ON CONFLICT (client_id) DO UPDATE SET generation = ${S}.token_generations.generation + 1, updated_at = EXCLUDED.updated_at
+       RETURNING generation
+     ), dropped AS (DELETE FROM ${S}.revoked_tokens WHERE client_id = $1)
+     SELECT generation FROM raised`,
     [clientId, at],
   );
   return Number(rows[0].generation);

@@ -278,7 +278,13 @@ export interface RevocationSnapshot {
 export interface RevocationStore {
   /** Adds a jti to the denylist until `exp`; adding it twice changes nothing. */
   revokeToken(entry: { jti: string; clientId: string; exp: Date }): Promise<void>;
-  /** Raises the client's token generation by one, atomically; answers the new generation. */
+  /**
+   * Raises the client's token generation by one, atomically; answers the new generation. In the same
+   * transaction it should delete the client's denylisted tokens: the new generation refuses them all, and an
+   * instance drops them from memory when it learns of it. (A store that keeps them until they expire is
+   * still right, but they count again toward `maxRevokedTokensPerClient` at each reload, so past the cap
+   * each revocation by that client takes all its tokens until they expire.)
+   */
   bumpTokenGeneration(clientId: string, at: Date): Promise<number>;
   /**
    * The denylist entries not yet expired at `now`, every client generation
