@@ -40,8 +40,10 @@ describe('private_key_jwt with a jwks_uri', () => {
     published = { keys: [k1.pub] };
     body = undefined;
     fetches = 0;
-    server = http.createServer((_req, res) => {
+    server = http.createServer((req, res) => {
       fetches++;
+      // the set moved: the registered URL redirects to where it is now
+      if (req.url === '/moved') return void res.writeHead(302, { location: '/jwks' }).end();
       res.setHeader('content-type', 'application/jwk-set+json');
       res.end(body ? body() : JSON.stringify(published));
     });
@@ -75,6 +77,14 @@ describe('private_key_jwt with a jwks_uri', () => {
   it('refuses non-https URIs (except loopback) at registration', async () => {
     await expect(s.issuer.clients.create({ name: 'x', authMethod: 'private_key_jwt', jwksUri: 'http://client.example/jwks' })).rejects.toThrow(/https/);
     await expect(s.issuer.clients.create({ name: 'x', authMethod: 'private_key_jwt', jwksUri: uri, jwks: { keys: [k1.pub] } })).rejects.toThrow(/not both/);
+  });
+
+  it('a jwks_uri that redirects is refused with 401, as a 4xx is (a registration to fix), not 503 retry-later; the redirect is not followed', async () => {
+    const c = await s.issuer.clients.create({ name: 'moved', authMethod: 'private_key_jwt', jwksUri: uri.replace('/jwks', '/moved') });
+    const res = await post(c.clientId, k1.priv);
+    expect(res.status).toBe(401);
+    expect(res.body.error).toBe('invalid_client');
+    expect(fetches).toBe(1);
   });
 
   it('a key set over the size cap, or not JSON, is refused with 401', async () => {

@@ -179,7 +179,8 @@ export class RemoteClientKeys {
     try {
       response = await (this.o.fetch ?? fetch)(uri, {
         headers: { accept: 'application/jwk-set+json, application/json' },
-        redirect: 'error',
+        // a redirect is answered, not followed: the set must be at the registered URL (below: a failure, not an outage)
+        redirect: 'manual',
         signal: AbortSignal.timeout(this.o.timeoutMs),
       });
     } catch (err) {
@@ -188,7 +189,8 @@ export class RemoteClientKeys {
     }
     if (!response.ok) {
       await response.body?.cancel().catch(() => undefined);
-      const message = `HTTP ${response.status}`;
+      const redirected = response.type === 'opaqueredirect' || (response.status >= 300 && response.status < 400);
+      const message = redirected ? `HTTP ${response.status || 'redirect'}: redirects are not followed; register the URL the keys are at` : `HTTP ${response.status}`;
       throw response.status >= 500 || response.status === 429 || response.status === 408 ? new Outage(message) : new Error(message);
     }
     let text: string;
