@@ -128,8 +128,8 @@ export function redisUrlFromEnv(env: NodeJS.ProcessEnv): string | undefined {
   const url = env.REDIS_URL;
   if (!url) return undefined;
   if ((url.startsWith('/') && !url.startsWith('//')) || (/^rediss?:\/\/[^/]/i.test(url) && URL.canParse(url))) return url;
-  // without its password, if it has one
-  throw new TypeError(`REDIS_URL must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace(/\/\/[^/]*@/, '//…@'))}`);
+  // without its user information (a password may hold '/' too): all from '//' to the last '@'
+  throw new TypeError(`REDIS_URL must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace(/\/\/.*@/, '//…@'))}`);
 }
 
 export type TrustProxy = boolean | number | string[];

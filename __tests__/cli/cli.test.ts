@@ -410,15 +410,17 @@ describe('revoke and revoke-tokens with REDIS_URL', () => {
 
   it('a malformed REDIS_URL is a usage error before anything changes (revoke, revoke-tokens, update), and hides its password', async () => {
     const c = await createJson('a', 'orders:read orders:write');
-    for (const url of ['redis//127.0.0.1:6379', 'localhost:6379', 'http://127.0.0.1:6379', 'redis://:hunter2@']) {
+    const shown: Record<string, string> = { 'redis://:hunter2@': 'redis://…@', 'http://:pass/word@127.0.0.1:6379': 'http://…@127.0.0.1:6379' };
+    for (const url of ['redis//127.0.0.1:6379', 'localhost:6379', 'http://127.0.0.1:6379', 'redis://:hunter2@', 'http://:pass/word@127.0.0.1:6379']) {
       const env = { REDIS_URL: url };
-      for (const args of [['revoke', c.client_id], ['revoke-tokens', c.client_id], ['update', c.client_id, '--scope', 'orders:read']]) {
+      for (const args of [['revoke', c.client_id], ['revoke-tokens', c.client_id], ['update', c.client_id, '--scope', 'orders:read'], ['rotate-secret', c.client_id]]) {
         const r = await cli(args, env);
         expect(r.code).toBe(2);
         expect(r.stdout).toBe('');
-        expect(r.stderr).toBe(`error: REDIS_URL must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace('hunter2', '…').replace(':…@', '…@'))}\n`);
+        expect(r.stderr).toBe(`error: REDIS_URL must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(shown[url] ?? url)}\n`);
       }
     }
+    expect(await authenticates(c.client_id, c.client_secret)).toBe(true);
     await withStore(async (store) => {
       const stored = await store.findClient(c.client_id);
       expect(stored?.revokedAt).toBeNull();

@@ -238,6 +238,12 @@ describe('client-key add | remove | list', () => {
     expect(table.stdout.split('\n')[0]).toMatch(/^KID\s+KTY\s+ALG$/);
     expect(table.stdout).toMatch(/old\s+EC P-256\s+ES256/);
 
+    // a malformed REDIS_URL (remove rings the instances through it) stops it before the key goes
+    const badRedis = await cli(['client-key', 'remove', clientId, 'old'], { REDIS_URL: 'localhost:6379' });
+    expect(badRedis.code).toBe(2);
+    expect(badRedis.stderr).toMatch(/^error: REDIS_URL must be redis:\/\/… or rediss:\/\/… /);
+    expect(await tokenStatus(clientId, old.priv)).toBe(200);
+
     expect((await cli(['client-key', 'remove', clientId, 'old'])).code).toBe(0);
     expect(await tokenStatus(clientId, old.priv)).toBe(401);
     expect(await tokenStatus(clientId, next.priv)).toBe(200);

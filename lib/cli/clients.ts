@@ -227,6 +227,7 @@ export const rotateSecret: Handler = async (args, ctx) => {
     { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE },
   );
   const clientId = positionals[0];
+  ctx.stores.checkRedisUrl();
   const keepOld = values['keep-old'] === undefined ? 0 : parseDuration(values['keep-old'], '--keep-old', 'rotate-secret', MAX_KEEP_OLD);
   const service = services(ctx);
   const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot get a new secret`);

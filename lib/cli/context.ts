@@ -96,7 +96,8 @@ export class LazyStore {
   readOnly = false;
 
   /**
-   * For the commands that may ring the instances through Redis (revoke, revoke-tokens, update):
+   * For the commands that may ring the instances through Redis (revoke, revoke-tokens, update, rotate-secret,
+   * client-key remove):
    * a malformed REDIS_URL is a usage error before anything is changed, not a vague warning after.
    */
   checkRedisUrl(): void {

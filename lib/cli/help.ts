@@ -8,10 +8,10 @@ const ENVIRONMENT = `Environment:
   DATABASE_SCHEMA         the PostgreSQL schema of the issuer's tables (default client_credentials);
                           set it as the server has it, or the CLI works on another set of clients
   REDIS_URL               the Redis the issuers share (redis://, rediss:// or a socket's path):
-                          revoke, revoke-tokens and an update that takes something away ring
-                          them there, so they reload revocations at once (REVOCATION_CHANNEL:
-                          its channel); a malformed one stops those commands before they
-                          change anything
+                          revoke, revoke-tokens, an update that takes something away,
+                          rotate-secret and client-key remove ring them there, so they reload
+                          at once (REVOCATION_CHANNEL: its channel); a malformed one stops
+                          those commands before they change anything
   LOG_LEVEL               when set (info, debug, ...), audit lines (client.created, client.revoked,
                           ...) go to stderr as JSON`;
 

@@ -8,6 +8,6 @@
  */
 export function checkRedisUrl(url: string, variable = 'REDIS_URL'): string {
   if ((url.startsWith('/') && !url.startsWith('//')) || (/^rediss?:\/\/[^/]/i.test(url) && URL.canParse(url))) return url;
-  // without its password, if it has one
-  throw new TypeError(`${variable} must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace(/\/\/[^/]*@/, '//…@'))}`);
+  // without its user information (a password may hold '/' too): all from '//' to the last '@'
+  throw new TypeError(`${variable} must be redis://… or rediss://… (or a unix socket's absolute path), got ${JSON.stringify(url.replace(/\/\/.*@/, '//…@'))}`);
 }
