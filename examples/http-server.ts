@@ -94,27 +94,41 @@ export function createHttpServer(app: Express, timeouts: HttpTimeouts = {}): htt
   const headersTimeout = timeouts.headersTimeout ?? Math.min(DEFAULT_HTTP_TIMEOUTS.headersTimeout, requestTimeout);
   const connectionsCheckingInterval = Math.max(10, Math.min(1_000, Math.floor(Math.min(requestTimeout, headersTimeout) / 10)));
   // Node checks headersTimeout <= requestTimeout here (a RangeError otherwise)
-  // requireHostHeader: Node would answer an HTTP/1.1 request without Host itself, with no body; hostRequired() does, in JSON
+  // requireHostHeader: Node would answer an HTTP/1.1 request without Host itself, with no body; refuseMissingHost() does, in JSON
   const options = { ...appConstructors(app), requestTimeout, headersTimeout, keepAliveTimeout, connectionsCheckingInterval, requireHostHeader: false };
-  const server = http.createServer(options, hostRequired(app));
+  const server = http.createServer(options, (req, res) => (missingHost(req) ? refuseMissingHost(res) : app(req, res)));
+  // Node looks at Expect only after its Host check: with that check here, a request without Host is refused before
+  // either answer to Expect; one with Host gets what Node gives it (100 Continue then the request, or 417)
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (missingHost(req)) return refuseMissingHost(res);
+    res.writeContinue();
+    server.emit('request', req, res);
+  });
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (missingHost(req)) return refuseMissingHost(res);
+    res.writeHead(417);
+    res.end();
+  });
   server.on('clientError', answerClientError);
   return server;
 }
 
 const NO_HOST = JSON.stringify({ error: 'invalid_request', error_description: 'an HTTP/1.1 request needs a Host header' });
 
-/** RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, as Node answers it (then the connection is closed), with the JSON body every other error has. */
-function hostRequired(app: Express): http.RequestListener {
-  return (req, res) => {
-    if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return void app(req, res);
-    res.writeHead(400, {
-      'Content-Type': 'application/json; charset=utf-8',
-      'Content-Length': Buffer.byteLength(NO_HOST),
-      'Cache-Control': 'no-store',
-      Connection: 'close',
-    });
-    res.end(NO_HOST);
-  };
+/** RFC 9112 §3.2: an HTTP/1.1 request must carry Host (HTTP/1.0 need not). */
+function missingHost(req: http.IncomingMessage): boolean {
+  return req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1;
+}
+
+/** The 400 Node answers such a request with (then the connection is closed), with the JSON body every other error has. */
+function refuseMissingHost(res: http.ServerResponse): void {
+  res.writeHead(400, {
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(NO_HOST),
+    'Cache-Control': 'no-store',
+    Connection: 'close',
+  });
+  res.end(NO_HOST);
 }
 
 /** Status, reason phrase, `error` and `error_description` for what Node's parser and timers refuse before the app sees a request. */

@@ -146,6 +146,22 @@ describe("what Node refuses before the app sees a request: the status Node gives
     expect(old).toContain('{"status":"ok"}');
   });
 
+  it('Expect without Host gets the same 400 and nothing else (no 100 Continue, no 417); with Host, Expect is answered as Node answers it', async () => {
+    for (const expect100 of ['100-continue', 'something-else']) {
+      const raw = await send(`POST /oauth/token HTTP/1.1\r\nExpect: ${expect100}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 5\r\n\r\n`);
+      expect(raw.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 400']);
+      expect(parsed(raw)).toMatchObject({ status: 400, body: { error: 'invalid_request', error_description: 'an HTTP/1.1 request needs a Host header' } });
+    }
+    const unknown = await send('GET /health HTTP/1.1\r\nHost: test\r\nExpect: something-else\r\nConnection: close\r\n\r\n');
+    expect(unknown).toMatch(/^HTTP\/1\.1 417 Expectation Failed\r\n/);
+    const client = rawClient(running.url);
+    client.socket.write('POST /health HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\n');
+    for (let i = 0; i < 200 && !client.received().includes('100 Continue'); i++) await new Promise((r) => setTimeout(r, 10));
+    client.socket.write('{}');
+    await client.closed;
+    expect(client.received()).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 404 /);
+  });
+
   it('a malformed request on a kept-alive connection, after an answered one: the first answer intact, then a 400', async () => {
     const client = rawClient(running.url);
     client.socket.write('GET /health HTTP/1.1\r\nHost: test\r\n\r\n');
