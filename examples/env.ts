@@ -96,9 +96,15 @@ export function metricsFromEnv(env: NodeJS.ProcessEnv): MetricsSettings {
   return { enabled: true, port, host };
 }
 
+/** The longest REDIS_KEY_PREFIX: the options it makes (`…authfail`, `…dpop:`) take at most 100 characters. */
+const MAX_REDIS_KEY_PREFIX = 90;
+
 /** REDIS_KEY_PREFIX: deployments sharing one Redis keep their counters and proofs apart (default `ecc:`). */
 export function redisPrefixFromEnv(env: NodeJS.ProcessEnv): string {
-  return env.REDIS_KEY_PREFIX || 'ecc:';
+  const prefix = env.REDIS_KEY_PREFIX || 'ecc:';
+  // checked here, so that a prefix too long names the variable, not the option it feeds
+  if (prefix.length > MAX_REDIS_KEY_PREFIX) throw new TypeError(`REDIS_KEY_PREFIX must be at most ${MAX_REDIS_KEY_PREFIX} characters, got ${prefix.length}`);
+  return prefix;
 }
 
 /**

@@ -52,6 +52,7 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
   // at most the list's default maxStale (300 s), past which a list is stale
   const interval = secondsFromEnv(env, 'REVOCATION_LIST_INTERVAL', 0.05, 300);
   const redisUrl = redisUrlFromEnv(env);
+  const redisPrefix = redisPrefixFromEnv(env);
   const redis = redisUrl ? openRedis(redisUrl, logger, 'DPoP requests get 503 (Bearer requests go on)') : undefined;
   // no store, no pool (the revocation list's poll timer does not hold the process): only Redis, if any
   const closeRedis = async (): Promise<void> => void (await redis?.quit().catch(() => redis.disconnect()));
@@ -66,7 +67,7 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
       // a DPoP proof's htu is this API's URL (without it, the audience's origin: here the issuer's)
       publicUrl: env.PUBLIC_URL || `http://localhost:${port}`,
       // REDIS_URL: a proof is accepted once by every instance sharing the Redis (else once by each, from its memory)
-      dpopProofs: redis && { redis, keyPrefix: `${redisPrefixFromEnv(env)}dpop:` },
+      dpopProofs: redis && { redis, keyPrefix: `${redisPrefix}dpop:` },
       logger,
     };
 

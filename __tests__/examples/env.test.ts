@@ -93,6 +93,7 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['KEEP_ALIVE_TIMEOUT=5s', { KEEP_ALIVE_TIMEOUT: '5s' }, /KEEP_ALIVE_TIMEOUT must be a whole number of seconds from 1 to 3600, got "5s"/],
     ['HEADERS_TIMEOUT=40', { HEADERS_TIMEOUT: '40' }, /HEADERS_TIMEOUT must be at most REQUEST_TIMEOUT \(30 s, its default\), got "40"/],
     ['HEADERS_TIMEOUT=20 REQUEST_TIMEOUT=10 WORKERS=1', { HEADERS_TIMEOUT: '20', REQUEST_TIMEOUT: '10', WORKERS: '1' }, /HEADERS_TIMEOUT must be at most REQUEST_TIMEOUT \(10 s\), got "20"/],
+    ['REDIS_KEY_PREFIX of 91 characters', { REDIS_KEY_PREFIX: 'p'.repeat(91) }, /REDIS_KEY_PREFIX must be at most 90 characters, got 91/],
     ['REDIS_URL=notaurl', { REDIS_URL: 'notaurl' }, /REDIS_URL must be redis:\/\/… or rediss:\/\/… \(or a unix socket's absolute path\), got "notaurl"/],
     ['REDIS_URL=http://…', { REDIS_URL: 'http://127.0.0.1:6379' }, /REDIS_URL must be redis:\/\/… or rediss:\/\/… \(or a unix socket's absolute path\), got "http:\/\/127.0.0.1:6379"/],
     ['REDIS_URL=redis://[::1', { REDIS_URL: 'redis://[::1' }, /REDIS_URL must be .*, got "redis:\/\/\[::1"/],
@@ -139,6 +140,8 @@ describe('the examples refuse a bad environment value with one line (compiled, a
     ['PUBLIC_URL=notaurl', { PUBLIC_URL: 'notaurl' }, /PUBLIC_URL must be an absolute URL, got "notaurl"/],
     ['REVOCATION_LIST=notaurl', { REVOCATION_LIST: 'notaurl' }, /REVOCATION_LIST must be an absolute URL, got "notaurl"/],
     ['HOST=nosuch.invalid', { HOST: 'nosuch.invalid' }, /getaddrinfo \w+ nosuch\.invalid/],
+    ['REDIS_URL=localhost:6379', { REDIS_URL: 'localhost:6379' }, /REDIS_URL must be redis:\/\/… or rediss:\/\/… \(or a unix socket's absolute path\), got "localhost:6379"/],
+    ['REDIS_KEY_PREFIX of 91 characters', { REDIS_URL: 'redis://127.0.0.1:1', REDIS_KEY_PREFIX: 'p'.repeat(91) }, /REDIS_KEY_PREFIX must be at most 90 characters, got 91/],
   ];
   it.each(resourceCases)('resource-server.ts, %s', async (_name, extra, message) => {
     expectOneLineError(await run(RESOURCE_SERVER_JS, resourceEnv(extra)), message);
