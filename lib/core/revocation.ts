@@ -21,7 +21,7 @@
  * Every revocation event is monotone (a jti is added, a generation only
  * rises, a client once revoked stays revoked), so applying events or
  * snapshots in any order, twice, or merged from several sources refuses the
- * same tokens. Entries are dropped once no token they concern can still be
+ * same tokens, provided each snapshot is of one moment (see below). Entries are dropped once no token they concern can still be
  * valid: denylisted jtis after their token's `exp` (+ clock tolerance),
  * revoked clients after `maxTokenTtl` (the store refuses them new tokens).
  * Generations stay: one number per client that ever used revoke-tokens.
@@ -30,7 +30,8 @@
  * token's: the generation refuses it already. Each entry keeps an upper
  * bound of its token's generation (the token's own `gen` when it was
  * verified here, a snapshot's generation of the client when it came in one,
- * unbounded otherwise), and an entry whose bound is below the client's
+ * which holds only if the snapshot is of one moment, as the stores' and the
+ * signed list are; unbounded otherwise), and an entry whose bound is below the client's
  * generation is dropped (or never added). So a cut-off (revoke-tokens, or
  * the cap on one client's denylisted tokens) leaves the client no entries,
  * and its count starts again; the stores delete them in the same

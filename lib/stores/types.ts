@@ -289,7 +289,13 @@ export interface RevocationStore {
   /**
    * The denylist entries not yet expired at `now`, every client generation
    * above 0, and clients revoked after `revokedSince` (older ones have no
-   * live token left).
+   * live token left). All as of one moment (one transaction, or a snapshot
+   * isolation): a listed token must never be of a generation above the one
+   * listed for its client, since instances drop its entry once they learn of
+   * a generation above that (read the generations in one statement and the
+   * tokens in another, outside a transaction, and a cut-off with a token
+   * revoked after it could land in between: that token's entry would go at
+   * the next cut-off an instance hears of, and the token pass until the next reload).
    */
   listRevocations(now: Date, revokedSince: Date): Promise<RevocationSnapshot>;
   /** Deletes denylist entries whose token expired before `now`; answers how many. */
