@@ -129,6 +129,25 @@ export function openRedis(url: string, logger: pino.Logger, whileDown: string): 
   return redis;
 }
 
+/**
+ * Resolves once `redis` is connected, has failed (it goes on reconnecting), or after `ms`: a server that
+ * listened before would answer its first DPoP requests 503, Redis not yet being ready for the replay check.
+ */
+export function redisConnected(redis: Redis, ms = 2_000): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      redis.off('ready', done);
+      redis.off('error', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    redis.once('ready', done);
+    redis.once('error', done);
+  });
+}
+
 /** redis:// or rediss://, or a unix socket's absolute path (ioredis takes both); a malformed URL is refused, not taken for an outage. */
 export function redisUrlFromEnv(env: NodeJS.ProcessEnv): string | undefined {
   const url = env.REDIS_URL;
@@ -290,9 +309,9 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
   // SCOPES_SUPPORTED: the scopes this server offers, advertised as scopes_supported (the CLI checks a client's scopes
   // against the same variable); the orders API's own when unset
   const scopesSupported = scopesSupportedFromEnv(env);
+  const redisPrefix = redisPrefixFromEnv(env);
   const store = await openStore({ databaseUrl: env.DATABASE_URL || undefined, schema: env.DATABASE_SCHEMA || undefined, dataDir: env.DATA_DIR || './data' });
   const redis = redisUrl ? openRedis(redisUrl, logger, 'failed authentications are counted in memory, DPoP proofs get 503, revocations reach the other instances through the store') : undefined;
-  const redisPrefix = redisPrefixFromEnv(env);
   // prom-client is loaded only when metrics are asked for
   const metrics = wantMetrics ? new (require('prom-client') as typeof import('prom-client')).Registry() : undefined;
   let issuer: Issuer | undefined;
@@ -318,6 +337,7 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
       metrics: metrics ? { registry: metrics } : undefined,
     }));
     await issuer.ready();
+    if (redis) await redisConnected(redis);
     signal?.throwIfAborted();
     return { issuer, publicUrl, redis, metrics, trustProxy };
   } catch (err) {

@@ -27,6 +27,7 @@ import {
   namingVariables,
   openRedis,
   portFromEnv,
+  redisConnected,
   redisPrefixFromEnv,
   redisUrlFromEnv,
   secondsFromEnv,
@@ -96,6 +97,7 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
       res.status(404).json({ error: 'not_found' });
     });
 
+    if (redis) await redisConnected(redis);
     const { server, url } = await listen(app, port, env.HOST, timeouts);
     logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
     return { server, url, close: gracefulClose(server, closeRedis) };

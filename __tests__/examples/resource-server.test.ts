@@ -26,6 +26,29 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The orders API as the issuer, with a client of it and a DPoP-bound token of `key`'s. */
+async function issuerWithDpopToken(dataDir: string, key: ReturnType<typeof newDpopKey>): Promise<{ issuer: RunningServer; token: string }> {
+  const issuer = await startServer({ PORT: '0', HOST: '127.0.0.1', ISSUER, DATA_DIR: dataDir, LOG_LEVEL: 'silent' }, () => undefined, { demoClient: false });
+  const client = await issuer.issuer.clients.create({ name: 'reports-caller', scopes: 'orders:read' });
+  const res = await request(issuer.server)
+    .post('/oauth/token')
+    .set('DPoP', key.proof({ htm: 'POST', htu: `${ISSUER}/oauth/token` }))
+    .type('form')
+    .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
+  expect(res.body.token_type).toBe('DPoP');
+  return { issuer, token: res.body.access_token };
+}
+
+/** The resource server's environment against `issuer`'s JWKS, the revocation list off; `extra` added. */
+const apiEnv = (issuer: RunningServer, extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv => ({
+  HOST: '127.0.0.1',
+  ISSUER,
+  JWKS_URI: `${issuer.url}/.well-known/jwks.json`,
+  REVOCATION_LIST: 'off',
+  LOG_LEVEL: 'silent',
+  ...extra,
+});
+
 describe('examples/resource-server.ts with DPoP', () => {
   const dataDir = tempDir();
   let issuer: RunningServer;
@@ -35,24 +58,9 @@ describe('examples/resource-server.ts with DPoP', () => {
   let token: string;
 
   beforeAll(async () => {
-    issuer = await startServer({ PORT: '0', HOST: '127.0.0.1', ISSUER, DATA_DIR: dataDir, LOG_LEVEL: 'silent' }, () => undefined, { demoClient: false });
-    const client = await issuer.issuer.clients.create({ name: 'reports-caller', scopes: 'orders:read' });
+    ({ issuer, token } = await issuerWithDpopToken(dataDir, key));
     port = await freePort();
-    api = await startResourceServer({
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      ISSUER,
-      JWKS_URI: `${issuer.url}/.well-known/jwks.json`,
-      REVOCATION_LIST: 'off',
-      LOG_LEVEL: 'silent',
-    });
-    const res = await request(issuer.server)
-      .post('/oauth/token')
-      .set('DPoP', key.proof({ htm: 'POST', htu: `${ISSUER}/oauth/token` }))
-      .type('form')
-      .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
-    expect(res.body.token_type).toBe('DPoP');
-    token = res.body.access_token;
+    api = await startResourceServer(apiEnv(issuer, { PORT: String(port) }));
   });
   afterAll(async () => {
     await api?.close();
@@ -86,30 +94,11 @@ describeIfRedis('examples/resource-server.ts, two instances behind one PUBLIC_UR
   let publicUrl: string;
 
   beforeAll(async () => {
-    issuer = await startServer({ PORT: '0', HOST: '127.0.0.1', ISSUER, DATA_DIR: dataDir, LOG_LEVEL: 'silent' }, () => undefined, { demoClient: false });
-    const client = await issuer.issuer.clients.create({ name: 'reports-caller', scopes: 'orders:read' });
+    ({ issuer, token } = await issuerWithDpopToken(dataDir, key));
     publicUrl = `http://api.test:${await freePort()}`;
     for (let i = 0; i < 2; i++) {
-      apis.push(
-        await startResourceServer({
-          PORT: String(await freePort()),
-          HOST: '127.0.0.1',
-          ISSUER,
-          PUBLIC_URL: publicUrl,
-          JWKS_URI: `${issuer.url}/.well-known/jwks.json`,
-          REVOCATION_LIST: 'off',
-          REDIS_URL: redisUrl(),
-          REDIS_KEY_PREFIX: prefix,
-          LOG_LEVEL: 'silent',
-        }),
-      );
+      apis.push(await startResourceServer(apiEnv(issuer, { PORT: String(await freePort()), PUBLIC_URL: publicUrl, REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: prefix })));
     }
-    const res = await request(issuer.server)
-      .post('/oauth/token')
-      .set('DPoP', key.proof({ htm: 'POST', htu: `${ISSUER}/oauth/token` }))
-      .type('form')
-      .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
-    token = res.body.access_token;
   });
   afterAll(async () => {
     for (const api of apis) await api.close();
