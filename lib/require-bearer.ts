@@ -13,6 +13,7 @@ import {
   type BearerOptions,
 } from './config';
 import { MemoryReplayStore, type ReplayStore } from './core/dpop';
+import { PING_TIMEOUT_MS, withTimeout } from './core/issuer-health';
 import { ReplayStoreHealth } from './core/replay-store-health';
 import { sharedServiceGate } from './core/service-gate';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
@@ -242,6 +243,12 @@ export interface BearerHealth {
   jwks?: 'up' | 'stale' | 'down';
   /** With `revocationList`: `fresh`, or `stale` once it has not been verified for `maxStale` (requests get 503 unless `failOpen`). */
   revocationList?: 'fresh' | 'stale';
+  /**
+   * With `dpopProofs.redis`: whether that Redis answers (a `SET NX` of a key that expires in a second, as
+   * the issuer's health() asks). `down` leaves `ok` as it is: Bearer requests are served, and the Redis is
+   * shared by every instance, so taking them all out would refuse what still works.
+   */
+  dpopReplayStore?: 'up' | 'down';
 }
 
 /** A standalone requireBearer(): the middleware, and what it can check now. */
@@ -332,6 +339,8 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
       report.revocationList = source.poller.fresh() ? 'fresh' : 'stale';
       if (report.revocationList === 'stale' && !failOpen) report.ok = false;
     }
+    const replay = dpop?.health;
+    if (replay) report.dpopReplayStore = (await withTimeout(replay.check(), PING_TIMEOUT_MS).catch(() => false)) ? 'up' : 'down';
     return report;
   };
   return Object.assign(middleware, { health });

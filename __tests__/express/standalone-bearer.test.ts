@@ -9,6 +9,8 @@ import request from 'supertest';
 import { requireBearer, type BearerOptions, type IssuedCredentials } from '../../lib';
 import { AUDIENCE, ISSUER, setup, type TestSetup } from '../helpers/app';
 import { fetchToken, freshKey, headerOf, issuerSigningKey, mint } from '../helpers/tokens';
+import { describeIfRedis, redisUrl } from '../helpers/redis';
+import Redis from 'ioredis';
 
 interface RunningIssuer {
   t: TestSetup;
@@ -368,5 +370,26 @@ describe('options are checked when the middleware is made', () => {
     expect(() => requireBearer({ issuer: 'not a url', audience: AUDIENCE, jwksUri, logger: false })).toThrow(TypeError);
     expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri, jwksCooldown: -1, logger: false })).toThrow(TypeError);
     expect(() => requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri, jwksuri: jwksUri, logger: false } as never)).toThrow(TypeError);
+  });
+});
+
+describeIfRedis('standalone health() with dpopProofs.redis', () => {
+  it('reports dpopReplayStore "up" while its Redis answers and "down" when it does not; ok follows the keys alone (Bearer requests are served)', async () => {
+    const s = await startIssuer();
+    const answering = new Redis(redisUrl());
+    const refusing = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+    refusing.on('error', () => undefined);
+    try {
+      const common = { issuer: ISSUER, audience: AUDIENCE, jwksUri: s.jwksUri, logger: false as const };
+      const guard = requireBearer({ ...common, dpopProofs: { redis: answering, keyPrefix: `ecc-test-health-${process.pid}:` } });
+      expect(await guard.health()).toEqual({ ok: true, jwks: 'up', dpopReplayStore: 'up' });
+      const broken = requireBearer({ ...common, dpopProofs: { redis: refusing, keyPrefix: `ecc-test-health-${process.pid}:` } });
+      expect(await broken.health()).toEqual({ ok: true, jwks: 'up', dpopReplayStore: 'down' });
+      // without dpopProofs.redis, nothing to report
+      expect(await requireBearer(common).health()).toEqual({ ok: true, jwks: 'up' });
+    } finally {
+      answering.disconnect();
+      refusing.disconnect();
+    }
   });
 });
