@@ -428,7 +428,12 @@ describe('revoke and revoke-tokens with REDIS_URL', () => {
       const { clients } = await store.listRevocations(new Date(), new Date(Date.now() - 3_600_000));
       expect(clients.find((x) => x.client_id === c.client_id)).toBeUndefined();
     });
-    // a command that never rings Redis is not held up by it
+    // create too (every command that changes a client builds the service that may ring), and nothing is created
+    const created = await cli(['create', '--name', 'b'], { REDIS_URL: 'localhost:6379' });
+    expect(created.code).toBe(2);
+    expect(created.stdout).toBe('');
+    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toHaveLength(1);
+    // a command that only reads is not held up by it
     expect((await cli(['list'], { REDIS_URL: 'localhost:6379' })).code).toBe(0);
   });
 });

@@ -269,7 +269,6 @@ const keyAdd: Handler = async (args, ctx) => {
 const keyRemove: Handler = async (args, ctx) => {
   const { values, positionals } = parseCommand('client-key remove', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: ['CLIENT_ID', 'KID'], shape: CLIENT_ID_SHAPE });
   const [clientId, kid] = positionals;
-  ctx.stores.checkRedisUrl();
   const service = services(ctx);
   const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since})`);
   if (!client.kids.includes(kid)) throw new CommandError(`client ${quoted(clientId)} has no key with kid ${quoted(kid)}`);

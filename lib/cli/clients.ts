@@ -186,7 +186,6 @@ export const show: Handler = async (args, ctx) => {
 export const revoke: Handler = async (args, ctx) => {
   const { values, positionals } = parseCommand('revoke', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE });
   const clientId = positionals[0];
-  ctx.stores.checkRedisUrl();
   const service = services(ctx);
   await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked already (since ${since})`);
   if (!(await service.revoke(clientId))) throw new CommandError(`client ${quoted(clientId)} is unknown or revoked already`);
@@ -203,7 +202,6 @@ export const revoke: Handler = async (args, ctx) => {
 export const revokeTokens: Handler = async (args, ctx) => {
   const { values, positionals } = parseCommand('revoke-tokens', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE });
   const clientId = positionals[0];
-  ctx.stores.checkRedisUrl();
   const service = services(ctx);
   await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); its tokens are refused already`);
   const done = await service.revokeTokens(clientId);
@@ -227,7 +225,6 @@ export const rotateSecret: Handler = async (args, ctx) => {
     { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE },
   );
   const clientId = positionals[0];
-  ctx.stores.checkRedisUrl();
   const keepOld = values['keep-old'] === undefined ? 0 : parseDuration(values['keep-old'], '--keep-old', 'rotate-secret', MAX_KEEP_OLD);
   const service = services(ctx);
   const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since}); a revoked client cannot get a new secret`);
@@ -310,7 +307,6 @@ export const update: Handler = async (args, ctx) => {
     { min: 1, max: 1, name: 'CLIENT_ID', shape: CLIENT_ID_SHAPE },
   );
   const clientId = positionals[0];
-  ctx.stores.checkRedisUrl();
   const changes: ClientChanges = {};
   if (values.name !== undefined) changes.name = values.name;
   const scope = scopeFlag(values.scope, 'update', ctx.io.env);

@@ -96,9 +96,8 @@ export class LazyStore {
   readOnly = false;
 
   /**
-   * For the commands that may ring the instances through Redis (revoke, revoke-tokens, update, rotate-secret,
-   * client-key remove):
-   * a malformed REDIS_URL is a usage error before anything is changed, not a vague warning after.
+   * A malformed REDIS_URL, through which the instances are rung after a change to a client (a revocation, a
+   * rotated secret, a removed key), is a usage error before anything is changed, not a vague warning after.
    */
   checkRedisUrl(): void {
     if (this.env.REDIS_URL) checkRedisUrl(this.env.REDIS_URL);
@@ -225,7 +224,9 @@ export function oneLine(text: string): string {
   return text.replace(/\s*\n\s*/g, ' ').trim();
 }
 
+/** The client commands' ClientService; one that may write (not `readOnly`) first checks REDIS_URL, which it may ring. */
 export function services(ctx: Context): ClientService {
+  if (!ctx.stores.readOnly) ctx.stores.checkRedisUrl();
   const { get, notifyRevocations } = ctx.stores;
   return new ClientService(get, auditLogger(ctx.io.env), Date.now, storeClientRevocations(get, notifyRevocations));
 }

@@ -11,7 +11,7 @@ const ENVIRONMENT = `Environment:
                           revoke, revoke-tokens, an update that takes something away,
                           rotate-secret and client-key remove ring them there, so they reload
                           at once (REVOCATION_CHANNEL: its channel); a malformed one stops
-                          those commands before they change anything
+                          every command that changes a client before it changes anything
   LOG_LEVEL               when set (info, debug, ...), audit lines (client.created, client.revoked,
                           ...) go to stderr as JSON`;
 
