@@ -13,7 +13,7 @@ import {
   type BearerOptions,
 } from './config';
 import { MemoryReplayStore, type ReplayStore } from './core/dpop';
-import { PING_TIMEOUT_MS, withTimeout } from './core/issuer-health';
+import { replayStoreState } from './core/issuer-health';
 import { ReplayStoreHealth } from './core/replay-store-health';
 import { sharedServiceGate } from './core/service-gate';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
@@ -339,8 +339,7 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
       report.revocationList = source.poller.fresh() ? 'fresh' : 'stale';
       if (report.revocationList === 'stale' && !failOpen) report.ok = false;
     }
-    const replay = dpop?.health;
-    if (replay) report.dpopReplayStore = (await withTimeout(replay.check(), PING_TIMEOUT_MS).catch(() => false)) ? 'up' : 'down';
+    if (dpop?.health) report.dpopReplayStore = await replayStoreState(dpop.health);
     return report;
   };
   return Object.assign(middleware, { health });

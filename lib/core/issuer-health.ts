@@ -89,10 +89,14 @@ export class IssuerHealthCheck {
     const storeOk = store === 'up' || (store === 'read_only' && !local);
     const health: IssuerHealth = { ok: storeOk && signingKid !== null, store, signingKid };
     // asked now (a request with a DPoP proof may be long in coming), within the same ping timeout
-    const replayHealth = sources.replayHealth;
-    if (replayHealth) health.dpopReplayStore = (await withTimeout(replayHealth.check(), PING_TIMEOUT_MS).catch(() => false)) ? 'up' : 'down';
+    if (sources.replayHealth) health.dpopReplayStore = await replayStoreState(sources.replayHealth);
     return health;
   }
+}
+
+/** A shared DPoP replay store's readiness, asked now within the ping timeout (issuer and standalone health()). */
+export async function replayStoreState(replay: ReplayStoreHealth): Promise<'up' | 'down'> {
+  return (await withTimeout(replay.check(), PING_TIMEOUT_MS).catch(() => false)) ? 'up' : 'down';
 }
 
 /** Rejects with StoreUnavailableError after `ms` unless `promise` settles first. */
