@@ -16,9 +16,9 @@
  * SIGINT stop it as shutdown.ts stops the orders API.
  */
 import type { Server } from 'node:http';
-import express from 'express';
+import express, { type RequestHandler } from 'express';
 import pino from 'pino';
-import { requireBearer } from '../lib';
+import { requireBearer, type BearerMiddleware } from '../lib';
 import {
   clockToleranceFromEnv,
   httpTimeoutsFromEnv,
@@ -71,32 +71,10 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
       dpopProofs: redis && { redis, keyPrefix: `${redisPrefix}dpop:` },
       logger,
     };
-
-    const app = express();
-    app.disable('x-powered-by');
-    // liveness: the process answers
-    app.get('/health', (_req, res) => {
-      res.json({ status: 'ok' });
-    });
-    const guard = namingVariables(env, RESOURCE_VARIABLES, () => requireBearer(verify));
-    // readiness: the issuer's keys are held and its revocation list is fresh; 503 otherwise
-    app.get('/health/ready', (_req, res) => {
-      void guard.health().then((health) => {
-        res.setHeader('Cache-Control', 'no-store');
-        res.status(health.ok ? 200 : 503).json(health);
-      });
-    });
-    app.use('/api', guard);
-    app.get('/api/whoami', (req, res) => {
-      res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') });
-    });
-    app.get('/api/reports', requireBearer({ ...verify, scope: 'orders:read' }), (req, res) => {
-      res.json({ reports: [], for: req.auth!.clientId });
-    });
-    app.use((_req, res) => {
-      res.status(404).json({ error: 'not_found' });
-    });
-
+    const app = reportsApp(
+      namingVariables(env, RESOURCE_VARIABLES, () => requireBearer(verify)),
+      requireBearer({ ...verify, scope: 'orders:read' }),
+    );
     if (redis) await redisConnected(redis);
     const { server, url } = await listen(app, port, env.HOST, timeouts);
     logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
@@ -105,6 +83,34 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
     redis?.disconnect(); // a start that failed (a bad setting, the port taken): nothing to let finish
     throw err;
   }
+}
+
+/** The API itself: `guard` checks every /api request (and answers readiness), `readReports` the scope of /api/reports. */
+function reportsApp(guard: BearerMiddleware, readReports: RequestHandler): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  // liveness: the process answers
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  // readiness: the issuer's keys are held and its revocation list is fresh; 503 otherwise
+  app.get('/health/ready', (_req, res) => {
+    void guard.health().then((health) => {
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(health.ok ? 200 : 503).json(health);
+    });
+  });
+  app.use('/api', guard);
+  app.get('/api/whoami', (req, res) => {
+    res.json({ client_id: req.auth!.clientId, scope: req.auth!.scope.join(' ') });
+  });
+  app.get('/api/reports', readReports, (req, res) => {
+    res.json({ reports: [], for: req.auth!.clientId });
+  });
+  app.use((_req, res) => {
+    res.status(404).json({ error: 'not_found' });
+  });
+  return app;
 }
 
 if (require.main === module) {
