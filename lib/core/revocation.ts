@@ -21,8 +21,9 @@
  * Every revocation event is monotone (a jti is added, a generation only
  * rises, a client once revoked stays revoked), so applying events or
  * snapshots in any order, twice, or merged from several sources refuses the
- * same tokens, provided each snapshot is of one moment (see below). Entries are dropped once no token they concern can still be
- * valid: denylisted jtis after their token's `exp` (+ clock tolerance),
+ * same tokens, provided each snapshot is of one moment (see below). Entries
+ * are dropped once no token they concern can still be valid: denylisted
+ * jtis after their token's `exp` (+ clock tolerance),
  * revoked clients after `maxTokenTtl` (the store refuses them new tokens).
  * Generations stay: one number per client that ever used revoke-tokens.
  *
@@ -31,8 +32,8 @@
  * bound of its token's generation (the token's own `gen` when it was
  * verified here, a snapshot's generation of the client when it came in one,
  * which holds only if the snapshot is of one moment, as the stores' and the
- * signed list are; unbounded otherwise), and an entry whose bound is below the client's
- * generation is dropped (or never added). So a cut-off (revoke-tokens, or
+ * signed list are; unbounded otherwise), and an entry whose bound is below
+ * the client's generation is dropped (or never added). So a cut-off (revoke-tokens, or
  * the cap on one client's denylisted tokens) leaves the client no entries,
  * and its count starts again; the stores delete them in the same
  * transaction as they raise the generation.
@@ -139,11 +140,12 @@ export class RevocationState {
       const bound = typeof e.gen === 'number' && Number.isSafeInteger(e.gen) && e.gen >= 0 ? e.gen : Infinity;
       const had = this.denied.get(e.jti);
       const clientId = had?.clientId ?? e.clientId;
+      const known = this.generation(clientId);
       // a token of generation g shows that the client's generation reached g (the issuer signed it so): raised here
       // too, so that a list this state publishes never names a token above its client's generation
-      const raised = Number.isFinite(bound) && bound > this.generation(clientId) && this.raise(clientId, bound);
+      const raised = Number.isFinite(bound) && bound > known && this.raise(clientId, bound);
       // the client's generation refuses the token already: no entry
-      if (bound < this.generation(clientId)) return raised;
+      if (bound < known) return raised;
       if (had && had.exp >= exp && had.bound <= bound) return raised;
       this.denied.set(e.jti, { exp: Math.max(exp, had?.exp ?? 0), clientId, bound: Math.min(bound, had?.bound ?? Infinity) });
       if (!had) this.deniedByClient.set(clientId, (this.deniedByClient.get(clientId) ?? 0) + 1);
