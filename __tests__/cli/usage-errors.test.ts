@@ -6,6 +6,7 @@
 import { cliPerTest, type Run } from '../helpers/cli';
 
 const { cli } = cliPerTest('ecc-cli-usage-');
+const CLIENT_ID = 'ecc_0123456789abcdef';
 
 /** Exit 2, nothing on stdout, one line of printable text pointing at the help of `command`. */
 function expectCleanUsageError(r: Run, line: string, command: string): void {
@@ -32,5 +33,23 @@ describe('usage errors', () => {
     expectCleanUsageError(await cli(['list', huge]), `unexpected argument '${'a'.repeat(200)}…'`, 'list');
     expectCleanUsageError(await cli(['list', `--${huge}`]), `unknown option '--${'a'.repeat(198)}…'`, 'list');
     expectCleanUsageError(await cli(['create', '--name', 'x', huge]), `unexpected argument '${'a'.repeat(200)}…'`, 'create');
+  });
+
+  // parseArgs kept the last of two values, and `create --name a --name b` made a client named b
+  test('a single-value option given twice is refused and changes nothing; repeatable options still repeat', async () => {
+    expectCleanUsageError(await cli(['create', '--name', 'a', '--name', 'b']), 'option --name given more than once; give it once', 'create');
+    expectCleanUsageError(await cli(['create', '--name', 'a', '--auth=private_key_jwt', '--auth', 'client_secret']), 'option --auth given more than once; give it once', 'create');
+    expectCleanUsageError(await cli(['update', CLIENT_ID, '--name', 'x', '--name=y']), 'option --name given more than once; give it once', 'update');
+    expectCleanUsageError(await cli(['keys', 'rotate', '--lead-time', '1m', '--lead-time', '2m']), 'option --lead-time given more than once; give it once', 'keys rotate');
+    // nothing was created: there is no store to read
+    expect((await cli(['list'])).code).toBe(1);
+
+    const created = await cli(['create', '--name', 'a', '--scope', 'x', '--scope', 'y', '--resource', 'https://a.example', '--resource', 'https://b.example', '--json', '--json']);
+    expect(created.code).toBe(0);
+    const id = (JSON.parse(created.stdout) as { client_id: string }).client_id;
+    const shown = JSON.parse((await cli(['show', id, '--json'])).stdout) as { name: string; scope: string; resources: string[] };
+    expect(shown.name).toBe('a');
+    expect(shown.scope).toBe('x y');
+    expect(shown.resources).toEqual(['https://a.example', 'https://b.example']);
   });
 });

@@ -65,12 +65,31 @@ function describeParseError(err: Error & { code?: string }): string {
 
 function strictParse(command: string, args: string[], options: OptionSpec): { values: Record<string, unknown>; positionals: string[] } {
   try {
-    return parseArgs({ args, options, strict: true, allowPositionals: true });
+    const parsed = parseArgs({ args, options, strict: true, allowPositionals: true, tokens: true });
+    refuseRepeated(command, parsed.tokens, options);
+    return parsed;
   } catch (err) {
     // by code, not instanceof: node:util's errors may come from another realm (as under jest)
     const code = (err as { code?: unknown })?.code;
     if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError(describeParseError(err as Error), command);
     throw err;
+  }
+}
+
+/**
+ * A string option that takes one value, given more than once (`--name a
+ * --name b`), is a usage error: parseArgs would keep the last one silently,
+ * and the operator may have meant the first. Repeatable ones (`--resource`)
+ * and flags (`--json --json` says nothing twice) are left alone.
+ */
+function refuseRepeated(command: string, tokens: ReadonlyArray<{ kind: string; name?: string }>, options: OptionSpec): void {
+  const seen = new Set<string>();
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.name === undefined) continue;
+    const option = options[token.name];
+    if (option?.type !== 'string' || option.multiple) continue;
+    if (seen.has(token.name)) throw new UsageError(`option --${token.name} given more than once; give it once`, command);
+    seen.add(token.name);
   }
 }
 
