@@ -200,3 +200,79 @@ describe("private_key_jwt when the client's jwks_uri cannot be fetched", () => {
     expect(events('client.auth_failed').at(-1)!.obj).toMatchObject({ reason: 'assertion_unknown_key', kid: 'k9' });
   });
 });
+
+describe('private_key_jwt: a client that publishes a new key at its jwks_uri and signs with it at once', () => {
+  const k1 = ecPair('k1');
+  const k2 = ecPair('k2');
+  let s: TestSetup;
+  let server: http.Server;
+  let uri: string;
+  let published: { keys: JsonWebKey[] };
+  let fetches = 0;
+  const lines: { level: string; obj: Record<string, unknown> }[] = [];
+  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+  const events = (event: string) => lines.filter((l) => l.obj.event === event).map((l) => l.obj);
+
+  beforeEach(async () => {
+    lines.length = 0;
+    fetches = 0;
+    published = { keys: [k1.pub] };
+    server = http.createServer((_req, res) => {
+      fetches++;
+      res.setHeader('content-type', 'application/jwk-set+json');
+      res.end(JSON.stringify(published));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    uri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+    s = await setup({
+      bruteForce: { maxFailuresPerClientAddress: 3, maxFailuresPerAddress: 6, window: 600 },
+      logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
+    });
+  });
+  afterEach(async () => {
+    jest.useRealTimers();
+    await s.close();
+    server.closeAllConnections();
+    server.close();
+  });
+
+  const post = (clientId: string, priv: JsonWebKey) => assertionRequest(s, clientId, priv);
+
+  // each of its retries within the 30 s cooldown was a counted failure: past 3 the client was locked out (429) of its own
+  // rotation for the 600 s window
+  it('is refused (401) until the set may be fetched again, without being counted toward a lockout; then gets its token', async () => {
+    const c = await s.issuer.clients.create({ name: 'remote', authMethod: 'private_key_jwt', jwksUri: uri });
+    expect((await post(c.clientId, k1.priv)).status).toBe(200);
+    published = { keys: [k1.pub, k2.pub] };
+
+    // more tries than the (client, address) limit, and than the address limit
+    for (let i = 0; i < 8; i++) {
+      const res = await post(c.clientId, k2.priv);
+      expect(res.status).toBe(401);
+      expect(res.body.error).toBe('invalid_client');
+    }
+    expect(fetches).toBe(1);
+    expect(events('client.rate_limited')).toEqual([]);
+    const failed = events('client.auth_failed');
+    expect(failed).toHaveLength(8);
+    expect(failed[0]).toMatchObject({ client_id: c.clientId, reason: 'assertion_unknown_key', kid: 'k2', jwks_uri: uri, refetch_in_s: 30 });
+
+    jest.setSystemTime(Date.now() + 31_000);
+    const res = await post(c.clientId, k2.priv);
+    expect(res.status).toBe(200);
+    expect(fetches).toBe(2);
+
+    // a kid the set still lacks once it was fetched again is a failure, and counts: the limit of 3 is reached
+    const k9 = ecPair('k9');
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      jest.setSystemTime(Date.now() + 31_000);
+      statuses.push((await post(c.clientId, k9.priv)).status);
+    }
+    expect(statuses).toEqual([401, 401, 401]);
+    expect(fetches).toBe(5);
+    expect((await post(c.clientId, k1.priv)).status).toBe(429);
+  });
+});

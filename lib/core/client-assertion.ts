@@ -33,6 +33,14 @@ export class AssertionRejectedError extends InvalidClientError {
   constructor(
     reason: string,
     readonly facts: Record<string, unknown> = {},
+    /**
+     * False when the refusal says nothing of the caller: a kid its jwks_uri's
+     * set did not have when it was fetched, less than a cooldown ago (a key
+     * the client may have published since). Not counted by the brute-force
+     * limits, so a client that rotates its key is not locked out by its own
+     * retries; an assertion signs, it guesses nothing.
+     */
+    readonly countsAsFailure = true,
   ) {
     super({ detail: reason });
   }
@@ -137,10 +145,10 @@ export class ClientAssertionVerifier {
   }
 
   /** The client's keys by kid: registered ones, imported once; or its jwks_uri's, fetched and cached. */
-  private async keyMap(client: ClientRecord, kid: unknown): Promise<Map<string, { key: KeyObject; alg: DpopAlgorithm }>> {
-    if (client.jwksUri === null) return this.keysOf(client).byKid;
+  private async keyMap(client: ClientRecord, kid: unknown): Promise<{ byKid: Map<string, { key: KeyObject; alg: DpopAlgorithm }>; heldBackMs: number }> {
+    if (client.jwksUri === null) return { byKid: this.keysOf(client).byKid, heldBackMs: 0 };
     try {
-      return await this.remote.keys(client.jwksUri, typeof kid === 'string' ? kid : undefined);
+      return await this.remote.keysFor(client.jwksUri, typeof kid === 'string' ? kid : undefined);
     } catch (err) {
       // the client's key host is down: 503, not a failed authentication (the assertion was not judged)
       if (err instanceof JwksUriUnavailableError) throw jwksUriUnavailable(err);
@@ -201,7 +209,7 @@ export class ClientAssertionVerifier {
     }
     if (header.typ !== undefined && !typeAccepted(header.typ)) reject('assertion_wrong_type', { typ: shown(header.typ) });
     if (header.crit !== undefined) reject('assertion_crit_header');
-    const byKid = await this.keyMap(client, header.kid);
+    const { byKid, heldBackMs } = await this.keyMap(client, header.kid);
     if (header.kid === undefined) {
       // no kid: each registered key pinned to the header's alg (at most MAX_CLIENT_KEYS)
       let candidates = 0;
@@ -219,7 +227,13 @@ export class ClientAssertionVerifier {
       if (!verified) reject('assertion_bad_signature', { alg: shown(header.alg), keys_tried: candidates });
     } else {
       const entry = typeof header.kid === 'string' ? byKid.get(header.kid) : undefined;
-      if (!entry) reject('assertion_unknown_key', { kid: shown(header.kid) });
+      if (!entry) {
+        if (heldBackMs > 0) {
+          // the set is fetched again for an unknown kid at most once per cooldown: not the caller's failure until then
+          throw new AssertionRejectedError('assertion_unknown_key', { kid: shown(header.kid), jwks_uri: client.jwksUri, refetch_in_s: Math.ceil(heldBackMs / 1000) }, false);
+        }
+        reject('assertion_unknown_key', { kid: shown(header.kid) });
+      }
       if (header.alg !== entry.alg) reject('assertion_wrong_algorithm', { alg: shown(header.alg), expected: entry.alg });
       if (!verifyJws(entry.alg, entry.key, assertion.signingInput, assertion.signature)) reject('assertion_bad_signature', { kid: header.kid, alg: entry.alg });
     }

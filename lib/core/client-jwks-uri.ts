@@ -148,6 +148,17 @@ export class RemoteClientKeys {
    * came but cannot be used (too large, not JSON, HTTP 4xx).
    */
   async keys(uri: string, kid: string | undefined): Promise<Map<string, RemoteKey>> {
+    return (await this.keysFor(uri, kid)).byKid;
+  }
+
+  /**
+   * keys(), and `heldBackMs`: when `kid` is not in the set and the cooldown
+   * kept this call from fetching it again (the set was fetched less than a
+   * cooldown ago), how long until a call may; 0 otherwise. A client that
+   * publishes a new key and signs with it at once is refused until then,
+   * though nothing says its assertion is forged.
+   */
+  async keysFor(uri: string, kid: string | undefined): Promise<{ byKid: Map<string, RemoteKey>; heldBackMs: number }> {
     const previous = this.sets.get(uri);
     const now = this.o.now();
     const entry = this.entry(uri, previous);
@@ -155,7 +166,8 @@ export class RemoteClientKeys {
     const missing = kid !== undefined && !entry.byKid.has(kid);
     const mayRefetch = entry.inFlight !== undefined || now - entry.fetchedAt >= this.o.cooldownMs;
     // a set fetched before stays in use when a refresh fails, as far as it can answer
-    if (stale || ((missing || entry.lastError) && mayRefetch)) await this.refresh(uri, entry).catch(() => undefined);
+    const fetching = stale || ((missing || entry.lastError) && mayRefetch);
+    if (fetching) await this.refresh(uri, entry).catch(() => undefined);
     const failed = entry.lastError;
     if (failed && (kid === undefined ? entry.byKid.size === 0 : !entry.byKid.has(kid))) {
       if (!failed.outage) throw new Error(failed.message);
@@ -164,7 +176,8 @@ export class RemoteClientKeys {
       const retryAfterMs = Math.max(1000, entry.fetchedAt + this.o.cooldownMs - this.o.now());
       throw new JwksUriUnavailableError(uri, failed.message, retryAfterMs, first);
     }
-    return entry.byKid;
+    const heldBackMs = missing && !fetching ? Math.max(0, entry.fetchedAt + this.o.cooldownMs - this.o.now()) : 0;
+    return { byKid: entry.byKid, heldBackMs };
   }
 
   private entry(uri: string, previous: Entry | undefined): Entry {
