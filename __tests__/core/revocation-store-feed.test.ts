@@ -36,6 +36,29 @@ describe('StoreRevocationFeed + Revoker (shared store, no Redis)', () => {
     await Promise.all([feedA.close(), feedB.close()]);
   });
 
+  it('clockTolerance: an entry past its exp but within the tolerance is loaded by a starting instance and kept by a purge; past it, neither', async () => {
+    const shared = memoryRevocationStore();
+    const exp = Math.floor(clock / 1000) + 60;
+    await shared.store.revokeToken({ jti: 'j1', clientId: 'c1', exp: new Date(exp * 1000) });
+    const start = (at: number) => {
+      const state = new RevocationState({ maxTokenTtl: 600, clockTolerance: 30, now: () => at });
+      const feed = new StoreRevocationFeed({ state, store: shared.store, maxTokenTtl: 600, clockTolerance: 30, now: () => at, purgeEveryMs: 0 });
+      return { state, feed };
+    };
+    // 20 s past exp: verifiers with a 30 s tolerance still accept the token, so the entry counts
+    const late = start((exp + 20) * 1000);
+    await late.feed.start();
+    expect(late.state.isRevoked({ jti: 'j1', client_id: 'c1' })).toBe('token_revoked');
+    expect((await shared.store.listRevocations(new Date(0), new Date(0))).tokens).toHaveLength(1);
+    await late.feed.close();
+    // 31 s past exp: purged from the store
+    const later = start((exp + 31) * 1000);
+    await later.feed.start();
+    expect(later.state.size().tokens).toBe(0);
+    expect((await shared.store.listRevocations(new Date(0), new Date(0))).tokens).toEqual([]);
+    await later.feed.close();
+  });
+
   it('a ring that fails after the write is reported, and the revocation stands: stored, in force here, the call resolves', async () => {
     const shared = memoryRevocationStore();
     const state = new RevocationState({ maxTokenTtl: 600, now });

@@ -322,6 +322,52 @@ describe('revocations survive restarts and reach other instances on the same sto
     }
   });
 
+  // an instance started after a revoked token's exp, but while verifiers still accept it (exp + clockTolerance), did not
+  // load its entry (listed while exp > now): it let the token through, and dropped it from its signed list; and one
+  // with a shorter accessTokenTtl listed only the clients revoked within its own lifetime, so another instance's
+  // longer-lived tokens of a revoked client passed there
+  it('RV11 at the edges: after a restart, a revoked token past its exp but within clockTolerance, and a revoked client\'s token from an instance with a longer accessTokenTtl, are still refused', async () => {
+    const dataDir = tempDir();
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+    const open = async (accessTokenTtl: number) => {
+      const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: false, accessTokenTtl, clockTolerance: 30 });
+      await issuer.ready();
+      return { issuer, app: withApi({ issuer }) };
+    };
+    try {
+      const a = await open(60);
+      const c1 = await a.issuer.clients.create({ name: 'c1', scopes: 'orders:read' });
+      const c2 = await a.issuer.clients.create({ name: 'c2', scopes: 'orders:read' });
+      const [t1, t2] = [await token(a.app, c1), await token(a.app, c2)];
+      expect((await revoke(a.app, c1, { token: t1 })).status).toBe(200);
+      await a.issuer.clients.revoke(c2.clientId);
+      // t1 is past its exp (60 s) and within the 30 s tolerance; t2 is 70 s old
+      jest.setSystemTime(Date.now() + 70_000);
+      expectRevoked(await callApi(a.app, t1));
+      await a.issuer.close();
+
+      // the same store, restarted with a shorter lifetime (a rolling change of ACCESS_TOKEN_TTL)
+      const b = await open(5);
+      try {
+        expectRevoked(await callApi(b.app, t1));
+        const refused = await callApi(b.app, t2);
+        expect(refused.status).toBe(401);
+        expect(refused.headers['www-authenticate']).toContain('error="invalid_token"');
+        // what standalone verifiers poll names the token and the client too
+        const list = JSON.parse(Buffer.from((await request(b.app).get('/oauth/revocation-list')).text.split('.')[1], 'base64url').toString()) as {
+          tokens: { jti: string }[];
+          clients: { client_id: string; revoked_at: number | null }[];
+        };
+        expect(list.tokens.map((t) => t.jti)).toEqual([(jwt.decode(t1) as { jti: string }).jti]);
+        expect(list.clients).toEqual(expect.arrayContaining([expect.objectContaining({ client_id: c2.clientId, revoked_at: expect.any(Number) })]));
+      } finally {
+        await b.issuer.close();
+      }
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('two instances on one embedded store: a revocation on one is refused by the other within revocationResync; the CLI reaches both', async () => {
     const dataDir = tempDir();
     const instances = await Promise.all(

@@ -28,8 +28,15 @@ const asList = (events: RevocationEvent | RevocationEvent[]): RevocationEvent[] 
 export interface StoreRevocationFeedOptions {
   state: RevocationState;
   store: RevocationStore;
-  /** Longest token lifetime, seconds: how far back revoked clients are listed. */
+  /** Longest token lifetime, seconds: how far back revoked clients are listed (with clockTolerance). */
   maxTokenTtl: number;
+  /**
+   * Seconds the verifiers accept a token past its `exp`: a denylist entry is
+   * listed, and kept in the store, that much longer (default 0). Without it
+   * an instance that starts within that time of a revoked token's `exp` would
+   * not know the token and accept it.
+   */
+  clockTolerance?: number;
   /** Reload from the store every resyncMs (default 2 000, the client-cache bound). */
   resyncMs?: number;
   /** Expired denylist entries are deleted from the store at most this often (ms, default 60 000). */
@@ -113,16 +120,19 @@ export class StoreRevocationFeed implements RevocationFeed {
     this.running ??= (async () => {
       const { store } = this.options;
       const now = this.now();
+      const toleranceMs = (this.options.clockTolerance ?? 0) * 1000;
+      // a token is accepted until exp + clockTolerance: its entry counts until then
+      const deadBefore = new Date(now - toleranceMs);
       let full = false;
       if (now - this.lastPurge >= (this.options.purgeEveryMs ?? 60_000)) {
-        await store.purgeExpiredRevocations(new Date(now));
+        await store.purgeExpiredRevocations(deadBefore);
         this.lastPurge = now;
         full = true;
       }
       // read before the list: a change made while listing moves it again, and the next resync reloads
       const version = store.revocationsVersion ? await store.revocationsVersion() : undefined;
       if (!full && version !== undefined && version === this.loadedVersion) return;
-      const snapshot = await store.listRevocations(new Date(now), new Date(now - this.options.maxTokenTtl * 1000));
+      const snapshot = await store.listRevocations(deadBefore, new Date(now - this.options.maxTokenTtl * 1000 - toleranceMs));
       this.options.state.load(snapshot);
       this.loadedVersion = version;
     })().then(

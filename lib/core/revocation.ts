@@ -62,6 +62,15 @@ export interface RevocableClaims {
   [GENERATION_CLAIM]?: unknown;
 }
 
+/**
+ * The longest access token lifetime an issuer may be given (accessTokenTtl),
+ * seconds. Revocations are kept by it, not by an instance's own lifetime:
+ * instances on one store may issue with different ones (during a rolling
+ * change of ACCESS_TOKEN_TTL, say), and each must refuse the others' tokens
+ * of a revoked client as long as they live.
+ */
+export const LONGEST_TOKEN_TTL = 86400;
+
 export interface RevocationStateOptions {
   /** Longest access token lifetime, seconds: bounds how long any entry is kept. */
   maxTokenTtl: number;
