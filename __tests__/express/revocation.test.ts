@@ -91,7 +91,7 @@ describe('RFC 7009 revocation at the issuer', () => {
     expectRevoked(await callApi(app, at));
   });
 
-  it('RV2: garbage, an expired token, a token signed by an unknown key → 200 and nothing changes', async () => {
+  it('RV2: garbage, a malformed value, a token signed by an unknown key → 200 and nothing changes (an expired one: next case)', async () => {
     const live = await token(app, c1);
     const foreign = mint(freshKey(), { claims: { iss: ISSUER, aud: AUDIENCE, client_id: c1.clientId, sub: c1.clientId } });
     for (const value of ['garbage', 'a.b.c', foreign, 'x'.repeat(8000)]) {
@@ -102,6 +102,28 @@ describe('RFC 7009 revocation at the issuer', () => {
     const huge = await revoke(app, c1, { token: 'x'.repeat(9000) });
     expect({ status: huge.status, error: huge.body.error }).toEqual({ status: 413, error: 'invalid_request' });
     expect((await callApi(app, live)).status).toBe(200);
+  });
+
+  it('RV2: one of its own tokens, expired past the clock tolerance → 200, and no denylist entry is made for it', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+    // the issuer reads this clock
+    const own = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir: tempDir(), logger: false });
+    try {
+      await own.ready();
+      const ownApp = withApi({ issuer: own });
+      const client = await own.clients.create({ name: 'c', scopes: 'orders:read' });
+      const expired = await token(ownApp, client);
+      jest.setSystemTime(Date.now() + 3606_000);
+      expect((await callApi(ownApp, expired)).status).toBe(401);
+      const res = await revoke(ownApp, client, { token: expired });
+      expect(res.status).toBe(200);
+      expect(res.headers['cache-control']).toBe('no-store');
+      const list = (await request(ownApp).get('/oauth/revocation-list')).text;
+      expect(JSON.parse(Buffer.from(list.split('.')[1], 'base64url').toString()).tokens).toEqual([]);
+    } finally {
+      await own.close();
+      jest.useRealTimers();
+    }
   });
 
   it('RV3: another client cannot revoke c1 token: 400 invalid_request, and the token keeps working', async () => {
