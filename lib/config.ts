@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from './logger';
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from './core/keys';
-import { LONGEST_TOKEN_TTL } from './core/revocation';
+import { MAX_ACCESS_TOKEN_TTL } from './core/revocation';
 import { scopeOption } from './core/scope';
 import type { BruteForceOptions, BruteForceSettings } from './core/brute-force';
 import { isNodeRedis } from './stores/redis-client';
@@ -384,7 +384,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     jwksUri: `${base}/.well-known/jwks.json`,
     dataDir: checkString('dataDir', options.dataDir, './data'),
     algorithm,
-    accessTokenTtl: checkInteger('accessTokenTtl', options.accessTokenTtl, 3600, 1, LONGEST_TOKEN_TTL),
+    accessTokenTtl: checkInteger('accessTokenTtl', options.accessTokenTtl, 3600, 1, MAX_ACCESS_TOKEN_TTL),
     scopesSupported: scopeOption('scopesSupported', options.scopesSupported),
     resources: checkResources(options.resources),
     bearerRealm: realm ?? 'api',

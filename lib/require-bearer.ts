@@ -19,7 +19,7 @@ import { sharedServiceGate } from './core/service-gate';
 import { RemoteJwks, StaticKeys, loadJwks } from './core/jwks';
 import type { KeyResolver, LoadedKey } from './core/keys';
 import { RejectionLog } from './core/rejection-log';
-import { LONGEST_TOKEN_TTL, RevocationState } from './core/revocation';
+import { MAX_ACCESS_TOKEN_TTL, RevocationState } from './core/revocation';
 import { RevocationListPoller } from './core/revocation-list';
 import { scopeOption } from './core/scope';
 import { AccessTokenVerifier } from './core/verifier';
@@ -105,7 +105,7 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, k
     url: settings.uri,
     issuer,
     keys,
-    state: new RevocationState({ maxTokenTtl: LONGEST_TOKEN_TTL, clockTolerance }),
+    state: new RevocationState({ maxTokenTtl: MAX_ACCESS_TOKEN_TTL, clockTolerance }),
     intervalMs: settings.intervalMs,
     maxStaleMs: settings.maxStaleMs,
     failOpen: settings.failOpen,

@@ -12,7 +12,7 @@ import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import { introspectWithReason, revocationFor, type IntrospectionResult, type VerifyAccessToken } from './introspection';
 import type { LoadedKey } from './keys';
 import { TemporarilyUnavailableError } from '../errors';
-import { LONGEST_TOKEN_TTL, RevocationState, type RevocableClaims, type RevocationCheck, type RevocationReason } from './revocation';
+import { MAX_ACCESS_TOKEN_TTL, RevocationState, type RevocableClaims, type RevocationCheck, type RevocationReason } from './revocation';
 import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { PublishedRevocationList } from './revocation-list';
 import { ThrottledLog } from './refusal-log';
@@ -52,8 +52,8 @@ export class IssuerRevocations {
   constructor(private readonly options: IssuerRevocationsOptions) {
     const { config, now } = options;
     this.refusals = new ThrottledLog(options.logger, 60_000, now);
-    // by the longest lifetime any instance may issue with, not this one's: see LONGEST_TOKEN_TTL
-    this.state = new RevocationState({ maxTokenTtl: LONGEST_TOKEN_TTL, clockTolerance: config.clockTolerance, now });
+    // by the longest lifetime any instance may issue with, not this one's: see MAX_ACCESS_TOKEN_TTL
+    this.state = new RevocationState({ maxTokenTtl: MAX_ACCESS_TOKEN_TTL, clockTolerance: config.clockTolerance, now });
     this.list = new PublishedRevocationList({ state: this.state, issuer: config.issuer, signingKey: options.signingKey, now });
     this.check = config.revocationFailOpen ? this.state : this.failClosed();
   }
@@ -89,7 +89,7 @@ export class IssuerRevocations {
     const feed = new StoreRevocationFeed({
       state: this.state,
       store,
-      maxTokenTtl: LONGEST_TOKEN_TTL,
+      maxTokenTtl: MAX_ACCESS_TOKEN_TTL,
       clockTolerance: config.clockTolerance,
       resyncMs: config.revocationResync * 1000,
       notify:

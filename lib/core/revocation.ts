@@ -69,7 +69,7 @@ export interface RevocableClaims {
  * change of ACCESS_TOKEN_TTL, say), and each must refuse the others' tokens
  * of a revoked client as long as they live.
  */
-export const LONGEST_TOKEN_TTL = 86400;
+export const MAX_ACCESS_TOKEN_TTL = 86400;
 
 export interface RevocationStateOptions {
   /** Longest access token lifetime, seconds: bounds how long any entry is kept. */
