@@ -73,6 +73,12 @@ export interface Issuer {
     rotate(leadTime?: number): Promise<KeyInfo>;
     /** Removes retired keys whose tokens have all expired. */
     prune(): Promise<number>;
+    /**
+     * Takes the key `kid` out at once (its private part leaked): no longer published, every token it signed
+     * refused; a key that signs now or would sign later is first replaced by one that signs at once. Answers
+     * the new key (`replacement`), if one was made. Rejects with UnknownSigningKeyError for an unknown kid.
+     */
+    revoke(kid: string): Promise<{ revoked: KeyInfo; replacement: KeyInfo | null }>;
     jwks(): Promise<{ keys: PublicJwk[] }>;
   };
   metadata(): Record<string, unknown>;
@@ -242,6 +248,12 @@ export function createIssuer(options: IssuerOptions): Issuer {
       async prune() {
         await server.ready();
         return server.keys.prune();
+      },
+      async revoke(kid) {
+        await server.ready();
+        const { revoked, replacement } = await server.keys.revoke(kid);
+        const now = Date.now();
+        return { revoked: info(revoked, now), replacement: replacement ? info(replacement, now) : null };
       },
       async jwks() {
         await server.ready();

@@ -10,6 +10,7 @@ export type { AccessTokenClaims } from './core/issuer';
 export type { ClientInfo, IssuedCredentials, CreateClientInput, ClientService, DeliverOptions } from './core/clients';
 export { SecretRotationConflictError } from './core/clients';
 export type { SigningAlgorithm, PublicJwk } from './core/keys';
+export { KeyRotationConflictError, KeyRevocationUnsupportedError, UnknownSigningKeyError } from './core/keys';
 export type { RegisteredKeyClient, CreateKeyClientInput, ClientChanges, ClientUpdate } from './core/clients';
 export { signClientAssertion, CLIENT_ASSERTION_TYPE } from './jwt/client-assertion';
 export type { ClientAssertionInput } from './jwt/client-assertion';

@@ -155,10 +155,10 @@ describe('top level', () => {
     const none = await cli(['keys']);
     expect(none.code).toBe(2);
     expect(none.stdout).toBe('');
-    expect(none.stderr).toContain('Usage: client-credentials keys <list|rotate|prune>');
+    expect(none.stderr).toContain('Usage: client-credentials keys <list|rotate|revoke|prune>');
     const unknown = await cli(['keys', 'burn']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toBe("error: unknown command 'keys burn' (keys list, keys rotate, keys prune; client-credentials keys --help describes them)\n");
+    expect(unknown.stderr).toBe("error: unknown command 'keys burn' (keys list, keys rotate, keys revoke, keys prune; client-credentials keys --help describes them)\n");
   });
 });
 
@@ -169,9 +169,10 @@ describe('--help on every command', () => {
     [['list', '--help'], 'list [--json]'],
     [['revoke', '-h'], 'revoke CLIENT_ID'],
     [['rotate-secret', '--help'], 'rotate-secret CLIENT_ID [--keep-old DURATION]'],
-    [['keys', '--help'], 'keys <list|rotate|prune>'],
+    [['keys', '--help'], 'keys <list|rotate|revoke|prune>'],
     [['keys', 'list', '--help'], 'keys list [--json]'],
     [['keys', 'rotate', '-h'], 'keys rotate [--lead-time DURATION]'],
+    [['keys', 'revoke', '--help'], 'keys revoke KID [--json]'],
     [['keys', 'prune', '--help'], 'keys prune'],
     [['help', 'create'], 'create --name NAME'],
     [['help', 'keys', 'rotate'], 'keys rotate [--lead-time DURATION]'],

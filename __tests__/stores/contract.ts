@@ -510,6 +510,25 @@ export function describeStoreContract(name: string, open: () => Promise<OpenedSt
         expect((await store.listKeys()).map((k) => k.kid)).toEqual(['k3']);
       });
 
+      it('deleteKey deletes a key that signs no more (retired by now, or withdrawn), whatever its tokens; never one that signs now or will', async () => {
+        const k1 = key('k1', T0);
+        const k2 = key('k2', T1, new Date(T2.getTime() + 60_000)); // published at T1, signs from T2 + 60 s; k1 signs until then
+        await store.insertFirstKey(k1);
+        await store.rotateKey(k2, ['k1']);
+        // at T2 k1 still signs (it retires at T2 + 60 s) and k2 is pending: neither goes
+        expect(await store.deleteKey!('k1', T2)).toBe(false);
+        expect(await store.deleteKey!('k2', T2)).toBe(false);
+        expect(await store.deleteKey!('nope', T2)).toBe(false);
+        expect((await store.listKeys()).map((k) => k.kid)).toEqual(['k1', 'k2']);
+        // a rotation at T2 with no lead time: k1 retires at T2, k2 is withdrawn; both may go, however long their tokens live
+        await store.rotateKey(key('k3', T2), ['k2']);
+        expect(await store.deleteKey!('k2', T2)).toBe(true);
+        expect(await store.deleteKey!('k1', T2)).toBe(true);
+        expect(await store.deleteKey!('k1', T2)).toBe(false);
+        expect(await store.deleteKey!('k3', new Date(T2.getTime() + 86_400_000))).toBe(false);
+        expect((await store.listKeys()).map((k) => k.kid)).toEqual(['k3']);
+      });
+
       it('pruneKeys deletes only keys retired strictly before the given time and returns the count', async () => {
         const k1 = key('k1', T0);
         const k2 = key('k2', T1); // retires k1 at T1

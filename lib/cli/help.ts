@@ -52,6 +52,7 @@ Commands:
                                                  give a client a new secret; shows it once
   keys list [--json]                             list signing keys
   keys rotate [--lead-time DURATION] [--json]    publish a new signing key
+  keys revoke KID [--json]                       take a leaked signing key out at once
   keys prune [--json]                            remove retired keys whose tokens have expired
   client-key add CLIENT_ID FILE [--json]         add a public key to a key-based client
   client-key remove CLIENT_ID KID [--json]       remove one of its keys
@@ -226,7 +227,7 @@ Options:
 ${ENVIRONMENT}
 `,
 
-  keys: `Usage: ${BIN} keys <list|rotate|prune> [options]
+  keys: `Usage: ${BIN} keys <list|rotate|revoke|prune> [options]
 
 Manages the signing keys. A new key is published at once and signs after a
 lead time, so verifiers can fetch it first; the key it replaces stays
@@ -235,6 +236,7 @@ published until the tokens it signed have expired.
 Commands:
   keys list [--json]                            list signing keys
   keys rotate [--lead-time DURATION] [--json]   publish a new signing key
+  keys revoke KID [--json]                      take a leaked signing key out at once
   keys prune [--json]                           remove retired keys whose tokens have expired
 
 Run '${BIN} keys <command> --help' for the details of a command.
@@ -273,6 +275,24 @@ Options:
                         until the new one does (null with no lead time) and the
                         kids of pending keys the rotation withdrew
   -h, --help            show this help
+
+${KEY_ENVIRONMENT}
+`,
+
+  'keys revoke': `Usage: ${BIN} keys revoke KID [--json]
+
+For a signing key whose private part may have leaked: deletes it from the
+store at once, so it is no longer published and every token it signed is
+refused, whatever its expiry. A key that signs now, or a pending one, is first
+replaced by a new key that signs at once. Running issuers learn of it at their
+next key refresh (KEY_REFRESH_INTERVAL), resource servers at their next JWKS
+fetch; until then some may still accept, or sign, tokens with it. Clients
+simply get new tokens. An unknown KID exits 1 and changes nothing.
+
+Options:
+  --json      print one JSON object {revoked, replaced_by}: the kid taken out,
+              and the new key's kid (null when the key signed no more)
+  -h, --help  show this help
 
 ${KEY_ENVIRONMENT}
 `,

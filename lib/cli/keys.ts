@@ -1,8 +1,8 @@
-/** `keys list`, `keys rotate`, `keys prune`: the issuer's signing keys. */
-import { KeyRing, SIGNING_ALGORITHMS, isWithdrawn, keyStatus, loadStoredKey, signingKeyAt, type SigningAlgorithm } from '../core/keys';
-import { UsageError, formatDuration, parseCommand, parseDuration } from './args';
+/** `keys list`, `keys rotate`, `keys revoke`, `keys prune`: the issuer's signing keys. */
+import { KeyRing, SIGNING_ALGORITHMS, UnknownSigningKeyError, isWithdrawn, keyStatus, loadStoredKey, signingKeyAt, type SigningAlgorithm } from '../core/keys';
+import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { HELP } from './help';
-import { auditLogger, iso, printable, table, withHelp, type Context, type Handler } from './context';
+import { auditLogger, iso, printable, quoted, table, withHelp, type Context, type Handler } from './context';
 
 interface KeySettings {
   /** From SIGNING_ALG, or undefined to keep the signing key's algorithm. */
@@ -158,7 +158,37 @@ const keysPrune: Handler = async (args, ctx) => {
   return 0;
 };
 
-const KEY_COMMANDS: Record<string, Handler> = { list: keysList, rotate: keysRotate, prune: keysPrune };
+/**
+ * A key whose private part may have leaked: out of the store at once (no
+ * longer published, its tokens refused), replaced first by a key that signs
+ * at once when it signs now or would later.
+ */
+const keysRevoke: Handler = async (args, ctx) => {
+  const { values, positionals } = parseCommand('keys revoke', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'KID' });
+  const [kid] = positionals;
+  const settings = keySettings(ctx.io.env, 'keys revoke');
+  const ring = await loadKeyRing(ctx, settings, false); // an unknown kid creates no key
+  let result;
+  try {
+    result = await ring.revoke(kid);
+  } catch (err) {
+    if (err instanceof UnknownSigningKeyError) throw new CommandError(`no signing key has kid ${quoted(kid)} ('keys list' shows them)`);
+    throw err;
+  }
+  const { revoked, replacement } = result;
+  if (values.json) {
+    ctx.out(JSON.stringify({ revoked: revoked.kid, replaced_by: replacement?.kid ?? null }));
+    return 0;
+  }
+  ctx.out(`Signing key ${revoked.kid} (${revoked.alg}) revoked: it is no longer published, and every token it signed is refused.`);
+  if (replacement) ctx.out(`New signing key ${replacement.kid} (${replacement.alg}) signs from now on.`);
+  ctx.out(
+    `Running issuers on this store refuse its tokens, and stop signing with it, at their next key refresh (keyRefreshInterval, ${settings.refreshInterval} s here); resource servers that verify against the JWKS at their next fetch of it (jwksMaxAge, 120 s by default).`,
+  );
+  return 0;
+};
+
+const KEY_COMMANDS: Record<string, Handler> = { list: keysList, rotate: keysRotate, revoke: keysRevoke, prune: keysPrune };
 
 export const keys: Handler = async (args, ctx) => {
   const [sub, ...rest] = args;

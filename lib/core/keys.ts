@@ -49,6 +49,11 @@ export function deferredKeyStore(get: () => KeyStore | Promise<KeyStore>): KeySt
     raiseKeyTokenTtl: async (kids, tokenTtl) => {
       await (await get()).raiseKeyTokenTtl?.(kids, tokenTtl);
     },
+    deleteKey: async (kid, now) => {
+      const store = await get();
+      if (!store.deleteKey) throw new KeyRevocationUnsupportedError();
+      return store.deleteKey(kid, now);
+    },
   };
 }
 
@@ -148,6 +153,22 @@ export class KeyRotationConflictError extends Error {
   constructor() {
     super('the signing keys changed during the rotation; list them and try again');
     this.name = 'KeyRotationConflictError';
+  }
+}
+
+/** KeyRing.revoke(): no key of the store has this kid. */
+export class UnknownSigningKeyError extends Error {
+  constructor(readonly kid: string) {
+    super(`no signing key has kid ${kid}`);
+    this.name = 'UnknownSigningKeyError';
+  }
+}
+
+/** KeyRing.revoke() on a store whose KeyStore has no deleteKey(). */
+export class KeyRevocationUnsupportedError extends Error {
+  constructor() {
+    super('this store cannot delete a signing key (its KeyStore has no deleteKey())');
+    this.name = 'KeyRevocationUnsupportedError';
   }
 }
 
@@ -403,6 +424,37 @@ export class KeyRing implements KeyResolver {
       'signing key rotated',
     );
     return this.keys.get(stored.kid)!;
+  }
+
+  /**
+   * Takes a key out at once, for a key whose private part may have leaked:
+   * it is deleted from the store, so it is no longer published and every
+   * token it signed is refused, here at once, by the other instances on the
+   * store at their next key reload (within the key refresh, or sooner on a
+   * token whose kid they then no longer know) and by standalone verifiers at
+   * their next JWKS refresh. A key that signs now, or would sign later (a
+   * rotation's pending key), is first replaced by a rotation with no lead
+   * time, so a new key signs at once. Answers the key taken out and the new
+   * key, if one was made. Throws UnknownSigningKeyError,
+   * KeyRotationConflictError (another rotation at the same time: nothing was
+   * deleted) or KeyRevocationUnsupportedError.
+   */
+  async revoke(kid: string): Promise<{ revoked: LoadedKey; replacement: LoadedKey | undefined }> {
+    if (!this.store.deleteKey) throw new KeyRevocationUnsupportedError();
+    await this.reload();
+    const key = this.keys.get(kid);
+    if (!key) throw new UnknownSigningKeyError(kid);
+    const signsNowOrLater = !isWithdrawn(key) && (key.retiredAt === null || key.retiredAt > this.options.now());
+    const replacement = signsNowOrLater ? await this.rotate(0) : undefined;
+    const deleted = await this.store.deleteKey(kid, new Date(this.options.now()));
+    await this.reload();
+    // not deleted and still there: it signs again, which only a change made at the same moment elsewhere can do
+    if (!deleted && this.keys.has(kid)) throw new KeyRotationConflictError();
+    this.options.logger?.warn(
+      { event: 'key.revoked', kid, alg: key.alg, replaced_by: replacement?.kid ?? null },
+      'signing key revoked: no longer published, every token it signed is refused',
+    );
+    return { revoked: key, replacement };
   }
 
   /** Drops retired keys once no token they signed can still be valid. */

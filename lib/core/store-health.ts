@@ -169,13 +169,13 @@ export class StoreHealth {
 // the revocation calls too: a revocation that cannot be written (a full disk) is an outage the log shows,
 // and the reload every revocationResync notices an outage (and its end) on an instance with no traffic
 const STORE_CALLS = [
-  'findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'raiseKeyTokenTtl', 'ping',
+  'findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'raiseKeyTokenTtl', 'deleteKey', 'ping',
   'addClientKey', 'removeClientKey', 'updateClient', 'consumeJti', 'revokeToken', 'bumpTokenGeneration', 'listRevocations', 'purgeExpiredRevocations', 'revocationsVersion',
 ] as const;
 
 /** The calls that write: their failure is an outage of writes, which a read does not end. */
 const WRITES: ReadonlySet<string> = new Set([
-  'createClient', 'revokeClient', 'rotateSecret', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'raiseKeyTokenTtl',
+  'createClient', 'revokeClient', 'rotateSecret', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'raiseKeyTokenTtl', 'deleteKey',
   'addClientKey', 'removeClientKey', 'updateClient', 'consumeJti', 'revokeToken', 'bumpTokenGeneration', 'purgeExpiredRevocations',
 ]);
 
@@ -193,6 +193,7 @@ const WROTE: Partial<Record<string, (answer: unknown) => StoreAccess>> = {
   rotateSecret: (done) => (done === true ? 'write' : 'read'),
   revokeClient: (done) => (done === true ? 'write' : 'read'),
   rotateKey: (done) => (done === true ? 'write' : 'read'),
+  deleteKey: (done) => (done === true ? 'write' : 'read'),
   removeClientKey: (done) => (done === true ? 'write' : 'read'),
   addClientKey: (result) => (result === 'added' ? 'write' : 'read'),
 };

@@ -118,6 +118,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     rotateKey: io(keys.rotateKey),
     pruneKeys: io(keys.pruneKeys),
     raiseKeyTokenTtl: io(keys.raiseKeyTokenTtl),
+    deleteKey: io(keys.deleteKey),
     ping: io((): void => {
       ping.get();
     }),

@@ -35,7 +35,7 @@ function toStoredKey(row: KeyRow): StoredKey {
   }
 
   /** The KeyStore methods on `pool`, in the schema `S` (quoted). */
-  export function postgresKeys(pool: Pool, S: string): Pick<KeyStore, 'listKeys' | 'insertFirstKey' | 'rotateKey' | 'pruneKeys' | 'raiseKeyTokenTtl'> {
+  export function postgresKeys(pool: Pool, S: string): Pick<KeyStore, 'listKeys' | 'insertFirstKey' | 'rotateKey' | 'pruneKeys' | 'raiseKeyTokenTtl' | 'deleteKey'> {
     const selectKeys = `
       SELECT kid, alg, private_jwk, public_jwk, created_at, activates_at, retired_at, token_ttl
         FROM ${S}.signing_keys
@@ -100,6 +100,15 @@ function toStoredKey(row: KeyRow): StoredKey {
     async raiseKeyTokenTtl(kids, tokenTtl) {
       if (kids.length === 0) return;
       await pool.query(`UPDATE ${S}.signing_keys SET token_ttl = $2 WHERE kid = ANY($1) AND token_ttl < $2`, [kids, tokenTtl]);
+    },
+
+    async deleteKey(kid, now) {
+      // only a key that signs no more: retired by now, or withdrawn (retired as it would activate)
+      const result = await pool.query(
+        `DELETE FROM ${S}.signing_keys WHERE kid = $1 AND retired_at IS NOT NULL AND (retired_at <= $2 OR retired_at <= activates_at)`,
+        [kid, now],
+      );
+      return (result.rowCount ?? 0) > 0;
     },
   };
 }

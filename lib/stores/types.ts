@@ -260,6 +260,14 @@ export interface KeyStore {
   pruneKeys(retiredBefore: Date, now?: Date): Promise<number>;
   /** Raises the recorded `tokenTtl` of these keys to `tokenTtl` where it is lower (optional: without it each instance prunes by its own lifetime). */
   raiseKeyTokenTtl?(kids: string[], tokenTtl: number): Promise<void>;
+  /**
+   * Deletes the key `kid` at once, whatever tokens it signed are still
+   * valid (a key whose private part leaked: `keys revoke`), but only if it
+   * signs no more: retired at or before `now`, or withdrawn (retired as it
+   * would activate). Answers whether a key was deleted. Optional: without
+   * it, `keys revoke` is refused.
+   */
+  deleteKey?(kid: string, now: Date): Promise<boolean>;
 }
 
 /** Every revocation in force, JSON-safe: what `listRevocations()` answers, and what `RevocationState` (core/revocation.ts) snapshots, loads and the signed list carries. */

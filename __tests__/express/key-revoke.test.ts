@@ -1,0 +1,137 @@
+/**
+ * `keys revoke KID` (the CLI) and `issuer.keys.revoke(kid)`: a signing key
+ * whose private part may have leaked goes at once. It is no longer published,
+ * every token it signed is refused (by the instance that revoked it at once,
+ * by the others on the store at their next key refresh, cached tokens
+ * included), and a new key signs. Two issuers on one embedded store.
+ */
+import express, { type Express } from 'express';
+import request from 'supertest';
+import { createIssuer, UnknownSigningKeyError, type Issuer } from '../../lib';
+import { main } from '../../lib/cli/main';
+import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
+import { fetchToken, headerOf } from '../helpers/tokens';
+
+interface Instance {
+  issuer: Issuer;
+  app: Express;
+}
+
+function mount(issuer: Issuer): Instance {
+  const app = express();
+  app.use(issuer.router());
+  app.get('/api', issuer.requireBearer(), (req, res) => void res.json({ client: req.auth!.clientId }));
+  return { issuer, app };
+}
+
+async function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env });
+  return { code, stdout, stderr };
+}
+
+const jwksKids = async (i: Instance): Promise<string[]> => ((await request(i.app).get('/.well-known/jwks.json')).body.keys as { kid: string }[]).map((k) => k.kid);
+const callApi = (i: Instance, token: string) => request(i.app).get('/api').set('Authorization', `Bearer ${token}`);
+
+/** Polls (real time, at most 3 s) until `check` holds. */
+async function within(ms: number, check: () => Promise<boolean>): Promise<number> {
+  const started = Date.now();
+  while (!(await check())) {
+    if (Date.now() - started > ms) throw new Error(`not within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return Date.now() - started;
+}
+
+describe('revoking a signing key', () => {
+  let dataDir: string;
+  let instances: Instance[];
+
+  beforeEach(async () => {
+    dataDir = tempDir();
+    instances = [];
+    for (let i = 0; i < 2; i++) {
+      const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: false, keyRefreshInterval: 1 });
+      await issuer.ready();
+      instances.push(mount(issuer));
+    }
+  });
+  afterEach(async () => {
+    for (const i of instances) await i.issuer.close();
+  });
+
+  it('keys revoke on the key that signs: a new key signs at once, the old one is unpublished and its tokens refused everywhere, cached ones too', async () => {
+    const [a] = instances;
+    const client = await a.issuer.clients.create({ name: 'svc' });
+    const old = await fetchToken(a.app, client);
+    const oldKid = headerOf(old).kid as string;
+    // both verified it: it is in both verified-token caches
+    for (const i of instances) expect((await callApi(i, old)).status).toBe(200);
+
+    const env = { DATA_DIR: dataDir };
+    const r = await cli(['keys', 'revoke', oldKid, '--json'], env);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout) as { revoked: string; replaced_by: string | null };
+    expect(out.revoked).toBe(oldKid);
+    expect(out.replaced_by).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const listed = JSON.parse((await cli(['keys', 'list', '--json'], env)).stdout) as { kid: string; status: string }[];
+    expect(listed.map((k) => [k.kid, k.status])).toEqual([[out.replaced_by, 'current']]);
+
+    // within the key refresh (1 s here): each instance refuses the token, publishes only the new key, signs with it
+    for (const i of instances) {
+      await within(3000, async () => (await callApi(i, old)).status === 401);
+      const refused = await callApi(i, old);
+      expect(refused.body.error).toBe('invalid_token');
+      expect(refused.headers['www-authenticate']).toMatch(/^Bearer realm="api", error="invalid_token"/);
+      expect(await jwksKids(i)).toEqual([out.replaced_by]);
+      const fresh = await fetchToken(i.app, client);
+      expect(headerOf(fresh).kid).toBe(out.replaced_by);
+      for (const j of instances) expect((await callApi(j, fresh)).status).toBe(200);
+    }
+  });
+
+  it('issuer.keys.revoke: at once on its own instance; a retired key goes without a new one; an unknown kid changes nothing', async () => {
+    const [a] = instances;
+    const client = await a.issuer.clients.create({ name: 'svc' });
+    const first = await fetchToken(a.app, client);
+    const firstKid = headerOf(first).kid as string;
+    // a rotation with no lead time: the first key is retired, published for its tokens, which still verify
+    const second = await a.issuer.keys.rotate(0);
+    expect((await callApi(a, first)).status).toBe(200);
+
+    await expect(a.issuer.keys.revoke('no-such-kid')).rejects.toBeInstanceOf(UnknownSigningKeyError);
+    expect((await a.issuer.keys.list()).map((k) => k.kid)).toEqual([firstKid, second.kid]);
+
+    const result = await a.issuer.keys.revoke(firstKid);
+    expect(result.revoked.kid).toBe(firstKid);
+    expect(result.replacement).toBeNull();
+    expect((await callApi(a, first)).status).toBe(401);
+    expect(await jwksKids(a)).toEqual([second.kid]);
+    expect((await a.issuer.keys.list()).map((k) => [k.kid, k.status])).toEqual([[second.kid, 'current']]);
+    expect((await callApi(a, await fetchToken(a.app, client))).status).toBe(200);
+  });
+
+  it('keys revoke with an unknown kid exits 1 and changes nothing; without a kid it is a usage error', async () => {
+    const env = { DATA_DIR: dataDir };
+    const before = (await cli(['keys', 'list', '--json'], env)).stdout;
+    const unknown = await cli(['keys', 'revoke', 'nope'], env);
+    expect(unknown).toEqual({ code: 1, stdout: '', stderr: "error: no signing key has kid 'nope' ('keys list' shows them)\n" });
+    const missing = await cli(['keys', 'revoke'], env);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toBe("error: missing KID (run 'client-credentials keys revoke --help' for usage)\n");
+    expect((await cli(['keys', 'list', '--json'], env)).stdout).toBe(before);
+  });
+
+  it('keys revoke in words: what was revoked, the new key, and when running issuers and resource servers learn of it', async () => {
+    const [a] = instances;
+    const kid = (await a.issuer.keys.list())[0].kid;
+    const r = await cli(['keys', 'revoke', kid], { DATA_DIR: dataDir, KEY_REFRESH_INTERVAL: '1' });
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe(`Signing key ${kid} (ES256) revoked: it is no longer published, and every token it signed is refused.`);
+    expect(lines[1]).toMatch(/^New signing key [A-Za-z0-9_-]{43} \(ES256\) signs from now on\.$/);
+    expect(lines[2]).toContain('at their next key refresh (keyRefreshInterval, 1 s here)');
+  });
+});
