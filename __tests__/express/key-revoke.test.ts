@@ -5,9 +5,10 @@
  * by the others on the store at their next key refresh, cached tokens
  * included), and a new key signs. Two issuers on one embedded store.
  */
+import type { AddressInfo } from 'node:net';
 import express, { type Express } from 'express';
 import request from 'supertest';
-import { createIssuer, UnknownSigningKeyError, type Issuer } from '../../lib';
+import { createIssuer, requireBearer, stopRevocationListPolling, UnknownSigningKeyError, type Issuer } from '../../lib';
 import { main } from '../../lib/cli/main';
 import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
 import { fetchToken, headerOf } from '../helpers/tokens';
@@ -111,6 +112,34 @@ describe('revoking a signing key', () => {
     expect(await jwksKids(a)).toEqual([second.kid]);
     expect((await a.issuer.keys.list()).map((k) => [k.kid, k.status])).toEqual([[second.kid, 'current']]);
     expect((await callApi(a, await fetchToken(a.app, client))).status).toBe(200);
+  });
+
+  it('a standalone verifier refuses the revoked key\'s tokens once it fetches the JWKS again: at once when a token of the new key makes it fetch', async () => {
+    const [a] = instances;
+    const server = a.app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const api = express();
+      api.get('/api', requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: `http://127.0.0.1:${port}/.well-known/jwks.json` }), (req, res) => void res.json({ client: req.auth!.clientId }));
+      const client = await a.issuer.clients.create({ name: 'svc' });
+      const old = await fetchToken(a.app, client);
+      const call = (token: string) => request(api).get('/api').set('Authorization', `Bearer ${token}`);
+      expect((await call(old)).status).toBe(200);
+
+      const { replacement } = await a.issuer.keys.revoke(headerOf(old).kid as string);
+      // its JWKS copy (2 min) still has the old key: a cached token passes until it fetches again
+      expect((await call(old)).status).toBe(200);
+      const fresh = await fetchToken(a.app, client);
+      expect(headerOf(fresh).kid).toBe(replacement!.kid);
+      expect((await call(fresh)).status).toBe(200);
+      const refused = await call(old);
+      expect(refused.status).toBe(401);
+      expect(refused.body.error).toBe('invalid_token');
+    } finally {
+      stopRevocationListPolling();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('keys revoke with an unknown kid exits 1 and changes nothing; without a kid it is a usage error', async () => {
