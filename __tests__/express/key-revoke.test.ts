@@ -8,7 +8,7 @@
 import type { AddressInfo } from 'node:net';
 import express, { type Express } from 'express';
 import request from 'supertest';
-import { createIssuer, requireBearer, stopRevocationListPolling, UnknownSigningKeyError, type Issuer } from '../../lib';
+import { createIssuer, KeyRevocationUnsupportedError, openEmbeddedStore, requireBearer, stopRevocationListPolling, UnknownSigningKeyError, type Issuer } from '../../lib';
 import { main } from '../../lib/cli/main';
 import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
 import { fetchToken, headerOf } from '../helpers/tokens';
@@ -139,6 +139,20 @@ describe('revoking a signing key', () => {
     } finally {
       stopRevocationListPolling();
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('a store of one\'s own without deleteKey(): revoke is refused before anything changes (no rotation)', async () => {
+    const full = await openEmbeddedStore({ dataDir: tempDir() });
+    const { deleteKey: _omitted, ...store } = full;
+    const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, store, logger: false });
+    try {
+      await issuer.ready();
+      const before = await issuer.keys.list();
+      await expect(issuer.keys.revoke(before[0].kid)).rejects.toBeInstanceOf(KeyRevocationUnsupportedError);
+      expect(await issuer.keys.list()).toEqual(before);
+    } finally {
+      await issuer.close();
     }
   });
 
