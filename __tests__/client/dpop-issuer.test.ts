@@ -15,6 +15,8 @@ interface Running {
   issuer: Issuer;
   client: { clientId: string; clientSecret: string };
   counts: { token: number; api: number };
+  /** What POST /api/pay received: the token and the proof's nonce of each request. */
+  payments: { token: string; nonce: string | null }[];
   close(): Promise<void>;
 }
 
@@ -62,12 +64,29 @@ async function start(nonce: boolean): Promise<Running> {
     }
     res.json({ seen: rotating });
   });
+  // an API that wants its nonce, then refuses the first token it sees (revoked, say): a POST that must not be sent three times
+  const payments: Running['payments'] = [];
+  app.post('/api/pay', issuer.requireBearer({ dpop: 'required' }), (req, res) => {
+    const proof = String(req.headers.dpop);
+    const nonce = (JSON.parse(Buffer.from(proof.split('.')[1], 'base64url').toString()) as { nonce?: string }).nonce ?? null;
+    payments.push({ token: req.auth!.token, nonce });
+    if (nonce !== 'pay-nonce') {
+      res.status(401).set('DPoP-Nonce', 'pay-nonce').set('WWW-Authenticate', 'DPoP error="use_dpop_nonce", algs="ES256"').json({ error: 'use_dpop_nonce' });
+      return;
+    }
+    if (req.auth!.token === payments[0].token) {
+      res.status(401).set('WWW-Authenticate', 'DPoP error="invalid_token", algs="ES256"').json({ error: 'invalid_token' });
+      return;
+    }
+    res.json({ paid: true });
+  });
   handler = app;
   return {
     url,
     issuer,
     client,
     counts,
+    payments,
     async close() {
       await issuer.close();
       server.closeAllConnections();
@@ -105,6 +124,28 @@ describe('token client with dpop, issuer without nonces', () => {
       const noProof = await fetch(`${r.url}/api/orders`, { headers: { authorization: `DPoP ${token.accessToken}` } });
       expect(noProof.status).toBe(401);
       expect(noProof.headers.get('www-authenticate')).toContain('error="invalid_dpop_proof"');
+    } finally {
+      await c.close();
+    }
+  });
+
+  // it was sent a third time, with a renewed token, after the nonce retry was refused for its token
+  it('one retry in all: a POST retried for a nonce and then refused for its token goes back to the caller as 401; the next call has a new token', async () => {
+    const events: TokenClientEvent[] = [];
+    const c = createTokenClient({ tokenEndpoint: `${r.url}/oauth/token`, clientId: r.client.clientId, clientSecret: r.client.clientSecret, dpop: { privateKey }, onEvent: (e) => events.push(e) });
+    try {
+      const refused = await c.fetch(`${r.url}/api/pay`, { method: 'POST', body: 'charge=100' });
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('www-authenticate')).toContain('error="invalid_token"');
+      expect(r.payments.map((p) => p.nonce)).toEqual([null, 'pay-nonce']);
+      expect(r.payments[1].token).toBe(r.payments[0].token);
+      expect(events.map((e) => e.type)).not.toContain('api.retry_401');
+      // the refused token was dropped: the next call sends a new one, once
+      const paid = await c.fetch(`${r.url}/api/pay`, { method: 'POST', body: 'charge=100' });
+      expect(paid.status).toBe(200);
+      expect(r.payments).toHaveLength(3);
+      expect(r.payments[2].nonce).toBe('pay-nonce');
+      expect(r.payments[2].token).not.toBe(r.payments[0].token);
     } finally {
       await c.close();
     }

@@ -91,10 +91,15 @@ function sendChecked(call: Call, token: CachedToken): Promise<Response> {
   return send(call, token).then((response) => (response.status === 401 ? after401(call, token, response) : response));
 }
 
-/** A 401 from the API: the proof-of-possession retry (a nonce), then one renewal and one retry when the token was refused. */
+/**
+ * A 401 from the API: the proof-of-possession retry (a nonce), or else one
+ * renewal and one retry when the token was refused. One retry in all: a
+ * request sent again for a nonce and refused for its token goes back to the
+ * caller (the token is renewed for the next call), never a third time.
+ */
 async function after401(call: Call, token: CachedToken, response: Response): Promise<Response> {
   const { cache, url } = call;
-  const canReplay = call.retry && replayable(call.input, call.init);
+  let canReplay = call.retry && replayable(call.input, call.init);
   const pop = cache.config.pop;
   if (pop !== undefined && token.scheme === pop.scheme) {
     const header = response.headers.get('www-authenticate');
@@ -107,6 +112,8 @@ async function after401(call: Call, token: CachedToken, response: Response): Pro
       if (response.status !== 401) return response;
       // refused again: not retried a second time, but a nonce it brought (the server's next) goes into the next call's proof
       pop.answered?.({ kind: 'api', url, status: 401, headers: response.headers });
+      // sent twice already: a refused token is renewed below for the next call, this one is not sent again
+      canReplay = false;
     }
   }
   if (!tokenRefused(response, token.scheme)) return response;
