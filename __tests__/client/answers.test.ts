@@ -401,6 +401,29 @@ describe('the bound on entries', () => {
   });
 });
 
+describe('the bound on entries, some of them backing off', () => {
+  // it was dropped like any idle entry: the next call for its key was a new entry that asked at once, and with more
+  // failing keys than the bound every call went to the endpoint (the audit saw 215 requests in 2 s with maxEntries 1)
+  it('never drops an entry backing off after a failure: maxEntries 1, a failing scope asked between others is refused from its backoff, not asked again', async () => {
+    fx.endpoint.reply = (req, n) => (req.form.get('scope') === 'bad' ? { status: 400, body: { error: 'invalid_scope' } } : { body: { access_token: `tok-${n}`, token_type: 'Bearer' } });
+    const c = client({ maxEntries: 1 });
+    const first = await endpointFailure(c.getToken({ scope: 'bad' }));
+    expect(first.error).toBe('invalid_scope');
+    for (let i = 0; i < 5; i++) {
+      await c.getToken({ scope: `ok${i}` });
+      const again = await endpointFailure(c.getToken({ scope: 'bad' }));
+      expect(again.error).toBe('invalid_scope');
+      expect(again.retryAfter).toBeGreaterThanOrEqual(1);
+    }
+    const asked = fx.endpoint.requests.map((r) => r.form.get('scope'));
+    expect(asked.filter((scope) => scope === 'bad')).toHaveLength(1);
+    expect(asked.filter((scope) => scope !== 'bad')).toEqual(['ok0', 'ok1', 'ok2', 'ok3', 'ok4']);
+    // the idle entries beyond the bound went: ok0, asked again, makes a second request
+    await c.getToken({ scope: 'ok0' });
+    expect(fx.endpoint.requests.filter((r) => r.form.get('scope') === 'ok0')).toHaveLength(2);
+  });
+});
+
 describe('the bound on entries, all of them busy', () => {
   it('a new key shares one token request among its callers (it is not the entry dropped): maxEntries 2, a and b held, 5 calls for c make 1 request for c', async () => {
     const held = gate();

@@ -110,18 +110,22 @@ export class TokenCache {
   }
 
   /**
-   * Drops the least recently used entry that has no token request running
-   * (its callers wait on it, and a new entry for its key would send a second
-   * one), nor the one just added; with every other entry busy, the bound is
-   * passed until one is done.
+   * Drops the least recently used entries, down to the bound, that have no
+   * token request running (its callers wait on it, and a new entry for its
+   * key would send a second one) and are not backing off after a failure (a
+   * new entry for its key would know nothing of it and ask at once: with
+   * more failing keys than the bound, every call would), nor the one just
+   * added. With every other entry busy, the bound is passed until one is
+   * done: a backoff lasts 5 minutes at most.
    */
   private evict(added: Entry): void {
+    const now = this.config.now();
     for (const [key, entry] of this.entries) {
+      if (this.entries.size <= this.config.maxEntries) return;
       // never the entry just added: its caller is about to start its token request on it
-      if (entry.inflight === undefined && entry !== added) {
-        this.entries.delete(key);
-        return;
-      }
+      if (entry === added || entry.inflight !== undefined) continue;
+      if (entry.lastError !== undefined && now < entry.blockedUntil && now >= entry.blockedAt) continue;
+      this.entries.delete(key);
     }
   }
 
