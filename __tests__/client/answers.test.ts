@@ -89,6 +89,29 @@ describe('expires_in', () => {
   });
 });
 
+describe('a token that expired on its way', () => {
+  // its lifetime counts from when the request was sent: an endpoint slower than expires_in handed out an expired token
+  it('an answer that arrives after its expires_in has run out is refused (invalid_response) and backed off; one that arrives in time is used', async () => {
+    let delay = 3;
+    fx.endpoint.reply = (_req, n) => {
+      fx.time.advance(delay);
+      return { body: { access_token: `tok-${n}`, token_type: 'Bearer', expires_in: 2 } };
+    };
+    const c = client();
+    const err = await failure(c.getToken());
+    expect(err).toMatchObject({ error: 'invalid_response' });
+    expect(err.message).toContain('the token expired before the answer arrived (expires_in 2 s, the answer took 3.0 s)');
+    expect(err.message).not.toContain('tok-1');
+    // a transient failure: backed off (1 s to 30 s), then asked again
+    fx.time.advance(31);
+    delay = 1;
+    const t0 = fx.time.t;
+    const token = await c.getToken();
+    expect(token.accessToken).toBe('tok-2');
+    expect(token.expiresAt.getTime()).toBe(t0 + 2000);
+  });
+});
+
 describe('server text in error messages', () => {
   it('a 500 KB error_description: the message carries its first 200 characters and an ellipsis, the error_description property all of it', async () => {
     const description = `d${'x'.repeat(499_999)}`;

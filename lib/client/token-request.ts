@@ -117,7 +117,7 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
     if (response.ok) {
       // a nonce for the next proofs may come with a token too (RFC 9449 §8.2)
       settings.pop?.answered?.({ kind: 'token', url, status: response.status, headers: response.headers });
-      return tokenResponse(response.status, json, settings.pop, sentAt);
+      return tokenResponse(response.status, json, settings.pop, sentAt, settings.now());
     }
 
     const error = text(json?.error) ?? codeOfStatus(response.status);
@@ -134,8 +134,13 @@ export async function requestToken(settings: TokenRequestSettings, scope: string
   }
 }
 
-/** A successful answer checked (RFC 6749 §5.1, §7.1): a token this client can send, of a type it knows, not expired already. */
-function tokenResponse(status: number, json: Record<string, unknown> | undefined, pop: ProofOfPossession | undefined, sentAt: number): TokenResponse {
+/**
+ * A successful answer checked (RFC 6749 §5.1, §7.1): a token this client can
+ * send, of a type it knows, not expired already, also when it arrived (its
+ * lifetime counts from `sentAt`: an endpoint slower than `expires_in` hands
+ * out a token that expired on the way).
+ */
+function tokenResponse(status: number, json: Record<string, unknown> | undefined, pop: ProofOfPossession | undefined, sentAt: number, arrivedAt: number): TokenResponse {
   const refuse = (description: string): never => {
     throw new TokenEndpointError({ status, error: 'invalid_response', error_description: description });
   };
@@ -154,6 +159,9 @@ function tokenResponse(status: number, json: Record<string, unknown> | undefined
     // under 1 s the token would expire before it is used, and each call would ask for another
     const why = expiresIn <= 0 ? 'the token has expired already' : 'a lifetime under 1 s is too short to use';
     return refuse(`expires_in ${clip(JSON.stringify(json.expires_in), 40)}: ${why}`);
+  }
+  if (expiresIn !== undefined && arrivedAt >= sentAt + expiresIn * 1000) {
+    return refuse(`the token expired before the answer arrived (expires_in ${expiresIn} s, the answer took ${((arrivedAt - sentAt) / 1000).toFixed(1)} s)`);
   }
   return { accessToken, tokenType, expiresIn, scope: text(json.scope), sentAt };
 }
