@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from './logger';
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from './core/keys';
-import { MAX_ACCESS_TOKEN_TTL } from './core/revocation';
+import { MAX_ACCESS_TOKEN_TTL, MAX_CLOCK_TOLERANCE } from './core/revocation';
 import { scopeOption } from './core/scope';
 import type { BruteForceOptions, BruteForceSettings } from './core/brute-force';
 import { isNodeRedis } from './stores/redis-client';
@@ -389,7 +389,7 @@ export function parseIssuerOptions(options: IssuerOptions): IssuerConfig {
     resources: checkResources(options.resources),
     bearerRealm: realm ?? 'api',
     tokenRealm: realm ?? issuer,
-    clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, 300),
+    clockTolerance: checkNumber('clockTolerance', options.clockTolerance, 5, 0, MAX_CLOCK_TOLERANCE),
     tokenCacheMax: checkInteger('tokenCacheMax', options.tokenCacheMax, 1000, 0, 10_000_000),
     keyRotationLeadTime: checkNumber('keyRotationLeadTime', options.keyRotationLeadTime, 300, 0, 86400),
     clientCacheTtl: options.clientCacheTtl === undefined ? undefined : checkNumber('clientCacheTtl', options.clientCacheTtl, 0, 0, 60),

@@ -36,7 +36,7 @@ describe('StoreRevocationFeed + Revoker (shared store, no Redis)', () => {
     await Promise.all([feedA.close(), feedB.close()]);
   });
 
-  it('clockTolerance: an entry past its exp but within the tolerance is loaded by a starting instance and kept by a purge; past it, neither', async () => {
+  it('clockTolerance: an entry past its exp but within the tolerance is loaded by a starting instance; past it, not; the store keeps it for the largest tolerance (300 s)', async () => {
     const shared = memoryRevocationStore();
     const exp = Math.floor(clock / 1000) + 60;
     await shared.store.revokeToken({ jti: 'j1', clientId: 'c1', exp: new Date(exp * 1000) });
@@ -51,12 +51,17 @@ describe('StoreRevocationFeed + Revoker (shared store, no Redis)', () => {
     expect(late.state.isRevoked({ jti: 'j1', client_id: 'c1' })).toBe('token_revoked');
     expect((await shared.store.listRevocations(new Date(0), new Date(0))).tokens).toHaveLength(1);
     await late.feed.close();
-    // 31 s past exp: purged from the store
+    // 31 s past exp: not loaded here, but kept in the store for an instance with a larger tolerance
     const later = start((exp + 31) * 1000);
     await later.feed.start();
     expect(later.state.size().tokens).toBe(0);
-    expect((await shared.store.listRevocations(new Date(0), new Date(0))).tokens).toEqual([]);
+    expect((await shared.store.listRevocations(new Date(0), new Date(0))).tokens).toHaveLength(1);
     await later.feed.close();
+    // 301 s past exp: no instance accepts the token any more; purged from the store
+    const last = start((exp + 301) * 1000);
+    await last.feed.start();
+    expect((await shared.store.listRevocations(new Date(0), new Date(0))).tokens).toEqual([]);
+    await last.feed.close();
   });
 
   it('a ring that fails after the write is reported, and the revocation stands: stored, in force here, the call resolves', async () => {
@@ -91,7 +96,8 @@ describe('StoreRevocationFeed + Revoker (shared store, no Redis)', () => {
     await feed.start();
     try {
       await shared.store.revokeToken({ jti: 'late', clientId: 'c1', exp: new Date(Date.now() + 60_000) });
-      await shared.store.revokeToken({ jti: 'dead', clientId: 'c1', exp: new Date(Date.now() - 1_000) });
+      // expired longer ago than any instance's clock tolerance (300 s at most)
+      await shared.store.revokeToken({ jti: 'dead', clientId: 'c1', exp: new Date(Date.now() - 301_000) });
       for (let i = 0; i < 200 && b.isRevoked({ jti: 'late', client_id: 'c1' }) === false; i++) await new Promise((r) => setTimeout(r, 10));
       expect(b.isRevoked({ jti: 'late', client_id: 'c1' })).toBe('token_revoked');
       expect(await shared.store.purgeExpiredRevocations(new Date())).toBe(0); // the feed purged 'dead' already

@@ -13,7 +13,7 @@
  * and reordering are harmless.
  */
 import type { RevocationStore } from '../stores/types';
-import type { RevocationEvent, RevocationState } from './revocation';
+import { MAX_CLOCK_TOLERANCE, type RevocationEvent, type RevocationState } from './revocation';
 
 export interface RevocationFeed {
   /** Applies the events to this instance's state at once, then sends them to the others. */
@@ -31,10 +31,12 @@ export interface StoreRevocationFeedOptions {
   /** Longest token lifetime, seconds: how far back revoked clients are listed (with clockTolerance). */
   maxTokenTtl: number;
   /**
-   * Seconds the verifiers accept a token past its `exp`: a denylist entry is
-   * listed, and kept in the store, that much longer (default 0). Without it
-   * an instance that starts within that time of a revoked token's `exp` would
-   * not know the token and accept it.
+   * Seconds this instance's verifiers accept a token past its `exp`: a
+   * denylist entry is listed that much longer (default 0). Without it an
+   * instance that starts within that time of a revoked token's `exp` would
+   * not know the token and accept it. The store keeps entries for the
+   * largest tolerance any instance may have (MAX_CLOCK_TOLERANCE), whatever
+   * this one's.
    */
   clockTolerance?: number;
   /** Reload from the store every resyncMs (default 2 000, the client-cache bound). */
@@ -121,11 +123,12 @@ export class StoreRevocationFeed implements RevocationFeed {
       const { store } = this.options;
       const now = this.now();
       const toleranceMs = (this.options.clockTolerance ?? 0) * 1000;
-      // a token is accepted until exp + clockTolerance: its entry counts until then
+      // a token is accepted here until exp + clockTolerance: its entry counts until then
       const deadBefore = new Date(now - toleranceMs);
       let full = false;
       if (now - this.lastPurge >= (this.options.purgeEveryMs ?? 60_000)) {
-        await store.purgeExpiredRevocations(deadBefore);
+        // another instance on the store may accept it for longer (a larger clockTolerance): kept for the largest
+        await store.purgeExpiredRevocations(new Date(now - Math.max(toleranceMs, MAX_CLOCK_TOLERANCE * 1000)));
         this.lastPurge = now;
         full = true;
       }

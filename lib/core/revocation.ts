@@ -71,6 +71,9 @@ export interface RevocableClaims {
  */
 export const MAX_ACCESS_TOKEN_TTL = 86400;
 
+/** The largest clockTolerance an issuer or verifier may be given, seconds: how long past its `exp` any of them may still accept a token. */
+export const MAX_CLOCK_TOLERANCE = 300;
+
 export interface RevocationStateOptions {
   /** Longest access token lifetime, seconds: bounds how long any entry is kept. */
   maxTokenTtl: number;
