@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 import express, { type Express } from 'express';
 import request from 'supertest';
 import { createIssuer, KeyRevocationUnsupportedError, openEmbeddedStore, requireBearer, stopRevocationListPolling, UnknownSigningKeyError, type Issuer } from '../../lib';
-import { main } from '../../lib/cli/main';
-import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
+import { apiApp, AUDIENCE, ISSUER, tempDir } from '../helpers/app';
+import { runCli as cli } from '../helpers/cli';
 import { fetchToken, headerOf } from '../helpers/tokens';
 
 interface Instance {
@@ -18,19 +18,7 @@ interface Instance {
   app: Express;
 }
 
-function mount(issuer: Issuer): Instance {
-  const app = express();
-  app.use(issuer.router());
-  app.get('/api', issuer.requireBearer(), (req, res) => void res.json({ client: req.auth!.clientId }));
-  return { issuer, app };
-}
-
-async function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env });
-  return { code, stdout, stderr };
-}
+const mount = (issuer: Issuer): Instance => ({ issuer, app: apiApp(issuer) });
 
 const jwksKids = async (i: Instance): Promise<string[]> => ((await request(i.app).get('/.well-known/jwks.json')).body.keys as { kid: string }[]).map((k) => k.kid);
 const callApi = (i: Instance, token: string) => request(i.app).get('/api').set('Authorization', `Bearer ${token}`);

@@ -7,13 +7,13 @@
  * the rotations by their key refresh). Only the clock is fake.
  */
 import { rmSync } from 'node:fs';
-import express, { type Express } from 'express';
+import type { Express } from 'express';
 import { Pool } from 'pg';
 import request from 'supertest';
 import { createIssuer, type Issuer } from '../../lib';
-import { main } from '../../lib/cli/main';
 import { createPostgresStore } from '../../lib/stores/postgres';
-import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
+import { apiApp, AUDIENCE, ISSUER, tempDir } from '../helpers/app';
+import { runCli as cli } from '../helpers/cli';
 import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 import { fetchToken, headerOf } from '../helpers/tokens';
 
@@ -24,19 +24,7 @@ interface Instance {
   app: Express;
 }
 
-function mount(issuer: Issuer): Instance {
-  const app = express();
-  app.use(issuer.router());
-  app.get('/api', issuer.requireBearer(), (_req, res) => void res.json({ ok: true }));
-  return { issuer, app };
-}
-
-async function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env });
-  return { code, stdout, stderr };
-}
+const mount = (issuer: Issuer): Instance => ({ issuer, app: apiApp(issuer) });
 
 const jwksKids = async (i: Instance): Promise<string[]> =>
   ((await request(i.app).get('/.well-known/jwks.json')).body.keys as { kid: string }[]).map((k) => k.kid).sort();

@@ -27,6 +27,30 @@ function assertionRequest(s: TestSetup, clientId: string, priv: JsonWebKey, kid?
     });
 }
 
+type LogLine = { level: string; obj: Record<string, unknown> };
+
+/** A key host on loopback answering every request with `respond`; its jwks_uri. */
+async function keyHost(respond: http.RequestListener): Promise<{ server: http.Server; uri: string }> {
+  const server = http.createServer(respond);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { server, uri: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks` };
+}
+
+/**
+ * An issuer with tight brute-force limits (3 failures per client_id and
+ * address, 6 per address) whose log lines go to `lines`. Only the clock is
+ * fake from here on: sockets and timers run as they do.
+ */
+function loggedSetup(lines: LogLine[]): Promise<TestSetup> {
+  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+  jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+  return setup({
+    bruteForce: { maxFailuresPerClientAddress: 3, maxFailuresPerAddress: 6, window: 600 },
+    logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
+  });
+}
+
 describe('private_key_jwt with a jwks_uri', () => {
   let s: TestSetup;
   let server: http.Server;
@@ -40,16 +64,13 @@ describe('private_key_jwt with a jwks_uri', () => {
     published = { keys: [k1.pub] };
     body = undefined;
     fetches = 0;
-    server = http.createServer((req, res) => {
+    ({ server, uri } = await keyHost((req, res) => {
       fetches++;
       // the set moved: the registered URL redirects to where it is now
       if (req.url === '/moved') return void res.writeHead(302, { location: '/jwks' }).end();
       res.setHeader('content-type', 'application/jwk-set+json');
       res.end(body ? body() : JSON.stringify(published));
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    uri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
+    }));
     s = await setup({ bruteForce: false });
   });
   afterEach(async () => {
@@ -100,14 +121,13 @@ describe("private_key_jwt when the client's jwks_uri cannot be fetched", () => {
   let server: http.Server;
   let uri: string;
   let mode: 'up' | 'reset' | '502';
-  const lines: { level: string; obj: Record<string, unknown> }[] = [];
-  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+  const lines: LogLine[] = [];
   const events = (event: string) => lines.filter((l) => l.obj.event === event);
 
   beforeEach(async () => {
     lines.length = 0;
     mode = 'up';
-    server = http.createServer((req, res) => {
+    ({ server, uri } = await keyHost((req, res) => {
       if (mode === 'reset') return void req.socket.destroy();
       if (mode === '502') {
         res.statusCode = 502;
@@ -115,16 +135,8 @@ describe("private_key_jwt when the client's jwks_uri cannot be fetched", () => {
       }
       res.setHeader('content-type', 'application/jwk-set+json');
       res.end(JSON.stringify({ keys: [k1.pub] }));
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    uri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
-    // only the clock is fake: sockets and timers run as they do
-    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
-    s = await setup({
-      bruteForce: { maxFailuresPerClientAddress: 3, maxFailuresPerAddress: 6, window: 600 },
-      logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
-    });
+    }));
+    s = await loggedSetup(lines);
   });
   afterEach(async () => {
     jest.useRealTimers();
@@ -209,27 +221,19 @@ describe('private_key_jwt: a client that publishes a new key at its jwks_uri and
   let uri: string;
   let published: { keys: JsonWebKey[] };
   let fetches = 0;
-  const lines: { level: string; obj: Record<string, unknown> }[] = [];
-  const at = (level: string) => (obj: Record<string, unknown>) => void lines.push({ level, obj });
+  const lines: LogLine[] = [];
   const events = (event: string) => lines.filter((l) => l.obj.event === event).map((l) => l.obj);
 
   beforeEach(async () => {
     lines.length = 0;
     fetches = 0;
     published = { keys: [k1.pub] };
-    server = http.createServer((_req, res) => {
+    ({ server, uri } = await keyHost((_req, res) => {
       fetches++;
       res.setHeader('content-type', 'application/jwk-set+json');
       res.end(JSON.stringify(published));
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    uri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
-    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
-    s = await setup({
-      bruteForce: { maxFailuresPerClientAddress: 3, maxFailuresPerAddress: 6, window: 600 },
-      logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
-    });
+    }));
+    s = await loggedSetup(lines);
   });
   afterEach(async () => {
     jest.useRealTimers();

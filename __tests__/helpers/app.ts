@@ -45,6 +45,14 @@ export function tempDir(): string {
   return madeDir();
 }
 
+/** An issuer's router and one protected route, `GET /api` (answers the caller's client_id), on a new Express app. */
+export function apiApp(issuer: Issuer): Express {
+  const app = express();
+  app.use(issuer.router());
+  app.get('/api', issuer.requireBearer(), (req, res) => void res.json({ client: req.auth!.clientId }));
+  return app;
+}
+
 export interface LoopbackServer {
   /** `http://127.0.0.1:PORT`, known before the app is built (an issuer needs its own URL). */
   url: string;

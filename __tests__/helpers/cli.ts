@@ -21,6 +21,14 @@ export interface CliDirs {
   cli(args: string[], env?: NodeJS.ProcessEnv): Promise<Run>;
 }
 
+/** Runs one command of the CLI in-process with exactly `env`; answers its exit code and output. */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env });
+  return { code, stdout, stderr };
+}
+
 /** Registers a fresh folder before each test of the file (removed after it); `prefix` names it. */
 export function cliPerTest(prefix: string): CliDirs {
   let tmp = '';
@@ -35,11 +43,6 @@ export function cliPerTest(prefix: string): CliDirs {
     get dataDir() {
       return path.join(tmp, 'data');
     },
-    async cli(args, env = {}) {
-      let stdout = '';
-      let stderr = '';
-      const code = await main(args, { stdout: (s) => void (stdout += s), stderr: (s) => void (stderr += s), env: { DATA_DIR: path.join(tmp, 'data'), ...env } });
-      return { code, stdout, stderr };
-    },
+    cli: (args, env = {}) => runCli(args, { DATA_DIR: path.join(tmp, 'data'), ...env }),
   };
 }
