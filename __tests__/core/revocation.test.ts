@@ -188,6 +188,15 @@ describe('RevocationState', () => {
     expect(state.size().tokens).toBe(0);
   });
 
+  it('a later snapshot without an entry (a list whose issuer has a smaller tolerance dropped it) does not drop it here before this state\'s own tolerance', () => {
+    const { state, advance, now } = setup({ clockTolerance: 30 });
+    const exp = Math.floor(now() / 1000) + 10;
+    state.load({ tokens: [{ jti: 'short', client_id: 'c1', exp }], clients: [] });
+    advance(10_000 + 20_000);
+    state.load({ tokens: [], clients: [] });
+    expect(state.isRevoked({ jti: 'short', client_id: 'c1' })).toBe('token_revoked');
+  });
+
   it('never keeps an entry longer than maxTokenTtl, whatever exp it claims; ignores dead and malformed events', () => {
     const { state, advance, now } = setup({ maxTokenTtl: 600 });
     state.apply([
