@@ -51,6 +51,14 @@ function loggedSetup(lines: LogLine[]): Promise<TestSetup> {
   });
 }
 
+/** Undoes loggedSetup() and keyHost(): the real clock again, the issuer closed, the key host stopped. */
+async function tearDown(s: TestSetup, server: http.Server): Promise<void> {
+  jest.useRealTimers();
+  await s.close();
+  server.closeAllConnections();
+  server.close();
+}
+
 describe('private_key_jwt with a jwks_uri', () => {
   let s: TestSetup;
   let server: http.Server;
@@ -138,12 +146,7 @@ describe("private_key_jwt when the client's jwks_uri cannot be fetched", () => {
     }));
     s = await loggedSetup(lines);
   });
-  afterEach(async () => {
-    jest.useRealTimers();
-    await s.close();
-    server.closeAllConnections();
-    server.close();
-  });
+  afterEach(() => tearDown(s, server));
 
   const post = (clientId: string, priv: JsonWebKey, kid?: string) => assertionRequest(s, clientId, priv, kid);
 
@@ -235,12 +238,7 @@ describe('private_key_jwt: a client that publishes a new key at its jwks_uri and
     }));
     s = await loggedSetup(lines);
   });
-  afterEach(async () => {
-    jest.useRealTimers();
-    await s.close();
-    server.closeAllConnections();
-    server.close();
-  });
+  afterEach(() => tearDown(s, server));
 
   const post = (clientId: string, priv: JsonWebKey) => assertionRequest(s, clientId, priv);
 
