@@ -127,27 +127,27 @@ describe('RemoteClientKeys', () => {
     const uri = 'https://client.example/jwks';
 
     const first = await Promise.all(Array.from({ length: 10 }, () => remote.keys(uri, 'k1')));
-    expect(first.every((m) => m.has('k1'))).toBe(true);
+    expect(first.every((m) => m.byKid.has('k1'))).toBe(true);
     expect(calls).toBe(1); // single flight
 
     published = { keys: [ecPair('k1').pub, ecPair('k2').pub] };
-    expect((await remote.keys(uri, 'k2')).has('k2')).toBe(false); // within the cooldown
+    expect((await remote.keys(uri, 'k2')).byKid.has('k2')).toBe(false); // within the cooldown
     expect(calls).toBe(1);
-    // keysFor() says the cooldown held the fetch back, and for how long; not for a kid the set has
+    // keys() says the cooldown held the fetch back, and for how long; not for a kid the set has
     now += 10_000;
-    expect((await remote.keysFor(uri, 'k2')).heldBackMs).toBe(20_000);
-    expect((await remote.keysFor(uri, 'k1')).heldBackMs).toBe(0);
+    expect((await remote.keys(uri, 'k2')).heldBackMs).toBe(20_000);
+    expect((await remote.keys(uri, 'k1')).heldBackMs).toBe(0);
     now += 20_000;
-    const flood = await Promise.all(Array.from({ length: 20 }, (_, i) => remote.keysFor(uri, `unknown-${i}`)));
+    const flood = await Promise.all(Array.from({ length: 20 }, (_, i) => remote.keys(uri, `unknown-${i}`)));
     expect(calls).toBe(2); // one refetch for the whole flood
     // each of them waited for that fetch (the one that started it, or a share of it): none was held back
     expect(flood.map((r) => r.heldBackMs)).toEqual(Array(20).fill(0));
-    expect((await remote.keysFor(uri, 'unknown-x')).heldBackMs).toBe(30_000);
-    expect((await remote.keys(uri, 'k2')).has('k2')).toBe(true);
+    expect((await remote.keys(uri, 'unknown-x')).heldBackMs).toBe(30_000);
+    expect((await remote.keys(uri, 'k2')).byKid.has('k2')).toBe(true);
 
     now += 300_001;
     fail = true;
-    expect((await remote.keys(uri, 'k2')).has('k2')).toBe(true); // stale set kept when the refresh fails
+    expect((await remote.keys(uri, 'k2')).byKid.has('k2')).toBe(true); // stale set kept when the refresh fails
     expect(calls).toBe(3);
     await expect(remote.keys('https://other.example/jwks', 'k1')).rejects.toThrow('down');
   });

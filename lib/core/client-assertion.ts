@@ -148,7 +148,7 @@ export class ClientAssertionVerifier {
   private async keyMap(client: ClientRecord, kid: unknown): Promise<{ byKid: Map<string, { key: KeyObject; alg: DpopAlgorithm }>; heldBackMs: number }> {
     if (client.jwksUri === null) return { byKid: this.keysOf(client).byKid, heldBackMs: 0 };
     try {
-      return await this.remote.keysFor(client.jwksUri, typeof kid === 'string' ? kid : undefined);
+      return await this.remote.keys(client.jwksUri, typeof kid === 'string' ? kid : undefined);
     } catch (err) {
       // the client's key host is down: 503, not a failed authentication (the assertion was not judged)
       if (err instanceof JwksUriUnavailableError) throw jwksUriUnavailable(err);

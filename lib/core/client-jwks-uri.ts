@@ -145,20 +145,13 @@ export class RemoteClientKeys {
    * refetched (once per cooldown) when `kid` is not in it or the last fetch
    * failed. Rejects with JwksUriUnavailableError when the host is down or
    * failing and the set held cannot answer, with an Error for a set that
-   * came but cannot be used (too large, not JSON, HTTP 4xx).
+   * came but cannot be used (too large, not JSON, HTTP 4xx). `heldBackMs`:
+   * when `kid` is not in the set and the cooldown kept this call from
+   * fetching it again, how long until a call may (0 otherwise); a client
+   * that publishes a new key and signs with it at once is refused until
+   * then, though nothing says its assertion is forged.
    */
-  async keys(uri: string, kid: string | undefined): Promise<Map<string, RemoteKey>> {
-    return (await this.keysFor(uri, kid)).byKid;
-  }
-
-  /**
-   * keys(), and `heldBackMs`: when `kid` is not in the set and the cooldown
-   * kept this call from fetching it again (the set was fetched less than a
-   * cooldown ago), how long until a call may; 0 otherwise. A client that
-   * publishes a new key and signs with it at once is refused until then,
-   * though nothing says its assertion is forged.
-   */
-  async keysFor(uri: string, kid: string | undefined): Promise<{ byKid: Map<string, RemoteKey>; heldBackMs: number }> {
+  async keys(uri: string, kid: string | undefined): Promise<{ byKid: Map<string, RemoteKey>; heldBackMs: number }> {
     const previous = this.sets.get(uri);
     const now = this.o.now();
     const entry = this.entry(uri, previous);

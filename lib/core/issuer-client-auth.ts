@@ -123,7 +123,9 @@ export class IssuerClientAuth {
       if (err instanceof OAuthError) {
         const facts = err instanceof AssertionRejectedError || err instanceof EndedSecretError ? err.facts : undefined;
         this.authFailed({ event: 'client.auth_failed', endpoint, client_id: loggedClientId(credentials.clientId), method: credentials.method, ip: source.ip, reason: err.detail, ...facts });
-        if (err instanceof InvalidClientError && this.limiter && !(err instanceof AssertionRejectedError && !err.countsAsFailure)) {
+        // an assertion refused only because the client's key set could not be fetched again yet guesses nothing
+        const counts = !(err instanceof AssertionRejectedError) || err.countsAsFailure;
+        if (err instanceof InvalidClientError && this.limiter && counts) {
           const counted = await this.countFailure(credentials.clientId, source.ip, err.detail !== 'unknown_client');
           // one of a burst that passed the check together, past the limit once counted: answered as the check would have
           if (counted.retryAfterMs > 0) throw this.rateLimited(credentials, source.ip, counted, endpoint);
