@@ -250,8 +250,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
         return server.keys.prune();
       },
       async revoke(kid) {
-        await server.ready();
-        const { revoked, replacement } = await server.keys.revoke(kid);
+        const { revoked, replacement } = await server.revokeKey(kid);
         const now = Date.now();
         return { revoked: info(revoked, now), replacement: replacement ? info(replacement, now) : null };
       },

@@ -11,7 +11,7 @@ import { ClientService } from './clients';
 import { MemoryReplayStore, verifyDpopProof, type DpopVerifyOptions, type ReplayStore, type VerifiedDpopProof } from './dpop';
 import { signAccessToken, type IssuedToken } from './issuer';
 import { KeyDerivedNonces } from './key-derived-nonces';
-import { deferredKeyStore, KeyRing } from './keys';
+import { deferredKeyStore, KeyRevocationUnsupportedError, KeyRing, type LoadedKey } from './keys';
 import { authorizationServerMetadata } from './metadata';
 import type { IntrospectionResult } from './introspection';
 import { IssuerAudiences } from './issuer-audiences';
@@ -181,6 +181,18 @@ export class AuthorizationServer {
    * StoreUnavailableError, and the next call after a second tries again: an
    * issuer started during an outage recovers without a restart.
    */
+  /**
+   * keys.revoke() once the store is open, refused before anything changes
+   * on a store without deleteKey(): the key ring's store is deferred, and
+   * could tell that only when called, after the rotation that replaces a
+   * signing key.
+   */
+  async revokeKey(kid: string): Promise<{ revoked: LoadedKey; replacement: LoadedKey | undefined }> {
+    await this.ready();
+    if (typeof this.watched!.deleteKey !== 'function') throw new KeyRevocationUnsupportedError();
+    return this.keys.revoke(kid);
+  }
+
   ready(): Promise<void> {
     // closed: a start that failed is not tried again (it would open a store and timers nothing closes)
     if (this.closed && !this.isReady) return Promise.reject(new TemporarilyUnavailableError('the issuer is shut down', { detail: 'issuer closed' }));

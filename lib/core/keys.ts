@@ -445,9 +445,6 @@ export class KeyRing implements KeyResolver {
     const key = this.keys.get(kid);
     if (!key) throw new UnknownSigningKeyError(kid);
     const signsNowOrLater = !isWithdrawn(key) && (key.retiredAt === null || key.retiredAt > this.options.now());
-    // a store that turns out not to delete keys (a deferred one tells only when called) must refuse before the
-    // rotation: asked as of the epoch, it deletes nothing that signs now or later, and throws if it cannot delete
-    if (signsNowOrLater) await this.store.deleteKey(kid, new Date(0));
     const replacement = signsNowOrLater ? await this.rotate(0) : undefined;
     const deleted = await this.store.deleteKey(kid, new Date(this.options.now()));
     await this.reload();
