@@ -253,6 +253,9 @@ describe('client-key add | remove | list', () => {
     expect(last.code).toBe(1);
     expect(last.stderr).toContain('last key');
     expect((await cli(['client-key', 'remove', clientId, 'nope'])).code).toBe(1);
+    // a thumbprint kid may start with '-': taken as the KID, not as an option
+    const dashKid = `-${'k'.repeat(42)}`;
+    expect(await cli(['client-key', 'remove', clientId, dashKid])).toEqual({ code: 1, stdout: '', stderr: `error: client '${clientId}' has no key with kid '${dashKid}'\n` });
     // a missing argument is named: only the KID here
     expectRefused(await cli(['client-key', 'remove', clientId]), /^error: missing KID \(/);
     expectRefused(await cli(['client-key', 'remove']), /^error: missing CLIENT_ID and KID \(/);

@@ -149,6 +149,9 @@ describe('revoking a signing key', () => {
     const before = (await cli(['keys', 'list', '--json'], env)).stdout;
     const unknown = await cli(['keys', 'revoke', 'nope'], env);
     expect(unknown).toEqual({ code: 1, stdout: '', stderr: "error: no signing key has kid 'nope' ('keys list' shows them)\n" });
+    // a kid is a thumbprint, which may start with '-' (one in 64 does): taken as the KID, not as an option
+    const dashKid = `-${'Y'.repeat(42)}`;
+    expect(await cli(['keys', 'revoke', dashKid, '--json'], env)).toEqual({ code: 1, stdout: '', stderr: `error: no signing key has kid '${dashKid}' ('keys list' shows them)\n` });
     const missing = await cli(['keys', 'revoke'], env);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toBe("error: missing KID (run 'client-credentials keys revoke --help' for usage)\n");

@@ -10,6 +10,7 @@ import { checkClientKeys, type RegisteredKeyClient } from '../core/clients';
 import { jwkThumbprint } from '../jwt/thumbprint';
 import { CommandError, UsageError, parseCommand } from './args';
 import {
+  CLIENT_ID_OR_KID_SHAPE,
   CLIENT_ID_SHAPE,
   activeClient,
   clientPolicy,
@@ -267,7 +268,7 @@ const keyAdd: Handler = async (args, ctx) => {
 };
 
 const keyRemove: Handler = async (args, ctx) => {
-  const { values, positionals } = parseCommand('client-key remove', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: ['CLIENT_ID', 'KID'], shape: CLIENT_ID_SHAPE });
+  const { values, positionals } = parseCommand('client-key remove', args, { json: { type: 'boolean' } }, { min: 2, max: 2, name: ['CLIENT_ID', 'KID'], shape: CLIENT_ID_OR_KID_SHAPE });
   const [clientId, kid] = positionals;
   const service = services(ctx);
   const client = await activeClient(service, clientId, (since) => `client ${quoted(clientId)} is revoked (since ${since})`);

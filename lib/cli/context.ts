@@ -56,6 +56,12 @@ export type Handler = (args: string[], ctx: Context) => Promise<number>;
 /** Generated client ids: 16 random bytes in base64url, so one may start with "-". */
 export const CLIENT_ID_SHAPE = /^[A-Za-z0-9_-]{22}$/;
 
+/** Kids this package makes (a signing key's, a client key's without one): RFC 7638 thumbprints, SHA-256 in base64url, so one may start with "-". */
+export const THUMBPRINT_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+
+/** A client id or a thumbprint kid (`client-key remove CLIENT_ID KID`). */
+export const CLIENT_ID_OR_KID_SHAPE = /^(?:[A-Za-z0-9_-]{22}|[A-Za-z0-9_-]{43})$/;
+
 /**
  * Audit events (client.created, client.revoked, client.secret_rotated) go as
  * pino JSON lines to stderr when LOG_LEVEL is set; stdout stays the CLI's own.
