@@ -242,8 +242,7 @@ export function createIssuer(options: IssuerOptions): Issuer {
         return server.keys.list().map((k) => info(k, now));
       },
       async rotate(leadTime = config.keyRotationLeadTime) {
-        await server.ready();
-        return info(await server.keys.rotate(leadTime * 1000), Date.now());
+        return info(await server.rotateKey(leadTime * 1000), Date.now());
       },
       async prune() {
         await server.ready();

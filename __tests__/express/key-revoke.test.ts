@@ -2,8 +2,9 @@
  * `keys revoke KID` (the CLI) and `issuer.keys.revoke(kid)`: a signing key
  * whose private part may have leaked goes at once. It is no longer published,
  * every token it signed is refused (by the instance that revoked it at once,
- * by the others on the store at their next key refresh, cached tokens
- * included), and a new key signs. Two issuers on one embedded store.
+ * by the others on the store when they see the store's key version move,
+ * within revocationResync, cached tokens included), and a new key signs.
+ * Two issuers on one embedded store.
  */
 import type { AddressInfo } from 'node:net';
 import express, { type Express } from 'express';
@@ -41,7 +42,8 @@ describe('revoking a signing key', () => {
     dataDir = tempDir();
     instances = [];
     for (let i = 0; i < 2; i++) {
-      const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: false, keyRefreshInterval: 1 });
+      // a key refresh of an hour: only the store's key version (read every revocationResync, 2 s) can explain a quick refusal
+      const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, dataDir, logger: false, keyRefreshInterval: 3600 });
       await issuer.ready();
       instances.push(mount(issuer));
     }
@@ -68,7 +70,7 @@ describe('revoking a signing key', () => {
     const listed = JSON.parse((await cli(['keys', 'list', '--json'], env)).stdout) as { kid: string; status: string }[];
     expect(listed.map((k) => [k.kid, k.status])).toEqual([[out.replaced_by, 'current']]);
 
-    // within the key refresh (1 s here): each instance refuses the token, publishes only the new key, signs with it
+    // within revocationResync (2 s) and a request: each instance refuses the token, publishes only the new key, signs with it
     for (const i of instances) {
       await within(3000, async () => (await callApi(i, old)).status === 401);
       const refused = await callApi(i, old);
@@ -166,6 +168,6 @@ describe('revoking a signing key', () => {
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines[0]).toBe(`Signing key ${kid} (ES256) revoked: it is no longer published, and every token it signed is refused.`);
     expect(lines[1]).toMatch(/^New signing key [A-Za-z0-9_-]{43} \(ES256\) signs from now on\.$/);
-    expect(lines[2]).toContain('at their next key refresh (keyRefreshInterval, 1 s here)');
+    expect(lines[2]).toContain('at once through PostgreSQL or Redis (REDIS_URL), within their revocationResync (2 s) on the embedded file, else at their next key refresh (keyRefreshInterval, 1 s here)');
   });
 });

@@ -130,6 +130,33 @@ describeIfPostgres('revocation across instances on PostgreSQL (LISTEN/NOTIFY)', 
     expect(done).toMatchObject({ changed: ['scopes'], settings: { scopes: ['orders:read', 'reports:read'] } });
   });
 
+  it('a signing key revoked at A, then from the CLI: B refuses its tokens, publishes and signs with the new key within 1 s (its key refresh is 30 s: the push did it)', async () => {
+    const client = await a.issuer.clients.create({ name: 'pg-k1', scopes: 'orders:read' });
+    const kids = async (app: express.Express): Promise<string[]> => ((await request(app).get('/.well-known/jwks.json')).body.keys as { kid: string }[]).map((k) => k.kid);
+    const kidOf = (jwt: string): string => JSON.parse(Buffer.from(jwt.split('.')[0], 'base64url').toString()).kid as string;
+    const env = { DATABASE_URL: postgresUrl(), DATABASE_SCHEMA: schema };
+    for (const revokeAtA of [true, false]) {
+      const old = await token(b.app, client);
+      expect(await status(b.app, old)).toBe(200); // in B's verified-token cache
+      let replacement: string;
+      if (revokeAtA) {
+        replacement = (await a.issuer.keys.revoke(kidOf(old))).replacement!.kid;
+      } else {
+        const out: string[] = [];
+        expect(await main(['keys', 'revoke', kidOf(old), '--json'], { stdout: (s) => out.push(s), stderr: () => undefined, env })).toBe(0);
+        replacement = (JSON.parse(out.join('')) as { replaced_by: string }).replaced_by;
+      }
+      await expectRefusedWithin1s([a.app, b.app], old);
+      for (const app of [a.app, b.app]) {
+        expect(await kids(app)).toEqual([replacement]);
+        const fresh = await token(app, client);
+        expect(kidOf(fresh)).toBe(replacement);
+        expect(await status(a.app, fresh)).toBe(200);
+        expect(await status(b.app, fresh)).toBe(200);
+      }
+    }
+  });
+
   it('an instance started after the revocations loads them (shared and persisted)', async () => {
     const client = await a.issuer.clients.create({ name: 'pg-c3', scopes: 'orders:read' });
     const at = await token(a.app, client);

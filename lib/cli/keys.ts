@@ -101,6 +101,7 @@ const SAFE_LEAD_TIME = 30;
 const keysRotate: Handler = async (args, ctx) => {
   const { values } = parseCommand('keys rotate', args, { 'lead-time': { type: 'string' }, json: { type: 'boolean' } });
   const settings = keySettings(ctx.io.env, 'keys rotate');
+  ctx.stores.checkRedisUrl(); // it rings the running issuers
   const leadTime =
     values['lead-time'] === undefined ? settings.leadTime : parseDuration(values['lead-time'], '--lead-time', 'keys rotate', 86400);
   const ring = await loadKeyRing(ctx, settings);
@@ -109,6 +110,8 @@ const keysRotate: Handler = async (args, ctx) => {
   const signing = signingKeyAt(ring.list(), before);
   const withdrawn = ring.list().filter((k) => k.activatesAt > before && !isWithdrawn(k) && (k.retiredAt === null || k.retiredAt > before));
   const key = await ring.rotate(leadTime * 1000);
+  // the running issuers reload their keys when rung (the embedded file's issuers read its key version every revocationResync)
+  await ctx.stores.notifyRevocations();
   // the servers publish a key only at their next key refresh: a lead time under it is never safe
   const safeLeadTime = Math.max(SAFE_LEAD_TIME, settings.refreshInterval);
   if (leadTime < safeLeadTime) {
@@ -167,6 +170,7 @@ const keysRevoke: Handler = async (args, ctx) => {
   const { values, positionals } = parseCommand('keys revoke', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'KID', shape: THUMBPRINT_SHAPE });
   const [kid] = positionals;
   const settings = keySettings(ctx.io.env, 'keys revoke');
+  ctx.stores.checkRedisUrl(); // it rings the running issuers
   const ring = await loadKeyRing(ctx, settings, false); // an unknown kid creates no key
   let result;
   try {
@@ -176,6 +180,7 @@ const keysRevoke: Handler = async (args, ctx) => {
     throw err;
   }
   const { revoked, replacement } = result;
+  await ctx.stores.notifyRevocations();
   if (values.json) {
     ctx.out(JSON.stringify({ revoked: revoked.kid, replaced_by: replacement?.kid ?? null }));
     return 0;
@@ -183,7 +188,7 @@ const keysRevoke: Handler = async (args, ctx) => {
   ctx.out(`Signing key ${revoked.kid} (${revoked.alg}) revoked: it is no longer published, and every token it signed is refused.`);
   if (replacement) ctx.out(`New signing key ${replacement.kid} (${replacement.alg}) signs from now on.`);
   ctx.out(
-    `Running issuers on this store refuse its tokens, and stop signing with it, at their next key refresh (keyRefreshInterval, ${settings.refreshInterval} s here); resource servers that verify against the JWKS at their next fetch of it (jwksMaxAge, 120 s by default).`,
+    `Running issuers on this store refuse its tokens, and stop signing with it, once told: at once through PostgreSQL or Redis (REDIS_URL), within their revocationResync (2 s) on the embedded file, else at their next key refresh (keyRefreshInterval, ${settings.refreshInterval} s here). Resource servers that verify against the JWKS do at their next fetch of it (jwksMaxAge, 120 s by default).`,
   );
   return 0;
 };

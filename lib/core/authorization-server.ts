@@ -98,7 +98,11 @@ export class AuthorizationServer {
       now,
       signingKey: () => this.keys.current(),
       push: revocationPush,
-      onRing: () => this.clientAuth.forgetClients(),
+      // what rang may be a key change too (a rotation, a revoked key): reloaded now, not at the next key refresh
+      onRing: () => {
+        this.clientAuth.forgetClients();
+        this.keys.reload().catch(() => undefined);
+      },
     });
     this.clients = new ClientService(
       () => this.ready().then(() => this.watched!),
@@ -121,6 +125,9 @@ export class AuthorizationServer {
         maxTokenTtl: config.accessTokenTtl + config.clockTolerance,
         reloadCooldownMs: 5_000,
         refreshMs: config.keyRefreshInterval * 1000,
+        // a store that tells a version of its keys (the embedded file): a change by the CLI or another process on
+        // it is in force here as soon as a revocation would be
+        versionCheckMs: config.revocationResync * 1000,
         rotationLeadTimeMs: config.keyRotationLeadTime * 1000,
         logger,
         now,
@@ -190,7 +197,18 @@ export class AuthorizationServer {
   async revokeKey(kid: string): Promise<{ revoked: LoadedKey; replacement: LoadedKey | undefined }> {
     await this.ready();
     if (typeof this.watched!.deleteKey !== 'function') throw new KeyRevocationUnsupportedError();
-    return this.keys.revoke(kid);
+    const result = await this.keys.revoke(kid);
+    // the other instances stop accepting its tokens, and signing with it, when the ring reaches them
+    await this.revocations.announce();
+    return result;
+  }
+
+  /** keys.rotate() once the store is open; the other instances are rung, and publish the new key at once. */
+  async rotateKey(leadTimeMs: number): Promise<LoadedKey> {
+    await this.ready();
+    const key = await this.keys.rotate(leadTimeMs);
+    await this.revocations.announce();
+    return key;
   }
 
   ready(): Promise<void> {

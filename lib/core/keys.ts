@@ -54,6 +54,7 @@ export function deferredKeyStore(get: () => KeyStore | Promise<KeyStore>): KeySt
       if (!store.deleteKey) throw new KeyRevocationUnsupportedError();
       return store.deleteKey(kid, now);
     },
+    keysVersion: async () => (await get()).keysVersion?.(),
   };
 }
 
@@ -141,6 +142,12 @@ export interface KeyRingOptions {
   reloadCooldownMs: number;
   /** Keys are reloaded in the background when older than this (another instance or the CLI may have rotated), in ms. */
   refreshMs: number;
+  /**
+   * With a store that tells a version of its keys (KeyStore.keysVersion()):
+   * how often it is read, in ms, and the keys reloaded when it moved.
+   * Default: never (the keys wait for `refreshMs`).
+   */
+  versionCheckMs?: number;
   /** Lead time of the rotation made at start-up when the configured algorithm changed, in ms. */
   rotationLeadTimeMs: number;
   /** Receives `key.rotated` and `key.pruned` audit events. */
@@ -187,6 +194,9 @@ export class KeyRing implements KeyResolver {
   /** The refresh in flight (a prune when one is due, then a reload); it never rejects. */
   private refreshing: Promise<void> | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
+  private versionTimer: NodeJS.Timeout | undefined;
+  /** The store's keysVersion() read before the last reload (undefined: it tells none). */
+  private loadedVersion: string | number | undefined;
   /** Whether init() created the store's first key: at most one process on a store ever sees `true`. */
   createdFirstKey = false;
 
@@ -272,9 +282,12 @@ export class KeyRing implements KeyResolver {
 
   /** Reloads from the store (another instance or the CLI may have rotated). */
   reload(): Promise<void> {
-    this.reloading ??= this.store
-      .listKeys()
-      .then((stored) => this.replace(stored))
+    this.reloading ??= (async () => {
+      // read before the keys: a change made while listing moves it again, and the next check reloads
+      const version = this.store.keysVersion ? await this.store.keysVersion() : undefined;
+      this.replace(await this.store.listKeys());
+      this.loadedVersion = version;
+    })()
       // a key another instance or the CLI added: recorded before it signs (it is pending for the lead time); a
       // store that cannot be written now (reads still work) fails no reload: the next refresh records it
       .then(() => this.recordTokenTtl().catch(() => undefined))
@@ -334,11 +347,35 @@ export class KeyRing implements KeyResolver {
     if (this.refreshTimer || !Number.isFinite(this.options.refreshMs)) return;
     this.refreshTimer = setInterval(() => void this.refresh(this.options.now()), this.options.refreshMs);
     this.refreshTimer.unref();
+    const every = this.options.versionCheckMs;
+    if (every !== undefined && Number.isFinite(every) && this.store.keysVersion) {
+      this.versionTimer = setInterval(() => void this.checkVersion(), every);
+      this.versionTimer.unref();
+    }
   }
 
   stopRefreshing(): void {
     clearInterval(this.refreshTimer);
+    clearInterval(this.versionTimer);
     this.refreshTimer = undefined;
+    this.versionTimer = undefined;
+  }
+
+  /** Reloads when the store's keysVersion() moved since the last reload; a store that does not answer is left to the refresh. */
+  private async checkVersion(): Promise<void> {
+    if (this.reloading || this.refreshing) return;
+    try {
+      const version = await this.store.keysVersion!();
+      if (version === undefined) {
+        // a store that tells none (a deferred store learns only now which it is): nothing to check
+        clearInterval(this.versionTimer);
+        this.versionTimer = undefined;
+      } else if (version !== this.loadedVersion) {
+        await this.refresh(this.options.now());
+      }
+    } catch {
+      // the store is down: the held keys go on signing, and the refresh timer tries again
+    }
   }
 
   /** The key that signs now: active, not retired, the most recently activated. */

@@ -170,7 +170,7 @@ export class StoreHealth {
 // and the reload every revocationResync notices an outage (and its end) on an instance with no traffic
 const STORE_CALLS = [
   'findClient', 'createClient', 'listClients', 'revokeClient', 'rotateSecret', 'listKeys', 'insertFirstKey', 'rotateKey', 'pruneKeys', 'raiseKeyTokenTtl', 'deleteKey', 'ping',
-  'addClientKey', 'removeClientKey', 'updateClient', 'consumeJti', 'revokeToken', 'bumpTokenGeneration', 'listRevocations', 'purgeExpiredRevocations', 'revocationsVersion',
+  'addClientKey', 'removeClientKey', 'updateClient', 'consumeJti', 'revokeToken', 'bumpTokenGeneration', 'listRevocations', 'purgeExpiredRevocations', 'revocationsVersion', 'keysVersion',
 ] as const;
 
 /** The calls that write: their failure is an outage of writes, which a read does not end. */

@@ -50,6 +50,7 @@ export function embeddedKeys(db: Database.Database) {
     pruneExpired: db.prepare('DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < ? AND retired_at + token_ttl * 1000 < ?'),
     raiseTokenTtl: db.prepare('UPDATE signing_keys SET token_ttl = ? WHERE kid = ? AND token_ttl < ?'),
     // only a key that signs no more: retired by now, or withdrawn (retired as it would activate)
+    changes: db.prepare<[string], number>('SELECT n FROM store_changes WHERE name = ?').pluck(),
     deleteRetired: db.prepare<{ kid: string; now: number }>(
       'DELETE FROM signing_keys WHERE kid = @kid AND retired_at IS NOT NULL AND (retired_at <= @now OR retired_at <= activates_at)',
     ),
@@ -85,5 +86,6 @@ export function embeddedKeys(db: Database.Database) {
       now === undefined ? q.prune.run(retiredBefore.getTime()).changes : q.pruneExpired.run(retiredBefore.getTime(), now.getTime()).changes,
     raiseKeyTokenTtl: (kids: string[], tokenTtl: number) => raiseKeyTokenTtl.immediate(kids, tokenTtl),
     deleteKey: (kid: string, now: Date) => q.deleteRetired.run({ kid, now: now.getTime() }).changes > 0,
+    keysVersion: () => q.changes.get('keys') as number,
   };
 }

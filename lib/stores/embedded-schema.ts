@@ -11,7 +11,7 @@ export const date = (ms: number | null): Date | null => (ms === null ? null : ne
 export const words = (text: string): string[] => (text === '' ? [] : text.split(' '));
 
 /** Triggers that count every change to `table` under `counter` in store_changes, whichever connection makes it. */
-function changeTriggers(table: string, counter: 'clients' | 'revocations'): string {
+function changeTriggers(table: string, counter: 'clients' | 'revocations' | 'keys'): string {
   return ['INSERT', 'UPDATE', 'DELETE']
     .map((op) => `CREATE TRIGGER ${table}_${op.toLowerCase()}_changes AFTER ${op} ON ${table} BEGIN UPDATE store_changes SET n = n + 1 WHERE name = '${counter}'; END;`)
     .join('\n   ');
@@ -115,6 +115,10 @@ const MIGRATIONS: (string | ((db: Database.Database) => void))[] = [
   // never wrote it): tokens they signed may be valid for as long as any instance's lifetime, so they are pruned
   // only after the longest there can be
   `UPDATE signing_keys SET token_ttl = ${LONGEST_TOKEN_TTL} WHERE token_ttl < ${LONGEST_TOKEN_TTL};`,
+  // what the running issuers on the file check every few seconds (keysVersion): a rotation or a revoked key
+  // made by the CLI or another process is in force there at once, not at their next key refresh
+  `INSERT INTO store_changes (name, n) VALUES ('keys', 0);
+   ${changeTriggers('signing_keys', 'keys')}`,
 ];
 
 /** Applies the missing migrations in one immediate transaction. */

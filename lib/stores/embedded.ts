@@ -119,6 +119,7 @@ function embeddedStore(db: Database.Database, path: string): EmbeddedStore {
     pruneKeys: io(keys.pruneKeys),
     raiseKeyTokenTtl: io(keys.raiseKeyTokenTtl),
     deleteKey: io(keys.deleteKey),
+    keysVersion: io(keys.keysVersion),
     ping: io((): void => {
       ping.get();
     }),

@@ -268,6 +268,15 @@ export interface KeyStore {
    * it, `keys revoke` is refused.
    */
   deleteKey?(kid: string, now: Date): Promise<boolean>;
+  /**
+   * Optional, cheap: a value that changes whenever the keys may have changed
+   * (written by anyone on the same data); undefined when the store cannot
+   * tell. A running issuer reads it every few seconds and reloads its keys
+   * when it moved, so a rotation or a revoked key made elsewhere is in force
+   * there at once, where it would wait for the next key refresh. A store
+   * that rings the instances (RevocationNotifier) needs none.
+   */
+  keysVersion?(): Promise<string | number | undefined>;
 }
 
 /** Every revocation in force, JSON-safe: what `listRevocations()` answers, and what `RevocationState` (core/revocation.ts) snapshots, loads and the signed list carries. */
