@@ -59,6 +59,8 @@ function listSettings(value: BearerOptions['revocationList']): ListSettings | un
 /** A poller and when requests must wait for it. */
 interface ListSource {
   poller: RevocationListPoller;
+  /** The JWKS copies of the requireBearer()s on this list: told which kids the issuer publishes. */
+  jwks: Set<RemoteJwks>;
   /** Where its lines go: the logger of every requireBearer() using it, each once. */
   loggers: LoggerFanout;
   /** `null` when the list is fresh (or was just tried), else the poll to wait for. */
@@ -101,6 +103,7 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, k
   const logger = new LoggerFanout();
   let lastError = '';
   let downSince: number | undefined;
+  const jwks = new Set<RemoteJwks>();
   const poller = new RevocationListPoller({
     url: settings.uri,
     issuer,
@@ -112,6 +115,11 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, k
     clockTolerance,
     onError: (err) => {
       lastError = err instanceof Error ? err.message : String(err);
+    },
+    // a JWKS fetched before the list was signed (a second of iat's rounding, and the clocks' tolerance, too)
+    // that holds a kid the list does not name is fetched again: a revoked signing key goes within a poll
+    onKids: (kids, iat) => {
+      for (const set of jwks) void set.listed(kids, (iat + 1 + clockTolerance) * 1000);
     },
     onResult: (result) => {
       if (result === 'failed' && downSince === undefined) {
@@ -129,6 +137,7 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, k
   let started: Promise<unknown> | undefined;
   const source: ListSource = {
     poller,
+    jwks,
     loggers: logger,
     pending() {
       if (!started) return (started = poller.start());
@@ -314,6 +323,7 @@ export function requireBearer(options: BearerOptions): BearerMiddleware {
   }
   // the poller's lines go to this requireBearer()'s logger too, whoever created it
   source?.loggers.add(options.logger, logger);
+  if (source && keys instanceof RemoteJwks) source.jwks.add(keys);
   const counts = registry && zeroCounts(BEARER_CHECKS);
   if (registry) metricsFor(registry).attach({ bearerChecks: counts, cache: verifier.cacheStats, dpopReplayStore: dpop?.health });
   const middleware = bearerMiddleware({

@@ -81,6 +81,30 @@ describe('RemoteJwks', () => {
     expect(fetches).toBe(2);
   });
 
+  it('listed(): a held kid the revocation list does not name refetches a set fetched before the list, within the cooldown too; a newer set, or one the list names whole, is kept', async () => {
+    const r = remote();
+    const a = await r.resolve('a');
+    set = [set[0], jwk('b')];
+    expect(await r.resolve('b')).toBeDefined();
+    expect(fetches).toBe(2);
+    // the list names every held kid (and more): nothing to fetch
+    expect(r.listed(['a', 'b', 'c'], clock + 1000)).toBeUndefined();
+    // a list as of before the last fetch is older than the set: kept as it is, whatever it names
+    expect(r.listed(['b'], clock)).toBeUndefined();
+    expect(fetches).toBe(2);
+    // 'a' was revoked: the list signed since no longer names it; refetched at once (the last fetch was within the cooldown)
+    set = [set[1]];
+    clock += 1000;
+    await r.listed(['b'], clock + 1);
+    expect(fetches).toBe(3);
+    expect(r.peek('a')).toBeUndefined();
+    expect(r.peek('b')).toBeDefined();
+    expect(a).toBeDefined();
+    // the set fetched now names only what the list names: the same list asks nothing more
+    expect(r.listed(['b'], clock + 1)).toBeUndefined();
+    expect(fetches).toBe(3);
+  });
+
   it('peek() with the time refreshes a set older than maxAge in the background (cache hits only), at most once a cooldown; without it, never', async () => {
     const r = remote();
     await r.resolve('a');

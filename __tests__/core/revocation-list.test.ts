@@ -67,6 +67,20 @@ describe('signRevocationList / verifyRevocationList', () => {
     await expect(verifyRevocationList('garbage', keys, opts)).rejects.toThrow(/not a JWS/);
   });
 
+  it('names the published kids when given them; refuses kids that are not an array of strings', async () => {
+    const named = await verifyRevocationList(signRevocationList(state, key, { issuer: ISSUER, now: T0, kids: [key.kid, 'next'] }), publicResolver(key), { issuer: ISSUER, now: T0 });
+    expect(named.kids).toEqual([key.kid, 'next']);
+    const none = await verifyRevocationList(signRevocationList(state, key, { issuer: ISSUER, now: T0 }), publicResolver(key), { issuer: ISSUER, now: T0 });
+    expect(none).not.toHaveProperty('kids');
+    for (const kids of ['k1', [1], [null], {}]) {
+      const bad = jwt.sign({ iss: ISSUER, iat: T0 / 1000, exp: T0 / 1000 + 60, tokens: [], clients: [], kids }, key.privateKey!, {
+        algorithm: 'ES256',
+        header: { alg: 'ES256', typ: 'revocation-list+jwt', kid: key.kid },
+      });
+      await expect(verifyRevocationList(bad, publicResolver(key), { issuer: ISSUER, now: T0 })).rejects.toThrow(/kids must be an array of strings/);
+    }
+  });
+
   it('refuses a well-signed list with malformed entries', async () => {
     const bad = jwt.sign({ iss: ISSUER, iat: T0 / 1000, exp: T0 / 1000 + 60, tokens: [{ jti: 1 }], clients: [] }, key.privateKey!, {
       algorithm: 'ES256',
@@ -93,6 +107,21 @@ describe('PublishedRevocationList', () => {
     const c = pub.current();
     key = signingKey();
     expect(pub.current().etag).not.toBe(c.etag);
+  });
+
+  it('re-signs when the published kids change, and names them', async () => {
+    const clock = T0;
+    const state = new RevocationState({ maxTokenTtl: 600, now: () => clock });
+    const key = signingKey();
+    let kids = [key.kid, 'retired'];
+    const pub = new PublishedRevocationList({ state, issuer: ISSUER, signingKey: () => key, publishedKids: () => kids, ttl: 120, now: () => clock });
+    const a = pub.current();
+    expect(pub.current()).toBe(a);
+    expect((await verifyRevocationList(a.body, publicResolver(key), { issuer: ISSUER, now: clock })).kids).toEqual([key.kid, 'retired']);
+    kids = [key.kid];
+    const b = pub.current();
+    expect(b.etag).not.toBe(a.etag);
+    expect((await verifyRevocationList(b.body, publicResolver(key), { issuer: ISSUER, now: clock })).kids).toEqual([key.kid]);
   });
 
   it('gzips a long list once per signed list, with an ETag of its own; a short list not at all', () => {

@@ -132,6 +132,47 @@ describe('revoking a signing key', () => {
     }
   });
 
+  it('a standalone verifier that polls the revocation list refuses a revoked retired key\'s tokens within a poll, cached ones too, with no unknown kid to make it fetch', async () => {
+    const [a] = instances;
+    const server = a.app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const base = `http://127.0.0.1:${port}`;
+      const api = express();
+      // the JWKS copy is kept 2 min (jwksMaxAge): only the list (polled every 0.2 s) can explain a quick refusal
+      const verify = requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: `${base}/.well-known/jwks.json`, revocationList: { uri: `${base}/oauth/revocation-list`, interval: 0.2 } });
+      api.get('/api', verify, (req, res) => void res.json({ client: req.auth!.clientId }));
+      const client = await a.issuer.clients.create({ name: 'svc' });
+      const old = await fetchToken(a.app, client);
+      const call = (token: string) => request(api).get('/api').set('Authorization', `Bearer ${token}`);
+      expect((await call(old)).status).toBe(200);
+      // a rotation with no lead time: the list is signed by the new key, whose kid makes the verifier fetch the JWKS;
+      // the old key is retired and still published for its tokens, which pass
+      const rotated = await a.issuer.keys.rotate(0);
+      const fresh = await fetchToken(a.app, client);
+      expect(headerOf(fresh).kid).toBe(rotated.kid);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect((await call(old)).status).toBe(200);
+      expect((await call(fresh)).status).toBe(200);
+
+      // the retired key leaked: the list, signed by the same key as before, no longer names it
+      const { revoked, replacement } = await a.issuer.keys.revoke(headerOf(old).kid as string);
+      expect(revoked.kid).toBe(headerOf(old).kid);
+      expect(replacement).toBeNull();
+      const tookMs = await within(3000, async () => (await call(old)).status === 401);
+      expect(tookMs).toBeLessThan(3000);
+      const refused = await call(old);
+      expect(refused.body.error).toBe('invalid_token');
+      expect(refused.headers['www-authenticate']).toMatch(/^Bearer realm="api", error="invalid_token"/);
+      expect((await call(fresh)).status).toBe(200);
+      expect((await verify.health()).ok).toBe(true);
+    } finally {
+      stopRevocationListPolling();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('a store of one\'s own without deleteKey(): revoke is refused before anything changes (no rotation)', async () => {
     const full = await openEmbeddedStore({ dataDir: tempDir() });
     const { deleteKey: _omitted, ...store } = full;

@@ -188,7 +188,7 @@ const keysRevoke: Handler = async (args, ctx) => {
   ctx.out(`Signing key ${revoked.kid} (${revoked.alg}) revoked: it is no longer published, and every token it signed is refused.`);
   if (replacement) ctx.out(`New signing key ${replacement.kid} (${replacement.alg}) signs from now on.`);
   ctx.out(
-    `Running issuers on this store refuse its tokens, and stop signing with it, once told: at once through PostgreSQL or Redis (REDIS_URL), within their revocationResync (2 s) on the embedded file, else at their next key refresh (keyRefreshInterval, ${settings.refreshInterval} s here). Resource servers that verify against the JWKS do at their next fetch of it (jwksMaxAge, 120 s by default).`,
+    `Running issuers on this store refuse its tokens, and stop signing with it, once told: at once through PostgreSQL or Redis (REDIS_URL), within their revocationResync (2 s) on the embedded file, else at their next key refresh (keyRefreshInterval, ${settings.refreshInterval} s here). Resource servers that verify against the JWKS do within a poll of the revocation list when they poll it, else at their next fetch of the JWKS (jwksMaxAge, 120 s by default).`,
   );
   return 0;
 };

@@ -97,6 +97,7 @@ export class AuthorizationServer {
       logger,
       now,
       signingKey: () => this.keys.current(),
+      publishedKids: () => this.keys.publishedKids(),
       push: revocationPush,
       // what rang may be a key change too (a rotation, a revoked key): reloaded now, not at the next key refresh
       onRing: () => {

@@ -25,6 +25,8 @@ export interface IssuerRevocationsOptions {
   now: () => number;
   /** The key that signs the published list (the issuer's current signing key). */
   signingKey: () => LoadedKey;
+  /** The kids the issuer's JWKS publishes, which the list names. */
+  publishedKids?: () => readonly string[];
   /** Rings the other instances besides the store's own notifications (e.g. RedisRevocationNotifier). */
   push?: RevocationNotifier;
   /** Told as soon as another instance rings, before the reload it starts (the issuer drops its cached client records). */
@@ -54,7 +56,7 @@ export class IssuerRevocations {
     this.refusals = new ThrottledLog(options.logger, 60_000, now);
     // by the longest lifetime any instance may issue with, not this one's: see MAX_ACCESS_TOKEN_TTL
     this.state = new RevocationState({ maxTokenTtl: MAX_ACCESS_TOKEN_TTL, clockTolerance: config.clockTolerance, now });
-    this.list = new PublishedRevocationList({ state: this.state, issuer: config.issuer, signingKey: options.signingKey, now });
+    this.list = new PublishedRevocationList({ state: this.state, issuer: config.issuer, signingKey: options.signingKey, publishedKids: options.publishedKids, now });
     this.check = config.revocationFailOpen ? this.state : this.failClosed();
   }
 

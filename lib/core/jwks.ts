@@ -153,6 +153,23 @@ export class RemoteJwks implements KeyResolver {
     });
   }
 
+  /**
+   * What the issuer's signed revocation list says it publishes (`kids`, as
+   * of `asOfMs`): a held key it does not name was removed (a revoked
+   * signing key, a pruned one), so the set is fetched again now, if it was
+   * fetched before then. That fetch drops the key, and the tokens it signed,
+   * cached ones included, are refused. A set fetched since is newer than the
+   * list and is kept. Answers the fetch started, if any.
+   */
+  listed(kids: readonly string[], asOfMs: number): Promise<void> | undefined {
+    if (this.fetchedAt >= asOfMs) return undefined;
+    const named = new Set(kids);
+    for (const kid of this.keys.keys()) {
+      if (!named.has(kid)) return this.refresh().catch(() => undefined);
+    }
+    return undefined;
+  }
+
   /** Background refreshes: not while one is under way, and not more often than the cooldown even when they fail. */
   private canRefresh(now: number): boolean {
     return this.inFlight === undefined && now - this.lastAttempt >= this.options.cooldownMs;

@@ -393,6 +393,12 @@ export class KeyRing implements KeyResolver {
     return this.jwksDocument;
   }
 
+  /** The kids jwks() publishes, in its order (the signed revocation list names them). */
+  publishedKids(): string[] {
+    this.refreshIfStale(this.options.now());
+    return [...this.keys.keys()];
+  }
+
   list(): LoadedKey[] {
     return [...this.keys.values()];
   }

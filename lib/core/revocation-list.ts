@@ -41,6 +41,13 @@ export interface RevocationListClaims extends RevocationSnapshot {
   /** Epoch seconds. */
   iat: number;
   exp: number;
+  /**
+   * The kids the issuer published in its JWKS when it signed (absent from
+   * lists of earlier versions). A verifier holding a key the list does not
+   * name fetches the JWKS again: a signing key revoked (`keys revoke`)
+   * reaches it within a poll, not at its next JWKS refresh.
+   */
+  kids?: string[];
 }
 
 const ALLOWED = new Set<string>(SIGNING_ALGORITHMS);
@@ -49,12 +56,13 @@ const ALLOWED = new Set<string>(SIGNING_ALGORITHMS);
 export function signRevocationList(
   state: Pick<RevocationState, 'snapshot'> | RevocationSnapshot,
   key: LoadedKey,
-  opts: { issuer: string; now: number; ttl?: number },
+  opts: { issuer: string; now: number; ttl?: number; kids?: readonly string[] },
 ): string {
   if (!key.privateKey) throw new Error(`key ${key.kid} cannot sign`);
   const snapshot = 'snapshot' in state ? state.snapshot() : state;
   const iat = Math.floor(opts.now / 1000);
   const claims: RevocationListClaims = { iss: opts.issuer, iat, exp: iat + (opts.ttl ?? 300), tokens: snapshot.tokens, clients: snapshot.clients };
+  if (opts.kids) claims.kids = [...opts.kids];
   return jwt.sign(claims, key.privateKey, {
     algorithm: key.alg as jwt.Algorithm,
     header: { alg: key.alg as jwt.Algorithm, typ: REVOCATION_LIST_TYP, kid: key.kid },
@@ -115,7 +123,9 @@ export async function verifyRevocationList(
     return refuse(err instanceof Error ? err.message : 'verification failed');
   }
   if (typeof payload.iat !== 'number' || typeof payload.exp !== 'number') refuse('iat and exp must be numbers');
-  return { iss: opts.issuer, iat: payload.iat, exp: payload.exp, ...checkSnapshot(payload) };
+  const { kids } = payload;
+  if (kids !== undefined && (!Array.isArray(kids) || kids.some((k) => typeof k !== 'string'))) refuse('kids must be an array of strings');
+  return { iss: opts.issuer, iat: payload.iat, exp: payload.exp, ...checkSnapshot(payload), ...(kids !== undefined && { kids: kids as string[] }) };
 }
 
 /** Lists shorter than this (bytes) are served as they are: gzip would save little. */
@@ -128,12 +138,12 @@ export function gzipEtag(etag: string): string {
 
 /**
  * The issuer's side: the current signed list and its ETag, re-signed only
- * when the state changed, the signing key changed, or half its lifetime
- * passed. What the list route serves (`ETag`, 304 on a matching
+ * when the state changed, the signing key or the published keys changed, or
+ * half its lifetime passed. What the list route serves (`ETag`, 304 on a matching
  * If-None-Match).
  */
 export class PublishedRevocationList {
-  private cached: { body: string; etag: string; version: number; kid: string; signedAt: number; gzip?: { body: Buffer; etag: string } | null } | undefined;
+  private cached: { body: string; etag: string; version: number; kid: string; kids: string; signedAt: number; gzip?: { body: Buffer; etag: string } | null } | undefined;
 
   constructor(
     private readonly options: {
@@ -141,6 +151,8 @@ export class PublishedRevocationList {
       issuer: string;
       /** The key that signs now (e.g. `() => keyRing.current()`). */
       signingKey: () => LoadedKey;
+      /** The kids the issuer's JWKS publishes now, which the list names (a change re-signs it). */
+      publishedKids?: () => readonly string[];
       /** List lifetime in seconds (default 300). */
       ttl?: number;
       now?: () => number;
@@ -151,12 +163,14 @@ export class PublishedRevocationList {
     const now = (this.options.now ?? Date.now)();
     const key = this.options.signingKey();
     const ttlMs = (this.options.ttl ?? 300) * 1000;
+    const kids = this.options.publishedKids?.();
+    const kidsText = kids ? kids.join(' ') : '';
     const c = this.cached;
-    if (c && c.version === this.options.state.version && c.kid === key.kid && now - c.signedAt < ttlMs / 2) return c;
+    if (c && c.version === this.options.state.version && c.kid === key.kid && c.kids === kidsText && now - c.signedAt < ttlMs / 2) return c;
     const version = this.options.state.version;
-    const body = signRevocationList(this.options.state, key, { issuer: this.options.issuer, now, ttl: this.options.ttl });
+    const body = signRevocationList(this.options.state, key, { issuer: this.options.issuer, now, ttl: this.options.ttl, kids });
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
-    this.cached = { body, etag, version, kid: key.kid, signedAt: now };
+    this.cached = { body, etag, version, kid: key.kid, kids: kidsText, signedAt: now };
     return this.cached;
   }
 
@@ -202,6 +216,8 @@ export interface RevocationListPollerOptions {
   onError?: (err: unknown) => void;
   /** Told every poll's result, timer polls included (for outage and recovery logs). */
   onResult?: (result: PollResult) => void;
+  /** Told the kids a newly verified list names (a list without them tells nothing), with its `iat`. */
+  onKids?: (kids: readonly string[], iat: number) => void;
 }
 
 export type PollResult = 'updated' | 'unchanged' | 'failed';
@@ -282,6 +298,7 @@ export class RevocationListPoller {
       // an older list than the one held (a replay, a lagging instance or cache): refused, and not counted as contact
       if (list.iat < this.heldIat) throw new RevocationListError(`the revocation list (iat ${list.iat}) is older than the one held (iat ${this.heldIat})`);
       o.state.load(list);
+      if (list.kids) o.onKids?.(list.kids, list.iat);
       this.heldIat = list.iat;
       this.heldExp = list.exp;
       this.etag = res.headers.get('etag') ?? undefined;
