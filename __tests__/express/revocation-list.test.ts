@@ -9,9 +9,9 @@ import { gunzipSync } from 'node:zlib';
 import express from 'express';
 import jwt from 'jsonwebtoken';
 import request from 'supertest';
-import { requireBearer, stopRevocationListPolling } from '../../lib';
+import { createIssuer, requireBearer, stopRevocationListPolling, type Issuer } from '../../lib';
 import { signRevocationList } from '../../lib/core/revocation-list';
-import { loopbackServer, type LoopbackServer } from '../helpers/app';
+import { loopbackServer, tempDir, type LoopbackServer } from '../helpers/app';
 import { freshKey } from '../helpers/tokens';
 import { callOrders, revoke, startIssuer, token, untilStatus, type Running } from '../helpers/running-issuer';
 
@@ -218,6 +218,42 @@ describe('requireBearer({ jwksUri, revocationList }) at a standalone resource se
     expect(ms).toBeGreaterThanOrEqual(0);
     expect(Date.now() - started).toBeLessThanOrEqual(10_500);
   }, 15_000);
+
+  it('a verifier with a larger clockTolerance than the issuer\'s learns of a revoked token it still accepts by its clock, from an issuer restarted after the token\'s exp + the issuer\'s tolerance', async () => {
+    const http = await loopbackServer();
+    const dataDir = tempDir();
+    const start = async (): Promise<Issuer> => {
+      const issuer = createIssuer({ issuer: http.url, audience: `${http.url}/api`, dataDir, logger: false, accessTokenTtl: 1, clockTolerance: 0 });
+      await issuer.ready();
+      const app = express();
+      app.use(issuer.router());
+      http.serve(app);
+      return issuer;
+    };
+    let issuer = await start();
+    try {
+      const client = await issuer.clients.create({ name: 'caller', scopes: 'orders:read' });
+      const r = { url: http.url, client } as unknown as Running;
+      const at = await token(r);
+      await revoke(r, at);
+      const exp = (jwt.decode(at) as { exp: number }).exp;
+      // restarted past exp + the issuer's tolerance (0), within the verifier's (30), which still accepts the token by its time
+      await issuer.close();
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, exp * 1000 + 1500 - Date.now())));
+      issuer = await start();
+      const app = express();
+      app.get('/api/orders', requireBearer({ issuer: http.url, audience: `${http.url}/api`, jwksUri: `${http.url}/.well-known/jwks.json`, clockTolerance: 30, revocationList: `${http.url}/oauth/revocation-list` }), (req, res) => void res.json({ client: req.auth!.clientId }));
+      const refused = await call(app, at);
+      expect(refused.status).toBe(401);
+      expect(refused.body.error).toBe('invalid_token');
+      // a token of the same client not revoked passes there: the refusal is the revocation's, not the clock's
+      expect((await call(app, await token(r))).status).toBe(200);
+    } finally {
+      stopRevocationListPolling();
+      await issuer.close();
+      await http.close();
+    }
+  });
 
   it('stopRevocationListPolling() stops the polls: the list is asked for no more', async () => {
     const counter = await loopbackServer();

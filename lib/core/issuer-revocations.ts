@@ -12,7 +12,7 @@ import type { ClientRecord, RevocationNotifier, Store } from '../stores/types';
 import { introspectWithReason, revocationFor, type IntrospectionResult, type VerifyAccessToken } from './introspection';
 import type { LoadedKey } from './keys';
 import { TemporarilyUnavailableError } from '../errors';
-import { MAX_ACCESS_TOKEN_TTL, RevocationState, type RevocableClaims, type RevocationCheck, type RevocationReason } from './revocation';
+import { MAX_ACCESS_TOKEN_TTL, MAX_CLOCK_TOLERANCE, RevocationState, type RevocableClaims, type RevocationCheck, type RevocationReason } from './revocation';
 import { Revoker, StoreRevocationFeed } from './revocation-feed';
 import { PublishedRevocationList } from './revocation-list';
 import { ThrottledLog } from './refusal-log';
@@ -54,8 +54,11 @@ export class IssuerRevocations {
   constructor(private readonly options: IssuerRevocationsOptions) {
     const { config, now } = options;
     this.refusals = new ThrottledLog(options.logger, 60_000, now);
-    // by the longest lifetime any instance may issue with, not this one's: see MAX_ACCESS_TOKEN_TTL
-    this.state = new RevocationState({ maxTokenTtl: MAX_ACCESS_TOKEN_TTL, clockTolerance: config.clockTolerance, now });
+    // by the longest lifetime any instance may issue with, not this one's: see MAX_ACCESS_TOKEN_TTL; and entries
+    // held by the largest clock tolerance there is, not this one's: the signed list carries them, and a standalone
+    // verifier with a larger tolerance, which accepts a token that much longer past its exp, learns of it even
+    // when it starts (or first polls) after this instance would have let the entry go
+    this.state = new RevocationState({ maxTokenTtl: MAX_ACCESS_TOKEN_TTL, clockTolerance: MAX_CLOCK_TOLERANCE, now });
     this.list = new PublishedRevocationList({ state: this.state, issuer: config.issuer, signingKey: options.signingKey, publishedKids: options.publishedKids, now });
     this.check = config.revocationFailOpen ? this.state : this.failClosed();
   }
@@ -92,7 +95,7 @@ export class IssuerRevocations {
       state: this.state,
       store,
       maxTokenTtl: MAX_ACCESS_TOKEN_TTL,
-      clockTolerance: config.clockTolerance,
+      clockTolerance: MAX_CLOCK_TOLERANCE,
       resyncMs: config.revocationResync * 1000,
       notify:
         notifiers.length > 0
