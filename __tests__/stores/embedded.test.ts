@@ -141,6 +141,38 @@ describe('embedded store shared by cluster workers: what moves the others’ cac
   });
 });
 
+describe('embedded store: the key version running issuers read', () => {
+  it('moves with every key written by any connection (insert, rotation, a lifetime raised, delete), not with client or jti writes', async () => {
+    const dataDir = freshDir('keys-version');
+    const cli = await openEmbeddedStore({ dataDir });
+    const server = await openEmbeddedStore({ dataDir });
+    try {
+      const version = () => server.keysVersion!();
+      const at = new Date();
+      const v0 = await version();
+      const key = (kid: string, activatesAt = at) => ({ kid, alg: 'ES256', privateJwk: '{}', publicJwk: '{}', createdAt: at, activatesAt, retiredAt: null });
+      await cli.insertFirstKey(key('k1'));
+      const v1 = await version();
+      expect(v1).not.toBe(v0);
+      await cli.createClient({ clientId: 'c', name: 'c', scopes: [], grantTypes: ['client_credentials'], createdAt: at, secret: null });
+      expect(await cli.consumeJti('c', 'j', new Date(Date.now() + 60_000))).toBe(true);
+      expect(await version()).toBe(v1);
+      expect(await cli.rotateKey(key('k2'), ['k1'])).toBe(true);
+      const v2 = await version();
+      expect(v2).not.toBe(v1);
+      await cli.raiseKeyTokenTtl!(['k2'], 7200);
+      const v3 = await version();
+      expect(v3).not.toBe(v2);
+      expect(await cli.deleteKey!('k1', new Date(Date.now() + 1))).toBe(true);
+      expect(await version()).not.toBe(v3);
+      expect((await server.listKeys()).map((k) => k.kid)).toEqual(['k2']);
+    } finally {
+      await cli.close();
+      await server.close();
+    }
+  });
+});
+
 describe('embedded store migration', () => {
   it('migrates a version-1 database: existing clients become client_secret clients without keys', async () => {
     const dataDir = freshDir('v1');
@@ -336,7 +368,7 @@ describe('embedded store: assertion jtis', () => {
     }
     const check = new Database(path.join(dataDir, 'store.sqlite'), { readonly: true });
     try {
-      expect(check.pragma('user_version', { simple: true })).toBe(9);
+      expect(check.pragma('user_version', { simple: true })).toBe(10);
       expect(check.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'client_assertion_jtis' ORDER BY name").pluck().all()).toEqual(['client_assertion_jtis']);
     } finally {
       check.close();
