@@ -107,7 +107,8 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, k
   const poller = new RevocationListPoller({
     url: settings.uri,
     issuer,
-    keys,
+    // a list signed by a key not fetched yet fetches it, even while made-up kids in requests hold fetches back
+    keys: keys instanceof RemoteJwks ? { peek: (kid) => keys.peek(kid), resolve: (kid) => keys.resolveListed(kid) } : keys,
     state: new RevocationState({ maxTokenTtl: MAX_ACCESS_TOKEN_TTL, clockTolerance }),
     intervalMs: settings.intervalMs,
     maxStaleMs: settings.maxStaleMs,

@@ -81,28 +81,40 @@ describe('RemoteJwks', () => {
     expect(fetches).toBe(2);
   });
 
-  it('listed(): a held kid the revocation list does not name refetches a set fetched before the list, within the cooldown too; a newer set, or one the list names whole, is kept', async () => {
+  it('listed(): a set fetched before the revocation list and differing from the kids it names is fetched again, within the cooldown too; a newer set, or the same kids, is kept', async () => {
     const r = remote();
     const a = await r.resolve('a');
     set = [set[0], jwk('b')];
     expect(await r.resolve('b')).toBeDefined();
     expect(fetches).toBe(2);
-    // the list names every held kid (and more): nothing to fetch
-    expect(r.listed(['a', 'b', 'c'], clock + 1000)).toBeUndefined();
+    // the list names the held kids: nothing to fetch
+    expect(r.listed(['b', 'a'], clock + 1000)).toBeUndefined();
     // a list as of before the last fetch is older than the set: kept as it is, whatever it names
     expect(r.listed(['b'], clock)).toBeUndefined();
+    expect(r.listed(['a', 'b', 'c'], clock)).toBeUndefined();
     expect(fetches).toBe(2);
-    // 'a' was revoked: the list signed since no longer names it; refetched at once (the last fetch was within the cooldown)
-    set = [set[1]];
-    clock += 1000;
-    await r.listed(['b'], clock + 1);
+
+    // a made-up kid holds back the fetches unknown kids make (the cooldown); a key the list names is fetched all the same
+    expect(await r.resolve('made-up')).toBeUndefined();
     expect(fetches).toBe(3);
+    set = [...set, jwk('c')];
+    clock += 1000;
+    expect(await r.resolve('c')).toBeUndefined(); // within the cooldown
+    expect(fetches).toBe(3);
+    await r.listed(['a', 'b', 'c'], clock + 1);
+    expect(fetches).toBe(4);
+    expect(r.peek('c')).toBeDefined();
+    // 'a' was revoked: the list signed since no longer names it; refetched at once (the last fetch was within the cooldown)
+    set = set.slice(1);
+    clock += 1000;
+    await r.listed(['b', 'c'], clock + 1);
+    expect(fetches).toBe(5);
     expect(r.peek('a')).toBeUndefined();
     expect(r.peek('b')).toBeDefined();
     expect(a).toBeDefined();
-    // the set fetched now names only what the list names: the same list asks nothing more
-    expect(r.listed(['b'], clock + 1)).toBeUndefined();
-    expect(fetches).toBe(3);
+    // the set fetched now holds what the list names: the same list asks nothing more
+    expect(r.listed(['b', 'c'], clock + 1)).toBeUndefined();
+    expect(fetches).toBe(5);
   });
 
   it('peek() with the time refreshes a set older than maxAge in the background (cache hits only), at most once a cooldown; without it, never', async () => {

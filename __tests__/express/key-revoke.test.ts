@@ -173,6 +173,36 @@ describe('revoking a signing key', () => {
     }
   });
 
+  it('made-up kids hold back the JWKS fetches of a standalone verifier, not a key the revocation list names: a rotation with no lead time is taken within a poll', async () => {
+    const [a] = instances;
+    const server = a.app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const base = `http://127.0.0.1:${port}`;
+      const api = express();
+      api.get('/api', requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: `${base}/.well-known/jwks.json`, revocationList: { uri: `${base}/oauth/revocation-list`, interval: 0.2 }, logger: false }), (req, res) => void res.json({ client: req.auth!.clientId }));
+      const client = await a.issuer.clients.create({ name: 'svc' });
+      const call = (token: string) => request(api).get('/api').set('Authorization', `Bearer ${token}`);
+      const first = await fetchToken(a.app, client);
+      expect((await call(first)).status).toBe(200);
+      // a token with a made-up kid: the JWKS is fetched for it, found wanting, and unknown kids are held back for the cooldown (30 s)
+      const [h, p, sig] = first.split('.');
+      const header = { ...JSON.parse(Buffer.from(h, 'base64url').toString()), kid: 'made-up-kid' };
+      expect((await call(`${Buffer.from(JSON.stringify(header)).toString('base64url')}.${p}.${sig}`)).status).toBe(401);
+
+      // the list is signed by the new key, whose kid the verifier fetches only because the list names it
+      const rotated = await a.issuer.keys.rotate(0);
+      const fresh = await fetchToken(a.app, client);
+      expect(headerOf(fresh).kid).toBe(rotated.kid);
+      await within(3000, async () => (await call(fresh)).status === 200);
+      expect((await call(first)).status).toBe(200); // the retired key is still published for its tokens
+    } finally {
+      stopRevocationListPolling();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('a store of one\'s own without deleteKey(): revoke is refused before anything changes (no rotation)', async () => {
     const full = await openEmbeddedStore({ dataDir: tempDir() });
     const { deleteKey: _omitted, ...store } = full;

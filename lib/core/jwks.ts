@@ -154,20 +154,38 @@ export class RemoteJwks implements KeyResolver {
   }
 
   /**
+   * The key for a document the issuer signed and this process asked for
+   * (its revocation list): fetched now when unknown, whatever the cooldown,
+   * which only holds back kids that requests bring. The list comes from a
+   * configured URL at most once a poll, so this costs at most a fetch per
+   * poll; without it, made-up kids in requests would keep a list signed by
+   * a new key from being verified until the cooldown ran out.
+   */
+  async resolveListed(kid: string): Promise<LoadedKey | undefined> {
+    const held = this.keys.get(kid);
+    if (held) return held;
+    await this.refresh();
+    return this.keys.get(kid);
+  }
+
+  /**
    * What the issuer's signed revocation list says it publishes (`kids`, as
-   * of `asOfMs`): a held key it does not name was removed (a revoked
-   * signing key, a pruned one), so the set is fetched again now, if it was
-   * fetched before then. That fetch drops the key, and the tokens it signed,
-   * cached ones included, are refused. A set fetched since is newer than the
-   * list and is kept. Answers the fetch started, if any.
+   * of `asOfMs`). When the held set differs and was fetched before then, it
+   * is fetched again now, whatever the cooldown:
+   * - a held key the list does not name was removed (a revoked signing
+   *   key, a pruned one): the fetch drops it, and the tokens it signed,
+   *   cached ones included, are refused;
+   * - a key the list names and the set lacks was added (a rotation): the
+   *   fetch has it before its first token, even while made-up kids hold
+   *   back the fetches an unknown kid would make.
+   * A set fetched since is newer than the list and is kept. Answers the
+   * fetch started, if any.
    */
   listed(kids: readonly string[], asOfMs: number): Promise<void> | undefined {
     if (this.fetchedAt >= asOfMs) return undefined;
     const named = new Set(kids);
-    for (const kid of this.keys.keys()) {
-      if (!named.has(kid)) return this.refresh().catch(() => undefined);
-    }
-    return undefined;
+    const differs = named.size !== this.keys.size || kids.some((kid) => !this.keys.has(kid));
+    return differs ? this.refresh().catch(() => undefined) : undefined;
   }
 
   /** Background refreshes: not while one is under way, and not more often than the cooldown even when they fail. */
