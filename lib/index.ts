@@ -39,4 +39,4 @@ export {
   InvalidDpopProofError,
   UseDpopNonceError,
 } from './errors';
-export type { JsonWebKey } from './jwt/jwk';
+export type { JsonWebKey, JwkInput } from './jwt/jwk';

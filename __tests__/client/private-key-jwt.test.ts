@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { createTokenClient, type TokenClient } from '../../lib/client';
-import { createIssuer, type Issuer } from '../../lib';
+import { createIssuer, signClientAssertion, type Issuer } from '../../lib';
 import { tempDir } from '../helpers/app';
 
 let server: Server;
@@ -46,6 +46,37 @@ afterEach(async () => {
 afterAll(async () => {
   await issuer.close();
   await new Promise((r) => server.close(r));
+});
+
+/**
+ * A JWK typed as newer @types/node declare Node's own JsonWebKey: an interface without an index signature,
+ * which a type with one (this package's JsonWebKey) does not accept. The options take it (npm run typecheck).
+ */
+interface NodeStyleJwk {
+  alg?: string;
+  crv?: string;
+  d?: string;
+  ext?: boolean;
+  key_ops?: string[];
+  kty?: string;
+  x?: string;
+  y?: string;
+  oth?: { d?: string; r?: string; t?: string }[];
+}
+
+it('takes a JWK typed as Node\'s own (no index signature) as the private key, the registered key and the DPoP key', async () => {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const privateJwk: NodeStyleJwk = privateKey.export({ format: 'jwk' });
+  const publicJwk: NodeStyleJwk = publicKey.export({ format: 'jwk' });
+  const dpopJwk: NodeStyleJwk = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' });
+  const { clientId } = await issuer.clients.create({ name: 'node-jwk', authMethod: 'private_key_jwt', jwks: publicJwk });
+  const client = createTokenClient({ issuer: url, clientId, privateKey: privateJwk, dpop: { privateKey: dpopJwk }, allowInsecureHttp: true });
+  clients.push(client);
+  const res = await client.fetch(`${url}/api/whoami`);
+  expect(res.status).toBe(200);
+  expect(await res.json()).toEqual({ client_id: clientId });
+  const assertion = signClientAssertion({ clientId, audience: url, privateKey: privateJwk });
+  expect(decode(assertion).payload).toMatchObject({ iss: clientId, sub: clientId, aud: url });
 });
 
 it('gets a token with a fresh assertion per token request, and the API accepts it', async () => {

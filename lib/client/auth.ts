@@ -1,5 +1,5 @@
 import { createPrivateKey, KeyObject } from 'node:crypto';
-import type { JsonWebKey } from '../jwt/jwk';
+import type { JsonWebKey, JwkInput } from '../jwt/jwk';
 import type { DpopAlgorithm } from '../jwt/algorithms';
 import { CLIENT_ASSERTION_TYPE, signClientAssertion } from '../jwt/client-assertion';
 
@@ -70,7 +70,7 @@ export function clientSecretPost(clientSecret: string): ClientAuthentication {
 
 export interface PrivateKeyJwtOptions {
   /** The client's private key: a private JWK (its `kid` and `alg` are used when present) or a KeyObject. */
-  privateKey: JsonWebKey | KeyObject;
+  privateKey: JwkInput | KeyObject;
   /** `kid` of the registered public key; default the JWK's `kid`. */
   kid?: string;
   /** ES256, ES384, PS256 or RS256; default the JWK's `alg`, else by key type. */

@@ -1,5 +1,5 @@
 import type { KeyObject } from 'node:crypto';
-import type { JsonWebKey } from '../jwt/jwk';
+import type { JsonWebKey, JwkInput } from '../jwt/jwk';
 import type { DpopAlgorithm } from '../jwt/algorithms';
 import { DpopKey } from '../jwt/dpop-proof';
 import type { Answer, ApiProofRequest, ProofOfPossession, RefusedAnswer, TokenProofRequest } from './proof-of-possession';
@@ -7,7 +7,7 @@ import type { Answer, ApiProofRequest, ProofOfPossession, RefusedAnswer, TokenPr
 /** The `dpop` option of createTokenClient(). */
 export interface DpopClientOptions {
   /** The client's DPoP private key (P-256, P-384 or RSA), a KeyObject or a private JWK. Keep it in memory only. */
-  privateKey: KeyObject | JsonWebKey;
+  privateKey: KeyObject | JwkInput;
   /** Default: ES256 for P-256, ES384 for P-384, PS256 for RSA. */
   alg?: DpopAlgorithm;
 }

@@ -45,4 +45,4 @@ export type { TokenClientOptions, TokenClientEvent, TokenRequestReason, StoreOpe
 export type { AccessToken, TokenParams } from './cache-entry';
 export type { FetchParams } from './fetch';
 export type { FetchLike } from './http';
-export type { JsonWebKey } from '../jwt/jwk';
+export type { JsonWebKey, JwkInput } from '../jwt/jwk';

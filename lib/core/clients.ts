@@ -1,4 +1,4 @@
-import type { JsonWebKey } from '../jwt/jwk';
+import type { JsonWebKey, JwkInput } from '../jwt/jwk';
 import type { Logger } from '../logger';
 import { checkPublicJwk, jwkList, PRIVATE_JWK_MEMBERS } from '../jwt/public-jwk';
 import { samePublicKey } from '../jwt/thumbprint';
@@ -102,7 +102,7 @@ export interface RegisteredKeyClient {
 export interface CreateKeyClientInput extends CreateClientInput {
   authMethod: 'private_key_jwt';
   /** The client's public keys: a JWK Set, one JWK or an array of JWKs; public members only. Or else `jwksUri`. */
-  jwks?: { keys: unknown[] } | JsonWebKey | unknown[];
+  jwks?: { keys: unknown[] } | JwkInput | unknown[];
   /** Where the client publishes its public keys: https (http on loopback only); fetched with a timeout and size cap, cached. */
   jwksUri?: string;
 }

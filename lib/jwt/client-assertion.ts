@@ -1,5 +1,5 @@
 import { createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
-import type { JsonWebKey } from './jwk';
+import type { JsonWebKey, JwkInput } from './jwk';
 import { isDpopAlgorithm, signJws, type DpopAlgorithm } from './algorithms';
 
 /** RFC 7523 §2.2 `client_assertion_type`. */
@@ -10,7 +10,7 @@ export interface ClientAssertionInput {
   /** The issuer identifier (the assertion's only `aud`). */
   audience: string;
   /** A private JWK (its `kid` and `alg` are used when present) or a private KeyObject. */
-  privateKey: JsonWebKey | KeyObject;
+  privateKey: JwkInput | KeyObject;
   /** `kid` header; default the JWK's `kid`. */
   kid?: string;
   /** Default the JWK's `alg`, else ES256 / ES384 by curve, RS256 for RSA. */

@@ -1,5 +1,5 @@
 import { createHash, createPrivateKey, createPublicKey, KeyObject, randomBytes } from 'node:crypto';
-import type { JsonWebKey } from './jwk';
+import type { JsonWebKey, JwkInput } from './jwk';
 import { isDpopAlgorithm, keyTypeOf, signJws, type DpopAlgorithm } from './algorithms';
 import { jwkThumbprint, publicKeyMembers } from './thumbprint';
 
@@ -16,9 +16,9 @@ export function proofHtu(url: string | URL): string {
 
 export interface DpopKeyOptions {
   /** The client's private key: a KeyObject or a private JWK. */
-  privateKey: KeyObject | JsonWebKey;
+  privateKey: KeyObject | JwkInput;
   /** Its public JWK, when known (saves deriving it). */
-  publicJwk?: JsonWebKey;
+  publicJwk?: JwkInput;
   /** Default: ES256 for P-256, ES384 for P-384, PS256 for RSA. */
   alg?: DpopAlgorithm;
 }
@@ -61,9 +61,9 @@ export class DpopKey {
 
   constructor(options: DpopKeyOptions) {
     this.privateKey =
-      options.privateKey instanceof KeyObject ? options.privateKey : createPrivateKey({ key: options.privateKey, format: 'jwk' });
+      options.privateKey instanceof KeyObject ? options.privateKey : createPrivateKey({ key: options.privateKey as JsonWebKey, format: 'jwk' });
     if (this.privateKey.type !== 'private') throw new TypeError('a DPoP key needs the private key');
-    const publicJwk = publicKeyMembers(options.publicJwk ?? createPublicKey(this.privateKey).export({ format: 'jwk' }));
+    const publicJwk = publicKeyMembers((options.publicJwk as JsonWebKey | undefined) ?? createPublicKey(this.privateKey).export({ format: 'jwk' }));
     const alg = options.alg ?? defaultAlgorithm(publicJwk);
     if (!isDpopAlgorithm(alg)) throw new TypeError(`${String(alg)} is not a DPoP algorithm`);
     const need = keyTypeOf(alg);
