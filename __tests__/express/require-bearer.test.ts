@@ -152,7 +152,6 @@ describe('no bearer token', () => {
     ['Basic', `Basic ${Buffer.from('user:pass').toString('base64')}`],
     ['Digest', 'Digest username="x"'],
     ['another scheme starting with Bearer', 'Bearerish abc'],
-    ['Bearer followed by a tab, not a space', 'Bearer\tabc'],
     ['a scheme one letter off', 'Bearar abc'],
   ])('401 with a bare challenge for %s', async (_name, header) => {
     expectMissingToken(await request(t.app).get('/orders').set('Authorization', header));
@@ -292,6 +291,12 @@ describe('malformed request: 400 invalid_request', () => {
     ['a lower-case scheme and a "$"', 'bearer  abc$def'],
   ])('%s', async (_name, header) => {
     expectFailure(await request(t.app).get('/orders').set('Authorization', header), 400, 'invalid_request');
+  });
+
+  it.each([['Bearer\t'], ['bearer\t'], ['Bearer \t'], ['Bearer\t ']])('a tab after the scheme, before a valid token (%j; RFC 6750 §2.1: 1*SP), is malformed, not a missing token', async (prefix) => {
+    const res = await request(t.app).get('/orders').set('Authorization', `${prefix}${readToken}`);
+    expectFailure(res, 400, 'invalid_request');
+    expect(res.body.error_description).toBe('malformed Bearer authorization header');
   });
 
   it('access_token in the query, without a header', async () => {

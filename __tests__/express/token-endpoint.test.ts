@@ -237,6 +237,12 @@ describe('POST /oauth/token: client authentication', () => {
     expect((await tokenRequest({ grant_type: 'client_credentials', client_id: other.clientId, client_secret: other.clientSecret })).status).toBe(200);
   });
 
+  it('answers Basic and a tab before valid credentials (RFC 9110 §11.4: 1*SP) with invalid_request, not as credentials missing', async () => {
+    const res = await request(t.app).post('/oauth/token').set('Authorization', basic(client.clientId, client.clientSecret).replace(' ', '\t')).type('form').send({ grant_type: 'client_credentials' });
+    expectOAuthError(res, 400, 'invalid_request');
+    expect(res.body.error_description).toBe('malformed Basic authorization header');
+  });
+
   it.each([['Basic'], ['Basic !!!'], ['Basic ' + Buffer.from('no-colon').toString('base64')], ['Basic ' + Buffer.from('a%zz:b').toString('base64')]])(
     'answers a malformed Basic header %j with invalid_request',
     async (header) => {

@@ -40,7 +40,7 @@ function formDecode(part: string): string {
  * another scheme; a malformed Basic header is an `invalid_request`.
  */
 export function parseBasic(authorization: string | undefined): { clientId: string; clientSecret: string } | undefined {
-  if (!authorization || !/^basic(?: |$)/i.test(authorization)) return undefined;
+  if (!authorization || !/^basic(?:[ \t]|$)/i.test(authorization)) return undefined;
   const match = BASIC.exec(authorization);
   if (!match) throw new InvalidRequestError('malformed Basic authorization header', { detail: 'malformed_basic' });
   const decoded = Buffer.from(match[1], 'base64').toString('utf8');

@@ -36,7 +36,9 @@ function startsWithScheme(header: string, lower: string): boolean {
   const n = lower.length;
   if (header.length < n) return false;
   for (let i = 0; i < n; i++) if ((header.charCodeAt(i) | 32) !== lower.charCodeAt(i)) return false;
-  return header.length === n || header.charCodeAt(n) === 32;
+  // the scheme ends at a space, or at a tab (then credentialsAfter() finds no space: malformed, not another scheme)
+  const next = header.charCodeAt(n);
+  return header.length === n || next === 32 || next === 9;
 }
 
 /**
