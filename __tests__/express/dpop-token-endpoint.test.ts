@@ -75,6 +75,22 @@ describe('DPoP at the token endpoint', () => {
     }
   });
 
+  it('typ is a media type (RFC 7515 §4.1.9): DPOP+JWT and application/dpop+jwt are dpop+jwt', async () => {
+    for (const typ of ['DPOP+JWT', 'application/dpop+jwt', 'Application/DPoP+JWT']) {
+      const res = await tokenRequest(t, client, rawProof(key, { htm: 'POST', htu: TOKEN_URL, iat: now() }, { header: { typ } }));
+      expect({ typ, status: res.status, token_type: res.body.token_type }).toEqual({ typ, status: 200, token_type: 'DPoP' });
+    }
+    for (const typ of ['dpop+jwt2', 'application/dpop', 'text/dpop+jwt']) {
+      expectProofError(await tokenRequest(t, client, rawProof(key, { htm: 'POST', htu: TOKEN_URL, iat: now() }, { header: { typ } })));
+    }
+  });
+
+  it('an htu with userinfo is refused (no request URI carries it; RFC 9110 §4.2.4)', async () => {
+    for (const htu of ['http://attacker:pw@issuer.test/oauth/token', 'http://u@issuer.test/oauth/token', 'http://@issuer.test/oauth/token']) {
+      expectProofError(await tokenRequest(t, client, rawProof(key, { htm: 'POST', htu, iat: now() })));
+    }
+  });
+
   it('a bad signature is refused and issues nothing', async () => {
     const other = newDpopKey();
     const proof = rawProof(key, { htm: 'POST', htu: TOKEN_URL, iat: now() }, { signWith: (other as unknown as { privateKey: import('node:crypto').KeyObject }).privateKey });

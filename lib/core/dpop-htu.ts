@@ -3,17 +3,19 @@
  * scheme and host lower-case, default port dropped, empty path "/", dot
  * segments removed (all by the WHATWG URL parser), then percent-encodings
  * of unreserved characters decoded and the others' hex digits upper-cased.
- * Query, fragment and userinfo are dropped. Returns `undefined` for
- * anything but an absolute http(s) URL.
+ * Query and fragment are dropped. Returns `undefined` for anything but an
+ * absolute http(s) URL, and for one with userinfo (`user:pw@`, even empty):
+ * normalisation keeps it, and no request URI has one, so it never matches.
  */
 export function normalizeHtu(value: string): string | undefined {
+  if (USERINFO.test(value)) return undefined;
   let url: URL;
   try {
     url = new URL(value);
   } catch {
     return undefined;
   }
-  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '') return undefined;
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '' || url.username !== '' || url.password !== '') return undefined;
   const path = url.pathname.includes('%') ? url.pathname.replace(PERCENT_ENCODED, normalizePercent) : url.pathname;
   return `${url.protocol}//${url.host}${path}`;
 }
@@ -34,6 +36,8 @@ export function normalizeHtuCached(value: string): string | undefined {
   return result;
 }
 
+/** An authority with userinfo: an '@' after the scheme's '//' and before the path, query or fragment. */
+const USERINFO = /^[A-Za-z][A-Za-z0-9+.-]*:[\\/]{2}[^/\\?#]*@/;
 const PERCENT_ENCODED = /%[0-9A-Fa-f]{2}/g;
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
 

@@ -12,6 +12,9 @@ import type { ReplayStore } from './dpop-replay';
 // One import for the adapters: the parts verifyDpopProof is configured with.
 export { normalizeHtu, requestHtu } from './dpop-htu';
 export { DpopKeyCache } from './dpop-key-cache';
+/** `typ` is a media type (RFC 7515 §4.1.9): any case, `application/` optional, as for access tokens and client assertions. */
+const DPOP_TYP = /^(application\/)?dpop\+jwt$/i;
+
 export { DpopNonces, type DpopNoncesOptions } from './dpop-nonces';
 export { MemoryReplayStore, type ReplayStore } from './dpop-replay';
 export { DPOP_ALGORITHMS, type DpopAlgorithm } from '../jwt/algorithms';
@@ -170,7 +173,7 @@ export function verifyDpopProof(
     if (!(options.algorithms ?? DPOP_ALGORITHMS).includes(alg)) return fail('alg', `alg ${alg}`);
   } else {
     const header = decodeObject(headerSegment) ?? fail('malformed', 'the JOSE header is not a JSON object', 'the DPoP proof header is not a JSON object');
-    if (header.typ !== 'dpop+jwt') fail('typ', `typ ${shown(header.typ)}`);
+    if (typeof header.typ !== 'string' || !DPOP_TYP.test(header.typ)) fail('typ', `typ ${shown(header.typ)}`);
     const headerAlg = header.alg;
     if (!isDpopAlgorithm(headerAlg) || !(options.algorithms ?? DPOP_ALGORITHMS).includes(headerAlg)) return fail('alg', `alg ${shown(headerAlg)}`);
     alg = headerAlg;
