@@ -40,6 +40,22 @@ describe('a token the client cannot send', () => {
   });
 });
 
+describe('token_type', () => {
+  it.each([[undefined], [''], [42]])('missing or not a string (%p) is refused as invalid_response (RFC 6749 §5.1: REQUIRED), and nothing is sent', async (tokenType) => {
+    answer({ access_token: 'tok', ...(tokenType !== undefined && { token_type: tokenType }), expires_in: 3600 });
+    const c = client();
+    const err = await failure(c.fetch(`${fx.api.url}/x`));
+    expect(err).toMatchObject({ status: 200, error: 'invalid_response', error_description: 'the answer has no token_type (RFC 6749 §5.1)' });
+    expect(fx.api.requests).toHaveLength(0);
+  });
+
+  it.each([['bearer'], ['BEARER']])('%s is Bearer (RFC 6749 §5.1: case-insensitive)', async (tokenType) => {
+    answer({ access_token: 'tok', token_type: tokenType, expires_in: 3600 });
+    expect((await client().fetch(`${fx.api.url}/x`)).status).toBe(200);
+    expect(fx.api.requests[0].headers.authorization).toBe('Bearer tok');
+  });
+});
+
 describe('expires_in', () => {
   it.each([0, -5, '0'])('%p (expired already) is refused as invalid_response', async (expiresIn) => {
     answer({ access_token: 'tok', token_type: 'Bearer', expires_in: expiresIn });

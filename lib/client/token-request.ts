@@ -148,7 +148,9 @@ function tokenResponse(status: number, json: Record<string, unknown> | undefined
   if (!json || !accessToken) return refuse('the answer has no access_token');
   // the token itself is never put in the message: errors end up in logs
   if (!ACCESS_TOKEN_CHARS.test(accessToken)) return refuse('the access_token holds characters an Authorization header cannot carry');
-  const tokenType = text(json.token_type) ?? 'Bearer';
+  // REQUIRED (RFC 6749 §5.1): without it the client cannot tell a DPoP-bound token from a Bearer one
+  const tokenType = text(json.token_type);
+  if (!tokenType) return refuse('the answer has no token_type (RFC 6749 §5.1)');
   const type = tokenType.toLowerCase();
   if (type === 'dpop' && !pop) return refuse('a DPoP-bound token needs a proof-of-possession plug-in');
   if (type !== 'bearer' && type !== pop?.scheme.toLowerCase()) {
