@@ -121,15 +121,30 @@ describe('FailedAuthLimiter (in memory)', () => {
     expect(await l.check('c', undefined)).toEqual({ retryAfterMs: 0, pairFailures: 0, addressFailures: 0 });
   });
 
+  it('an IPv4 address carried in IPv6 counts as that IPv4 address, however it is written: IPv4 clients are not one count by the /64 of their embedding', async () => {
+    for (const a of ['192.0.2.1', '::ffff:192.0.2.1', '::ffff:c000:201', '::FFFF:C000:0201', '0:0:0:0:0:ffff:c000:201', '64:ff9b::c000:201', '64:ff9b::192.0.2.1', '64:FF9B:0:0:0:0:C000:201']) {
+      expect({ a, key: addressKey(a) }).toEqual({ a, key: '192.0.2.1' });
+    }
+    // another IPv6 address in those /64s is not an IPv4 one: by its /64 as before
+    expect(addressKey('::fffe:c000:201')).toBe('0:0:0:0::/64');
+    expect(addressKey('64:ff9b:1::c000:201')).toBe('64:ff9b:1:0::/64');
+    const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 100, maxFailuresPerAddress: 2 }));
+    await l.failed('c', '64:ff9b::c000:201', true);
+    await l.failed('c', '::ffff:c000:201', true);
+    expect((await l.check('d', '192.0.2.1')).retryAfterMs).toBeGreaterThan(0);
+    expect((await l.check('d', '64:ff9b::c000:202')).retryAfterMs).toBe(0);
+  });
+
   it('an IPv6 address counts by its /64: one host cannot escape the limits by picking another of its addresses', async () => {
     expect(addressKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
     expect(addressKey('2001:DB8:0:0:ffff:1:2:3')).toBe('2001:db8:0:0::/64');
     expect(addressKey('2001:db8:0:1::1')).toBe('2001:db8:0:1::/64');
     expect(addressKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
     expect(addressKey('::1')).toBe('0:0:0:0::/64');
-    // not a plain IPv6 address: as it is
-    expect(addressKey('64:ff9b::192.0.2.1')).toBe('64:ff9b::192.0.2.1');
+    // not an IPv6 address: as it is
     expect(addressKey('1:2:3')).toBe('1:2:3');
+    expect(addressKey('1::2::3')).toBe('1::2::3');
+    expect(addressKey('::1.2.3.400')).toBe('::1.2.3.400');
     const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 2, maxFailuresPerAddress: 3 }));
     await l.failed('c', '2001:db8:5:6::a', true);
     await l.failed('c', '2001:db8:5:6:1:2:3:4', true);
