@@ -256,6 +256,12 @@ describe('client-key add | remove | list', () => {
     // a thumbprint kid may start with '-': taken as the KID, not as an option
     const dashKid = `-${'k'.repeat(42)}`;
     expect(await cli(['client-key', 'remove', clientId, dashKid])).toEqual({ code: 1, stdout: '', stderr: `error: client '${clientId}' has no key with kid '${dashKid}'\n` });
+    // so may a kid given by hand, of any length: one that starts with '-' is the KID as it is, one with '--' goes after '--'
+    for (const kid of ['-k2', '--k3']) expect((await cli(['client-key', 'add', clientId, writeJson(`${kid}.json`, ecPair(kid).pub)])).code).toBe(0);
+    expect(await cli(['client-key', 'remove', clientId, '-k2', '--json'])).toEqual({ code: 0, stdout: `${JSON.stringify({ client_id: clientId, removed: '-k2' })}\n`, stderr: '' });
+    expectRefused(await cli(['client-key', 'remove', clientId, '--k3']), /^error: unknown option '--k3' \(/);
+    expect((await cli(['client-key', 'remove', clientId, '--json', '--', '--k3'])).code).toBe(0);
+    expect(JSON.parse((await cli(['client-key', 'list', clientId, '--json'])).stdout).map((row: { kid: string }) => row.kid)).toEqual(['new']);
     // a missing argument is named: only the KID here
     expectRefused(await cli(['client-key', 'remove', clientId]), /^error: missing KID \(/);
     expectRefused(await cli(['client-key', 'remove']), /^error: missing CLIENT_ID and KID \(/);

@@ -225,6 +225,8 @@ describe('revoking a signing key', () => {
     // a kid is a thumbprint, which may start with '-' (one in 64 does): taken as the KID, not as an option
     const dashKid = `-${'Y'.repeat(42)}`;
     expect(await cli(['keys', 'revoke', dashKid, '--json'], env)).toEqual({ code: 1, stdout: '', stderr: `error: no signing key has kid '${dashKid}' ('keys list' shows them)\n` });
+    // any other argument starting with one '-' that is no option is a KID too (a kid mistyped, a kid of another length)
+    expect(await cli(['keys', 'revoke', `${dashKid}x`], env)).toEqual({ code: 1, stdout: '', stderr: `error: no signing key has kid '${dashKid}x' ('keys list' shows them)\n` });
     const missing = await cli(['keys', 'revoke'], env);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toBe("error: missing KID (run 'client-credentials keys revoke --help' for usage)\n");

@@ -59,8 +59,20 @@ export const CLIENT_ID_SHAPE = /^[A-Za-z0-9_-]{22}$/;
 /** Kids this package makes (a signing key's, a client key's without one): RFC 7638 thumbprints, SHA-256 in base64url, so one may start with "-". */
 export const THUMBPRINT_SHAPE = /^[A-Za-z0-9_-]{43}$/;
 
-/** A client id or a thumbprint kid (`client-key remove CLIENT_ID KID`). */
-export const CLIENT_ID_OR_KID_SHAPE = /^(?:[A-Za-z0-9_-]{22}|[A-Za-z0-9_-]{43})$/;
+/**
+ * A signing key's kid (`keys revoke KID`): a thumbprint, or any argument that
+ * starts with one '-' and is no option of the command (a kid given by hand
+ * elsewhere; one that is not there gets 'no signing key has kid', exit 1).
+ */
+export const KID_SHAPE = /^(?:[A-Za-z0-9_-]{43}|-[^-][\s\S]*)$/;
+
+/**
+ * A client id or a kid (`client-key remove CLIENT_ID KID`): a client key's
+ * kid may be any 1 to 128 printable characters, so any argument starting
+ * with one '-' that is no option is taken as one. A kid starting with '--'
+ * goes after '--'.
+ */
+export const CLIENT_ID_OR_KID_SHAPE = /^(?:[A-Za-z0-9_-]{22}|[A-Za-z0-9_-]{43}|-[^-][\s\S]*)$/;
 
 /**
  * Audit events (client.created, client.revoked, client.secret_rotated) go as

@@ -344,7 +344,9 @@ HELP['client-key add'] = CLIENT_KEY_ADD;
 HELP['client-key remove'] = `Usage: ${BIN} client-key remove CLIENT_ID KID [--json]
 
 Removes the key KID from the client: assertions signed with it stop working.
-The last key cannot be removed (revoke the client instead).
+The last key cannot be removed (revoke the client instead). A KID that
+starts with '-' is taken as it is; one that starts with '--' goes after '--'
+(client-key remove CLIENT_ID -- --kid).
 
 Options:
   --json      print one JSON object {client_id, removed}

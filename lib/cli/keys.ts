@@ -2,7 +2,7 @@
 import { KeyRing, SIGNING_ALGORITHMS, UnknownSigningKeyError, isWithdrawn, keyStatus, loadStoredKey, signingKeyAt, type SigningAlgorithm } from '../core/keys';
 import { CommandError, UsageError, formatDuration, parseCommand, parseDuration } from './args';
 import { HELP } from './help';
-import { THUMBPRINT_SHAPE, auditLogger, iso, printable, quoted, table, withHelp, type Context, type Handler } from './context';
+import { KID_SHAPE, auditLogger, iso, printable, quoted, table, withHelp, type Context, type Handler } from './context';
 
 interface KeySettings {
   /** From SIGNING_ALG, or undefined to keep the signing key's algorithm. */
@@ -167,7 +167,7 @@ const keysPrune: Handler = async (args, ctx) => {
  * at once when it signs now or would later.
  */
 const keysRevoke: Handler = async (args, ctx) => {
-  const { values, positionals } = parseCommand('keys revoke', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'KID', shape: THUMBPRINT_SHAPE });
+  const { values, positionals } = parseCommand('keys revoke', args, { json: { type: 'boolean' } }, { min: 1, max: 1, name: 'KID', shape: KID_SHAPE });
   const [kid] = positionals;
   const settings = keySettings(ctx.io.env, 'keys revoke');
   ctx.stores.checkRedisUrl(); // it rings the running issuers
