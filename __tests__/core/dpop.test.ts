@@ -130,8 +130,12 @@ describe('verifyDpopProof: the DPoP header', () => {
 });
 
 describe('verifyDpopProof: typ and alg (DT5, DR12)', () => {
-  it.each([['JWT'], ['at+jwt'], ['DPOP+JWT'], ['application/dpop+jwt'], [undefined]])('refuses typ %p', async (typ) => {
+  it.each([['JWT'], ['at+jwt'], ['dpop+jwt2'], ['application/dpop'], ['text/dpop+jwt'], [42], [undefined]])('refuses typ %p', async (typ) => {
     expect(await reasonOf(() => verify(raw({ header: { typ } })))).toBe('typ');
+  });
+
+  it.each([['DPOP+JWT'], ['application/dpop+jwt'], ['Application/DPoP+JWT']])('takes typ %p: a media type, any case, application/ optional (RFC 7515 §4.1.9)', (typ) => {
+    expect(verify(raw({ header: { typ } }))).toHaveProperty('jkt', key.jkt);
   });
 
   it('refuses a typ or alg nested thousands deep as such (named in the detail, not written: String() of it throws)', async () => {
@@ -286,6 +290,15 @@ describe('verifyDpopProof: htu (DT6, DT7, DT8, DR8)', () => {
     ['a relative URL', '/oauth/token'],
     ['not a URL', 'not a url'],
     ['another scheme entirely', 'ftp://as.test/oauth/token'],
+    // no request URI carries userinfo (RFC 9110 §4.2.4: a recipient treats it as an error), however it is spelt
+    ['userinfo', 'https://user@as.test/oauth/token'],
+    ['userinfo and a password', 'https://user:pw@as.test/oauth/token'],
+    ['an empty userinfo', 'https://@as.test/oauth/token'],
+    ['an empty userinfo without slashes', 'https:@as.test/oauth/token'],
+    ['an empty userinfo after three slashes', 'https:///@as.test/oauth/token'],
+    ['a leading space', ' https://as.test/oauth/token'],
+    ['a tab in the scheme', 'htt\tps://as.test/oauth/token'],
+    ['backslashes', 'https:\\\\as.test/oauth/token'],
   ])('refuses %s', async (_, htu) => {
     expect(await reasonOf(() => verify(raw({}, { htu })))).toBe('htu');
   });
@@ -295,7 +308,6 @@ describe('verifyDpopProof: htu (DT6, DT7, DT8, DR8)', () => {
     ['upper-case scheme and host, default port', 'HTTPS://AS.TEST:443/oauth/token'],
     ['dot segments', 'https://as.test/oauth/./x/../token'],
     ['encoded unreserved characters', 'https://as.test/%6Fauth/token'],
-    ['userinfo', 'https://user@as.test/oauth/token'],
   ])('accepts %s', (_, htu) => {
     expect(verify(raw({}, { htu }))).toHaveProperty('jkt', key.jkt);
   });

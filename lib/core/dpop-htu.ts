@@ -8,7 +8,7 @@
  * normalisation keeps it, and no request URI has one, so it never matches.
  */
 export function normalizeHtu(value: string): string | undefined {
-  if (USERINFO.test(value)) return undefined;
+  if (!PLAIN_HTTP_URL.test(value)) return undefined;
   let url: URL;
   try {
     url = new URL(value);
@@ -36,8 +36,14 @@ export function normalizeHtuCached(value: string): string | undefined {
   return result;
 }
 
-/** An authority with userinfo: an '@' after the scheme's '//' and before the path, query or fragment. */
-const USERINFO = /^[A-Za-z][A-Za-z0-9+.-]*:[\\/]{2}[^/\\?#]*@/;
+/**
+ * What a client writes: `http(s)://`, an authority without userinfo, then a
+ * path, query or fragment (or nothing), no whitespace or control character
+ * anywhere. The URL parser would take far more (spaces around it, tabs and
+ * newlines inside, backslashes, `https:host`, `https:///@host`) and drop an
+ * empty userinfo without a trace, so such spellings are refused before it.
+ */
+const PLAIN_HTTP_URL = /^https?:\/\/[^/?#@\\\s\x00-\x1f\x7f]+(?:[/?#][^\s\x00-\x1f\x7f]*)?$/i;
 const PERCENT_ENCODED = /%[0-9A-Fa-f]{2}/g;
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
 
