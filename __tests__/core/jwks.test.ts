@@ -117,6 +117,37 @@ describe('RemoteJwks', () => {
     expect(fetches).toBe(5);
   });
 
+  it('listed(): a fetch under way that started before the list is followed by one more (asking caches to revalidate), not taken for one after it', async () => {
+    const answers: ((keys: object[]) => void)[] = [];
+    const sent: Record<string, string>[] = [];
+    const held = (async (_url: string, init: { headers: Record<string, string> }) => {
+      sent.push(init.headers);
+      const keys = await new Promise<object[]>((resolve) => answers.push(resolve));
+      return new Response(JSON.stringify({ keys }), { status: 200 });
+    }) as unknown as typeof fetch;
+    const r = new RemoteJwks('http://issuer.test/jwks', { cooldownMs: 30_000, maxAgeMs: 120_000, timeoutMs: 1000, now: () => clock, fetch: held });
+    const [a, b] = [jwk('a'), jwk('b')];
+    const first = r.refresh();
+    answers[0]([a, b]);
+    await first;
+    // a background refresh starts, reading the set while it still holds 'a'; then 'a' is revoked and the list says so
+    clock += 1000;
+    const stale = r.refresh();
+    const listed = r.listed(['b'], clock + 1)!;
+    expect(listed).toBeDefined();
+    answers[1]([a, b]);
+    await stale;
+    expect(r.peek('a')).toBeDefined();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toHaveLength(3);
+    expect(sent[2]['cache-control']).toBe('no-cache');
+    expect(sent[1]['cache-control']).toBeUndefined();
+    answers[2]([b]);
+    await listed;
+    expect(r.peek('a')).toBeUndefined();
+    expect(r.peek('b')).toBeDefined();
+  });
+
   it('peek() with the time refreshes a set older than maxAge in the background (cache hits only), at most once a cooldown; without it, never', async () => {
     const r = remote();
     await r.resolve('a');

@@ -97,6 +97,10 @@ const FAILED_FETCH_RETRY_MS = 5_000;
 export class RemoteJwks implements KeyResolver {
   private keys = new Map<string, LoadedKey>();
   private fetchedAt = 0;
+  /** When the fetch of the set held now started: what it holds is at least that recent. */
+  private heldFrom = 0;
+  /** The fetch that follows the one in flight (see refetch()). */
+  private nextFetch: Promise<void> | undefined;
   private lastAttempt = Number.NEGATIVE_INFINITY;
   private readonly unknownKids: UnknownKidGate;
   /** Whether the last fetch of any kind (a background refresh too) failed. */
@@ -164,7 +168,7 @@ export class RemoteJwks implements KeyResolver {
   async resolveListed(kid: string): Promise<LoadedKey | undefined> {
     const held = this.keys.get(kid);
     if (held) return held;
-    await this.refresh();
+    await this.refetch();
     return this.keys.get(kid);
   }
 
@@ -182,10 +186,27 @@ export class RemoteJwks implements KeyResolver {
    * fetch started, if any.
    */
   listed(kids: readonly string[], asOfMs: number): Promise<void> | undefined {
-    if (this.fetchedAt >= asOfMs) return undefined;
+    if (this.heldFrom >= asOfMs) return undefined;
     const named = new Set(kids);
     const differs = named.size !== this.keys.size || kids.some((kid) => !this.keys.has(kid));
-    return differs ? this.refresh().catch(() => undefined) : undefined;
+    return differs ? this.refetch().catch(() => undefined) : undefined;
+  }
+
+  /**
+   * A fetch that starts after this call (one in flight may have started
+   * before the change that asks for it: then one more follows it, shared),
+   * asking caches on the way to revalidate (the JWKS is served with
+   * max-age=60).
+   */
+  private refetch(): Promise<void> {
+    if (!this.inFlight) return this.refresh(true);
+    this.nextFetch ??= this.inFlight
+      .catch(() => undefined)
+      .then(() => {
+        this.nextFetch = undefined;
+        return this.refresh(true);
+      });
+    return this.nextFetch;
   }
 
   /** Background refreshes: not while one is under way, and not more often than the cooldown even when they fail. */
@@ -193,20 +214,21 @@ export class RemoteJwks implements KeyResolver {
     return this.inFlight === undefined && now - this.lastAttempt >= this.options.cooldownMs;
   }
 
-  /** Fetches the set now (joins a fetch under way). */
-  refresh(): Promise<void> {
+  /** Fetches the set now (joins a fetch under way); `revalidate`: with Cache-Control: no-cache. */
+  refresh(revalidate = false): Promise<void> {
     if (this.inFlight) return this.inFlight;
-    this.lastAttempt = this.options.now();
+    const startedAt = this.options.now();
+    this.lastAttempt = startedAt;
     const doFetch = this.options.fetch ?? fetch;
     this.inFlight = (async () => {
-      const response = await doFetch(this.uri, {
-        headers: { accept: 'application/jwk-set+json, application/json' },
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-      });
+      const headers: Record<string, string> = { accept: 'application/jwk-set+json, application/json' };
+      if (revalidate) headers['cache-control'] = 'no-cache';
+      const response = await doFetch(this.uri, { headers, signal: AbortSignal.timeout(this.options.timeoutMs) });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const text = await readCapped(response, JWKS_MAX_BYTES, (max) => new Error(`the JWKS is larger than ${max} bytes`));
       this.keys = keepUnchanged(this.keys, loadJwks(JSON.parse(text)));
       this.fetchedAt = this.options.now();
+      this.heldFrom = startedAt;
     })().then(
       () => {
         this.lastFetchFailed = false;

@@ -191,6 +191,8 @@ export class KeyRing implements KeyResolver {
   /** Reloads for unknown kids: a failed one (store unreachable) is retried after the cooldown too. */
   private readonly unknownKids: UnknownKidGate;
   private reloading: Promise<void> | undefined;
+  /** The reload that follows the one in flight (see reload()). */
+  private nextReload: Promise<void> | undefined;
   /** The refresh in flight (a prune when one is due, then a reload); it never rejects. */
   private refreshing: Promise<void> | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
@@ -280,8 +282,26 @@ export class KeyRing implements KeyResolver {
     this.lastReload = this.options.now();
   }
 
-  /** Reloads from the store (another instance or the CLI may have rotated). */
+  /**
+   * Reloads from the store (another instance or the CLI may have rotated):
+   * a read that starts after this call. While one is in flight, it may have
+   * read the store before the change the caller knows of (its own rotation,
+   * another instance's ring), so one more follows it, shared by everyone
+   * who asks meanwhile.
+   */
   reload(): Promise<void> {
+    if (!this.reloading) return this.readKeys();
+    this.nextReload ??= this.reloading
+      .catch(() => undefined)
+      .then(() => {
+        this.nextReload = undefined;
+        return this.readKeys();
+      });
+    return this.nextReload;
+  }
+
+  /** A reload, or the one under way (which may have read the store before a change the caller knows of: see reload()). */
+  private readKeys(): Promise<void> {
     this.reloading ??= (async () => {
       // read before the keys: a change made while listing moves it again, and the next check reloads
       const version = this.store.keysVersion ? await this.store.keysVersion() : undefined;
@@ -310,7 +330,8 @@ export class KeyRing implements KeyResolver {
     this.refreshing ??= (async () => {
       const prunable = [...this.keys.values()].some((k) => k.retiredAt !== null && this.expiresAt(k) < now);
       // a prune that removed keys reloaded them already
-      if (!prunable || (await this.prune()) === 0) await this.reload();
+      // by the clock: a reload under way is as recent as one started now
+      if (!prunable || (await this.prune()) === 0) await this.readKeys();
     })()
       .catch(() => {
         // the store is unreachable: keep signing with the keys we have and try again later
@@ -421,7 +442,8 @@ export class KeyRing implements KeyResolver {
     if (gate === 'unknown') return undefined;
     // the store could not be asked: say so again (a 503, not "unknown kid") until the cooldown ends
     if (gate === 'failed') return Promise.reject(this.unknownKids.failure);
-    return this.reload().then(
+    // a reload under way is as good as a new one for a kid nobody here made
+    return this.readKeys().then(
       () => this.unknownKids.fetched(this.keys.get(kid)),
       (err: unknown) => {
         this.unknownKids.fetchFailed(err);
