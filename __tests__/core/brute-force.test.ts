@@ -122,11 +122,13 @@ describe('FailedAuthLimiter (in memory)', () => {
   });
 
   it('an IPv4 address carried in IPv6 counts as that IPv4 address, however it is written: IPv4 clients are not one count by the /64 of their embedding', async () => {
-    for (const a of ['192.0.2.1', '::ffff:192.0.2.1', '::ffff:c000:201', '::FFFF:C000:0201', '0:0:0:0:0:ffff:c000:201', '64:ff9b::c000:201', '64:ff9b::192.0.2.1', '64:FF9B:0:0:0:0:C000:201']) {
+    for (const a of ['192.0.2.1', '::ffff:192.0.2.1', '::ffff:c000:201', '::FFFF:C000:0201', '0:0:0:0:0:ffff:c000:201', '64:ff9b::c000:201', '64:ff9b::192.0.2.1', '64:FF9B:0:0:0:0:C000:201', '::192.0.2.1', '::c000:201']) {
       expect({ a, key: addressKey(a) }).toEqual({ a, key: '192.0.2.1' });
     }
     // another IPv6 address in those /64s is not an IPv4 one: by its /64 as before
     expect(addressKey('::fffe:c000:201')).toBe('0:0:0:0::/64');
+    expect(addressKey('::1')).toBe('0:0:0:0::/64');
+    expect(addressKey('::')).toBe('0:0:0:0::/64');
     expect(addressKey('64:ff9b:1::c000:201')).toBe('64:ff9b:1:0::/64');
     const l = new FailedAuthLimiter(settings({ maxFailuresPerClientAddress: 100, maxFailuresPerAddress: 2 }));
     await l.failed('c', '64:ff9b::c000:201', true);

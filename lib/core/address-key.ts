@@ -42,10 +42,16 @@ function ipv6Groups(address: string): number[] | undefined {
   return hex.map((g) => parseInt(g, 16));
 }
 
-/** The IPv4 address an IPv4-mapped (::ffff:0:0/96) or NAT64 well-known-prefix (64:ff9b::/96) address carries. */
+/**
+ * The IPv4 address an IPv4-mapped (::ffff:0:0/96), NAT64 well-known-prefix
+ * (64:ff9b::/96) or deprecated IPv4-compatible (::/96, but for :: and ::1)
+ * address carries.
+ */
 function embeddedIpv4(g: number[]): string | undefined {
-  const mapped = g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff;
+  const zeroHead = g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0;
+  const mapped = zeroHead && g[5] === 0xffff;
+  const compatible = zeroHead && g[5] === 0 && g[6] !== 0;
   const nat64 = g[0] === 0x64 && g[1] === 0xff9b && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0;
-  if (!mapped && !nat64) return undefined;
+  if (!mapped && !compatible && !nat64) return undefined;
   return `${g[6] >> 8}.${g[6] & 255}.${g[7] >> 8}.${g[7] & 255}`;
 }
