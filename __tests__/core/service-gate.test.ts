@@ -204,6 +204,46 @@ describe('ServiceGate', () => {
     expect([sent, gate.up]).toEqual([2, true]);
   });
 
+  it('a connected client whose calls go unanswered for reconnectAfterMs is made to connect again, once a period; its new connection frees the calls', async () => {
+    let clock = 1_000_000;
+    const onConnect: Array<() => void> = [];
+    let reconnects = 0;
+    let connected = true;
+    const gate = new ServiceGate({
+      name: 'Redis',
+      deadlineMs: 50,
+      reconnectAfterMs: 10_000,
+      now: () => clock,
+      client: { ...client, connected: () => connected, onConnect: (l) => void onConnect.push(l), reconnect: () => void (reconnects++, (connected = false)) },
+    });
+    // a dead connection: the call is never answered, and the next ones are held back behind it
+    await expect(gate.run(() => new Promise<string>(() => undefined))).rejects.toBeInstanceOf(ServiceDeadlineError);
+    clock += 9_999;
+    expect(gate.mayCall()).toBe(false);
+    expect(reconnects).toBe(0);
+    clock += 1;
+    expect(gate.mayCall()).toBe(false);
+    expect(reconnects).toBe(1);
+    // reconnecting: not connected, nothing sent, no second reconnect
+    expect(gate.mayCall()).toBe(false);
+    expect(reconnects).toBe(1);
+    // the new connection: what the old one held is dropped, the next call goes and its answer ends the outage
+    connected = true;
+    onConnect.forEach((l) => l());
+    await expect(gate.run(async () => 'PONG')).resolves.toBe('PONG');
+    expect([gate.up, reconnects]).toEqual([true, 1]);
+  });
+
+  it('without reconnect() (a client that cannot), a call held that long only lets one more through after abandonAfterMs', async () => {
+    let clock = 1_000_000;
+    const gate = new ServiceGate({ name: 'Redis', deadlineMs: 50, reconnectAfterMs: 10_000, abandonAfterMs: 30_000, now: () => clock, client });
+    await expect(gate.run(() => new Promise<string>(() => undefined))).rejects.toBeInstanceOf(ServiceDeadlineError);
+    clock += 10_000;
+    expect(gate.mayCall()).toBe(false);
+    clock += 20_000;
+    expect(gate.mayCall()).toBe(true);
+  });
+
   it('a client over many connections (a Cluster) is never held back: each call has its own deadline, and one stalled does not let go of the others', async () => {
     const gate = new ServiceGate({ name: 'Redis', deadlineMs: 100, client: { ...client, oneConnection: false } });
     // a stalled shard: its call misses the deadline, while one to another shard, sent later, waits

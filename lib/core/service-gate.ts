@@ -27,6 +27,14 @@ export interface ServiceGateOptions {
    */
   retryAfterGiveUpMs?: number;
   /**
+   * While down, when calls sent have gone unanswered, and nothing has
+   * settled, for this long (ms) while the client says it is connected, its
+   * connection is made again (ServiceClient.reconnect, when it has one): a
+   * connection a network dropped without closing it answers nothing, and
+   * would stay open for TCP's own timeout (minutes). Default 10 000.
+   */
+  reconnectAfterMs?: number;
+  /**
    * The client the calls go through, as far as it tells (see ServiceClient):
    * one connection or many, whether it is connected, which rejections are
    * the service's replies or the client's own timeouts, and when it has made
@@ -78,7 +86,9 @@ export interface ServiceGateListener {
  * is gone (the client made its connection again: see ServiceClient). A call
  * whose end does not tell that its client let go of it (the client's own
  * timeout) is taken as held for retryAfterGiveUpMs; one that never ends,
- * for abandonAfterMs. The first call begun after the outage was seen that
+ * for abandonAfterMs; and a connected client whose calls go unanswered for
+ * reconnectAfterMs is made to connect again (a dead connection). The first
+ * call begun after the outage was seen that
  * gets an answer within its deadline ends it: a later answer only tells
  * that the connection is free again (a Redis answering just past the
  * deadline, under load or in a fork pause, stays down rather than flap down
@@ -112,12 +122,16 @@ export class ServiceGate implements ServiceGateway {
   private readonly holdBack: boolean;
   private readonly abandonAfterMs: number;
   private readonly retryAfterGiveUpMs: number;
+  private readonly reconnectAfterMs: number;
+  /** When the gate last had the client connect again. */
+  private reconnectedAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly options: ServiceGateOptions) {
     this.now = options.now ?? Date.now;
     const settings = settingsOf(options);
     this.abandonAfterMs = settings.abandonAfterMs;
     this.retryAfterGiveUpMs = settings.retryAfterGiveUpMs;
+    this.reconnectAfterMs = settings.reconnectAfterMs;
     this.client = options.client;
     this.holdBack = options.client?.oneConnection ?? true;
     options.client?.onConnect(() => this.reconnected());
@@ -148,7 +162,14 @@ export class ServiceGate implements ServiceGateway {
     if (this.client !== undefined && !this.client.connected()) return false;
     const now = this.now();
     if (this.pending === 0) return now >= this.retryAt;
-    return now - this.lastProgress >= this.abandonAfterMs;
+    const quietMs = now - this.lastProgress;
+    if (this.client?.reconnect && quietMs >= this.reconnectAfterMs && now - this.reconnectedAt >= this.reconnectAfterMs) {
+      // connected, and nothing answered for that long: a dead connection (the client's 'ready' on the new one frees the calls)
+      this.reconnectedAt = now;
+      this.client.reconnect();
+      return false;
+    }
+    return quietMs >= this.abandonAfterMs;
   }
 
   /** Why a call is not sent now. */
@@ -314,8 +335,8 @@ export class ServiceGate implements ServiceGateway {
 
 /** The settings of `options` that make a gate behave as it does, defaults applied. */
 function settingsOf(options: ServiceGateOptions) {
-  const { name, deadlineMs, abandonAfterMs = 30_000, retryAfterGiveUpMs = 5000 } = options;
-  return { name, deadlineMs, abandonAfterMs, retryAfterGiveUpMs };
+  const { name, deadlineMs, abandonAfterMs = 30_000, retryAfterGiveUpMs = 5000, reconnectAfterMs = 10_000 } = options;
+  return { name, deadlineMs, abandonAfterMs, retryAfterGiveUpMs, reconnectAfterMs };
 }
 
 const shared = new WeakMap<object, ServiceGate>();

@@ -85,6 +85,10 @@ export function redisServiceClient(client: unknown): ServiceClient {
     },
     isReply: isErrorReply,
     isClientTimeout,
+    // ioredis: closes the socket and connects again at once (its retryStrategy after that); node-redis has no such call
+    ...(typeof (client as { disconnect?: unknown }).disconnect === 'function' && typeof (client as { status?: unknown }).status === 'string'
+      ? { reconnect: () => (client as { disconnect(reconnect: boolean): void }).disconnect(true) }
+      : {}),
   };
 }
 

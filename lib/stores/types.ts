@@ -415,6 +415,14 @@ export interface ServiceClient {
    * its queue until Redis answers it or the connection drops).
    */
   isClientTimeout(rejection: unknown): boolean;
+  /**
+   * Optional: drops the connection and makes it again (ioredis:
+   * `disconnect(true)`). A connection a network dropped without closing it
+   * looks open until TCP gives up on it (about 15 minutes on Linux), and
+   * nothing sent on it is ever answered: the gate calls this when calls have
+   * gone unanswered on a connected client for its reconnectAfterMs.
+   */
+  reconnect?(): void;
 }
 
 export interface GatedCallOptions<T> {
