@@ -130,6 +130,18 @@ export function openRedis(url: string, logger: pino.Logger, whileDown: string): 
 }
 
 /**
+ * Closes `redis`: QUIT, and the connection dropped if Redis has not answered
+ * it within a second (a stalled Redis never would: a stop must not wait for it).
+ */
+export async function closeRedis(redis: Redis): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), 1000)));
+  const answer = await Promise.race([redis.quit().catch(() => 'failed' as const), late]);
+  clearTimeout(timer);
+  if (answer !== 'OK') redis.disconnect();
+}
+
+/**
  * Resolves once `redis` is connected, has failed (it goes on reconnecting), or after `ms`: a server that
  * listened before would answer its first DPoP requests 503, Redis not yet being ready for the replay check.
  */
@@ -336,8 +348,8 @@ export async function issuerFromEnv(env: NodeJS.ProcessEnv, logger: pino.Logger,
       logger,
       metrics: metrics ? { registry: metrics } : undefined,
     }));
-    await issuer.ready();
-    if (redis) await redisConnected(redis);
+    // side by side: the start waits 2 s at most for a Redis that is connected but does not answer, not twice that
+    await Promise.all([issuer.ready(), redis && redisConnected(redis)]);
     signal?.throwIfAborted();
     return { issuer, publicUrl, redis, metrics, trustProxy };
   } catch (err) {

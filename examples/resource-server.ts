@@ -21,6 +21,7 @@ import pino from 'pino';
 import { requireBearer, type BearerMiddleware } from '../lib';
 import {
   clockToleranceFromEnv,
+  closeRedis,
   httpTimeoutsFromEnv,
   issuerUrlFromEnv,
   logLevelFromEnv,
@@ -56,7 +57,7 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
   const redisPrefix = redisPrefixFromEnv(env);
   const redis = redisUrl ? openRedis(redisUrl, logger, 'DPoP requests get 503 (Bearer requests go on)') : undefined;
   // no store, no pool (the revocation list's poll timer does not hold the process): only Redis, if any
-  const closeRedis = async (): Promise<void> => void (await redis?.quit().catch(() => redis.disconnect()));
+  const closeRedisIfAny = async (): Promise<void> => void (redis && (await closeRedis(redis)));
   try {
     const verify = {
       issuer,
@@ -78,7 +79,7 @@ export async function startResourceServer(env: NodeJS.ProcessEnv = process.env):
     if (redis) await redisConnected(redis);
     const { server, url } = await listen(app, port, env.HOST, timeouts);
     logger.info({ event: 'server.listening', url, issuer }, `listening on ${url}`);
-    return { server, url, close: gracefulClose(server, closeRedis) };
+    return { server, url, close: gracefulClose(server, closeRedisIfAny) };
   } catch (err) {
     redis?.disconnect(); // a start that failed (a bad setting, the port taken): nothing to let finish
     throw err;

@@ -14,7 +14,7 @@ import type { Issuer } from '../lib';
 import { startPrimary } from './cluster';
 import { workerMetrics } from './cluster-metrics';
 import { createDemoClient } from './demo-client';
-import { boolFromEnv, httpTimeoutsFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, metricsFromEnv, portFromEnv } from './env';
+import { boolFromEnv, closeRedis, httpTimeoutsFromEnv, intFromEnv, issuerFromEnv, loggerFromEnv, metricsFromEnv, portFromEnv } from './env';
 import { metricsApp } from './metrics-app';
 import { createApp } from './orders-app';
 import { closeNow, gracefulClose, serveUntilSignal, StopSignal, within } from './shutdown';
@@ -67,7 +67,7 @@ export async function startServer(
     if (metricsServer) await closeNow(metricsServer);
     await clustered?.close();
     await issuer.close();
-    await redis?.quit().catch(() => undefined);
+    if (redis) await closeRedis(redis);
   };
 
   let listening: Awaited<ReturnType<typeof listen>>;

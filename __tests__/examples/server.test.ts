@@ -7,6 +7,7 @@ import { main } from '../../lib/cli/main';
 import { tempDir } from '../helpers/app';
 import { newDpopKey } from '../helpers/dpop';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
+import { startFaultProxy } from '../helpers/fault-proxy';
 
 const env = (dataDir: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
   PORT: '0',
@@ -269,6 +270,32 @@ describe('examples/server.ts', () => {
 });
 
 describeIfRedis('examples/server.ts with REDIS_URL and REVOCATION_CHANNEL', () => {
+  it('starts within about 2 s on a Redis that is connected but does not answer (README: 2 s at most), serves Bearer requests, and stops without waiting for it', async () => {
+    const target = new URL(redisUrl());
+    const proxy = await startFaultProxy(Number(target.port || 6379), target.hostname);
+    proxy.blackHole();
+    const dir = tempDir();
+    const started = Date.now();
+    const server = await startServer(env(dir, { REDIS_URL: `redis://127.0.0.1:${proxy.port}` }), () => undefined, { demoClient: false });
+    const tookMs = Date.now() - started;
+    try {
+      // the revocation subscription and the main connection are waited for side by side, each 2 s at most
+      expect(tookMs).toBeLessThan(3500);
+      const c = await server.issuer.clients.create({ name: 'svc', scopes: 'orders:read' });
+      const res = await request(server.url).post('/oauth/token').auth(c.clientId, c.clientSecret).type('form').send({ grant_type: 'client_credentials' });
+      expect(res.status).toBe(200);
+      expect((await request(server.url).get('/api/whoami').set('Authorization', `Bearer ${res.body.access_token}`)).status).toBe(200);
+    } finally {
+      // a stop does not wait for a Redis that will not answer QUIT: a second at most
+      const closing = Date.now();
+      await server.close();
+      expect(Date.now() - closing).toBeLessThan(2500);
+      proxy.restore();
+      await proxy.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 20_000);
+
   it('listens for revocations on that channel, so the CLI given the same variables rings it', async () => {
     const dir = tempDir();
     const channel = `ecc-test:${process.pid}:${Date.now()}`;

@@ -54,8 +54,13 @@ export interface RedisRevocationNotifierOptions {
 
 const LIVENESS_CHECK_MS = 30_000;
 
-/** How long listenRevocations() waits for a connection still being made before it subscribes anyway (and reports why not). */
-const CONNECT_WAIT_MS = 3000;
+/**
+ * How long listenRevocations() waits, in all, for a connection still being
+ * made and then for the subscription, before it goes on without it (and
+ * reports why): a server's start waits that long at most for a Redis that
+ * is connected but does not answer.
+ */
+const CONNECT_WAIT_MS = 2000;
 
 /** Resolves at the connection's first 'ready' or 'error', or after `ms`. */
 function firstConnection(subscriber: RedisDoorbellSubscriber, ms: number): Promise<void> {
@@ -124,9 +129,11 @@ export class RedisRevocationNotifier implements RevocationNotifier {
     subscriber.on('error', (err) => this.options.onError?.(err));
     // a connection still being made (ioredis connects in the background; with its offline queue off a
     // subscribe now fails): the 'ready' listener subscribes, and only no connection at all is reported
+    const waitUntil = Date.now() + CONNECT_WAIT_MS;
     if (subscriber.status !== undefined && subscriber.status !== 'ready') await firstConnection(subscriber, CONNECT_WAIT_MS);
     // a stalled Redis: start without the subscription (it completes when Redis answers; the periodic reload covers the gap)
-    await withDeadline(subscribing ?? (subscribed ? Promise.resolve() : subscribe()), CONNECT_WAIT_MS, () => new Error(`Redis did not answer SUBSCRIBE within ${CONNECT_WAIT_MS} ms`)).catch(
+    const left = Math.max(0, waitUntil - Date.now());
+    await withDeadline(subscribing ?? (subscribed ? Promise.resolve() : subscribe()), left, () => new Error(`Redis did not answer SUBSCRIBE within ${CONNECT_WAIT_MS} ms`)).catch(
       (err: unknown) => this.options.onError?.(err),
     );
     // a connection a network dropped without closing it looks open for hours (TCP keepalive): nothing would ring
