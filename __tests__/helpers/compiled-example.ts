@@ -123,11 +123,11 @@ export function compiledExamples(): { build(): Promise<void>; script(name: strin
 /**
  * Runs `script` until its stdout matches `until` (then, once `onMatch`
  * resolved, SIGTERM; SIGKILL and a rejection if it rejects), or until it
- * exits by itself; killed after 20 s.
+ * exits by itself; killed after 20 s. `args` follow the script on its command line.
  */
-export function runUntil(script: string, env: NodeJS.ProcessEnv, until?: RegExp, onMatch?: (stdout: string) => Promise<void>): Promise<Exit> {
+export function runUntil(script: string, env: NodeJS.ProcessEnv, until?: RegExp, onMatch?: (stdout: string) => Promise<void>, args: string[] = []): Promise<Exit> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script], { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [script, ...args], { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     let matched = false;

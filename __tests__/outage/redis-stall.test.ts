@@ -12,6 +12,11 @@ import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
 import { describeIfRedis, redisUrl } from '../helpers/redis';
 import { ISSUER } from '../helpers/app';
 import { cliPerTest } from '../helpers/cli';
+import fs from 'node:fs';
+import path from 'node:path';
+import { compiledExamples, runUntil } from '../helpers/compiled-example';
+
+const examples = compiledExamples();
 
 type Logged = Record<string, unknown>;
 
@@ -101,6 +106,21 @@ describeIfRedis('a stalled Redis (connected, not answering)', () => {
     expect(run.value.stderr).toMatch(/warning: could not notify running instances through Redis/);
     expect(run.ms).toBeLessThan(4000);
   });
+
+  it('the CLI as a process ends soon after its ring gave up: it waits neither for QUIT nor for the socket to close', async () => {
+    await examples.build();
+    const created = await cli.cli(['create', '--name', 'cli-process', '--json']);
+    const { client_id: clientId } = JSON.parse(created.stdout) as { client_id: string };
+    const bin = path.join(cli.tmp, 'cli.js');
+    fs.writeFileSync(bin, `require(${JSON.stringify(path.join(path.dirname(examples.script('server')), '../lib/cli/main.js'))}).run();\n`);
+    const started = Date.now();
+    const exit = await runUntil(bin, { DATA_DIR: cli.dataDir, REDIS_URL: `redis://127.0.0.1:${proxy.port}` }, undefined, undefined, ['revoke-tokens', clientId]);
+    const tookMs = Date.now() - started;
+    expect(exit.code).toBe(0);
+    expect(exit.stderr).toMatch(/warning: could not notify running instances through Redis \(Redis did not answer PUBLISH within 1000 ms\)/);
+    // the ring's deadline (1 s) and a process start; it was 6 s: QUIT's second, then ioredis's 2 s wait on the socket and more
+    expect(tookMs).toBeLessThan(3000);
+  }, 20_000);
 
   it('closes within a few seconds', async () => {
     const closed = await timed(() => t.close());

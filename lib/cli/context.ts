@@ -184,16 +184,24 @@ export class LazyStore {
     if (this.push) return this.push;
     // ioredis is loaded only when REDIS_URL is set
     const Redis = (require('ioredis') as typeof import('ioredis')).default;
-    const redis = new Redis(this.env.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: () => null });
+    // disconnectTimeout: a Redis that does not answer does not close its end either; the socket is destroyed
+    // 100 ms after the CLI lets go of it (ioredis waits 2 s by default), so the command ends when its ring gave up
+    const redis = new Redis(this.env.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000, disconnectTimeout: 100, retryStrategy: () => null });
     redis.on('error', () => undefined); // reported by onError below
     this.redis = redis;
     this.push = new RedisRevocationNotifier({
       redis,
       channel: this.env.REVOCATION_CHANNEL || undefined,
-      onError: (err) => this.warn(`warning: could not notify running instances through Redis (${(err as Error)?.message ?? err}); they pick the revocation up within their revocationResync`),
+      onError: (err) => {
+        this.redisFailed = true;
+        this.warn(`warning: could not notify running instances through Redis (${(err as Error)?.message ?? err}); they pick the revocation up within their revocationResync`);
+      },
     });
     return this.push;
   }
+
+  /** A ring through Redis failed: QUIT is not waited for (a Redis that did not answer PUBLISH will not answer it). */
+  private redisFailed = false;
 
   keyStore(): KeyStore {
     return deferredKeyStore(this.get);
@@ -204,7 +212,8 @@ export class LazyStore {
     this.redis = undefined;
     this.push = undefined;
     // a stalled Redis would never answer QUIT
-    if (redis) await withDeadline(redis.quit(), REDIS_DEADLINE_MS, () => new Error('QUIT')).catch(() => redis.disconnect());
+    if (redis && this.redisFailed) redis.disconnect();
+    else if (redis) await withDeadline(redis.quit(), REDIS_DEADLINE_MS, () => new Error('QUIT')).catch(() => redis.disconnect());
     if (!this.opening) return;
     const store = await this.opening.catch(() => undefined);
     this.opening = undefined;
