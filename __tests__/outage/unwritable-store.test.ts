@@ -10,7 +10,10 @@ import { Registry } from 'prom-client';
 import request from 'supertest';
 import { createIssuer, StoreUnavailableError, type Issuer } from '../../lib';
 import { openEmbeddedStore } from '../../lib/stores/embedded';
+import { Pool } from 'pg';
+import { createPostgresStore } from '../../lib/stores/postgres';
 import { AUDIENCE, ISSUER, tempDir } from '../helpers/app';
+import { describeIfPostgres, dropSchema, postgresUrl, uniqueSchemaName } from '../helpers/postgres';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -91,4 +94,42 @@ describe('a store that can read but not write', () => {
       await issuer.close();
     }
   }, 30_000);
+
+  describeIfPostgres('on PostgreSQL', () => {
+    it('an instance (re)started on a database it cannot write (a standby during a failover), its schema current, starts: tokens for clients with a secret, protected routes, readiness read_only', async () => {
+      const schema = uniqueSchemaName();
+      const admin = new Pool({ connectionString: postgresUrl(), max: 1 });
+      const issuers: Issuer[] = [];
+      try {
+        // the database as the cluster left it: migrated, a key, a client
+        const writable = createIssuer({ issuer: ISSUER, audience: AUDIENCE, store: await createPostgresStore({ connectionString: postgresUrl(), schema, max: 2 }), logger: false });
+        issuers.push(writable);
+        await writable.ready();
+        const client = await writable.clients.create({ name: 'svc', scopes: 'orders:read' });
+        await writable.close();
+        // now a standby: every transaction read-only
+        const readOnlyUrl = new URL(postgresUrl());
+        readOnlyUrl.searchParams.set('options', '-c default_transaction_read_only=on');
+        const events: Record<string, unknown>[] = [];
+        const log = (level: string) => (obj: Record<string, unknown>) => void events.push({ level, ...obj });
+        // a longer lifetime than the writable one recorded on the key: recording it is a write, put off until one works
+        const issuer = createIssuer({ issuer: ISSUER, audience: AUDIENCE, accessTokenTtl: 7200, store: await createPostgresStore({ connectionString: readOnlyUrl.toString(), schema, max: 2 }), logger: { info: log('info'), warn: log('warn'), error: log('error') } });
+        issuers.push(issuer);
+        await issuer.ready();
+        const app = express().use(issuer.router());
+        app.get('/api', issuer.requireBearer(), (req, res) => void res.json({ client_id: req.auth!.clientId }));
+        const res = await request(app).post('/oauth/token').auth(client.clientId, client.clientSecret).type('form').send({ grant_type: 'client_credentials' });
+        expect(res.status).toBe(200);
+        expect((await request(app).get('/api').set('Authorization', `Bearer ${res.body.access_token}`)).body).toEqual({ client_id: client.clientId });
+        expect((await request(app).post('/oauth/revoke').auth(client.clientId, client.clientSecret).type('form').send({ token: res.body.access_token })).status).toBe(503);
+        await sleep(1_100);
+        expect(await issuer.health()).toEqual({ ok: true, store: 'read_only', signingKid: expect.any(String) });
+        expect(events.filter((e) => e.event === 'store.unavailable')).toHaveLength(1);
+      } finally {
+        for (const i of issuers) await i.close().catch(() => undefined);
+        await dropSchema(admin, schema);
+        await admin.end();
+      }
+    }, 30_000);
+  });
 });

@@ -4,6 +4,7 @@ import { jwkThumbprint } from '../jwt/thumbprint';
 import type { Logger } from '../logger';
 import type { KeyStore, StoredKey } from '../stores/types';
 import { UnknownKidGate } from './unknown-kid-gate';
+import { StoreUnavailableError } from '../errors';
 
 export const SIGNING_ALGORITHMS = ['ES256', 'RS256'] as const;
 export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
@@ -219,8 +220,11 @@ export class KeyRing implements KeyResolver {
       this.createdFirstKey = stored.some((k) => k.kid === first.kid);
     }
     this.replace(stored);
-    // before this instance signs anything: its lifetime on the keys it may sign with
-    await this.recordTokenTtl();
+    // before this instance signs anything: its lifetime on the keys it may sign with. A store that reads but
+    // cannot be written now (a standby during a failover) does not stop the start: the next reload records it
+    await this.recordTokenTtl().catch((err: unknown) => {
+      if (!(err instanceof StoreUnavailableError)) throw err;
+    });
     if (!this.hasKeyOfOwnAlgorithm()) await this.rotateAtInit();
   }
 

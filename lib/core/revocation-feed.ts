@@ -14,6 +14,7 @@
  */
 import type { RevocationStore } from '../stores/types';
 import { MAX_CLOCK_TOLERANCE, type RevocationEvent, type RevocationState } from './revocation';
+import { StoreUnavailableError } from '../errors';
 
 export interface RevocationFeed {
   /** Applies the events to this instance's state at once, then sends them to the others. */
@@ -127,8 +128,12 @@ export class StoreRevocationFeed implements RevocationFeed {
       const deadBefore = new Date(now - toleranceMs);
       let full = false;
       if (now - this.lastPurge >= (this.options.purgeEveryMs ?? 60_000)) {
-        // another instance on the store may accept it for longer (a larger clockTolerance): kept for the largest
-        await store.purgeExpiredRevocations(new Date(now - Math.max(toleranceMs, MAX_CLOCK_TOLERANCE * 1000)));
+        // another instance on the store may accept it for longer (a larger clockTolerance): kept for the largest.
+        // A store that reads but cannot be written now (a full disk, a standby) keeps them until a later purge:
+        // the reload goes on (were the store down, the list below fails as well)
+        await store.purgeExpiredRevocations(new Date(now - Math.max(toleranceMs, MAX_CLOCK_TOLERANCE * 1000))).catch((err: unknown) => {
+          if (!(err instanceof StoreUnavailableError)) throw err;
+        });
         this.lastPurge = now;
         full = true;
       }

@@ -151,6 +151,9 @@ export class SchemaMissingError extends Error {
  */
 export async function migrate(pool: Pool, S: string, schema: string, create = true): Promise<boolean> {
   if (!create && (await pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rowCount === 0) throw new SchemaMissingError(schema);
+  // up to date already (the usual start): nothing to write, no lock to take, so an instance starts on a database
+  // that cannot be written now (a standby during a failover) and serves what only reads, as running ones do
+  if (await upToDate(pool, S)) return false;
   return inTransaction(pool, async (client) => {
     // Held until COMMIT: a second process starting at the same moment waits
     // here and then sees the schema and the versions this one committed.
@@ -167,4 +170,18 @@ export async function migrate(pool: Pool, S: string, schema: string, create = tr
     }
     return !existed;
   });
+}
+
+/** Whether every migration is recorded in the schema: read only; false when the schema or its table is missing. */
+async function upToDate(pool: Pool, S: string): Promise<boolean> {
+  try {
+    const applied = await pool.query<{ version: number }>(`SELECT version FROM ${S}.schema_migrations`);
+    const done = new Set(applied.rows.map((r) => Number(r.version)));
+    return MIGRATIONS.every((m) => done.has(m.version));
+  } catch (err) {
+    // 42P01 undefined_table, 3F000 invalid_schema_name: a first start, which creates them
+    const code = (err as { code?: unknown }).code;
+    if (code === '42P01' || code === '3F000') return false;
+    throw err;
+  }
 }
