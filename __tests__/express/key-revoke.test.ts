@@ -34,6 +34,34 @@ async function within(ms: number, check: () => Promise<boolean>): Promise<number
   return Date.now() - started;
 }
 
+/**
+ * A standalone resource server verifying the tokens of `issuer` over HTTP (its JWKS, and with `listInterval`
+ * its revocation list polled that often, in seconds): `call(token)`; `close()` stops the issuer's listener
+ * and the polls.
+ */
+async function standaloneVerifier(issuer: Instance, listInterval?: number) {
+  const server = issuer.app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const verify = requireBearer({
+    issuer: ISSUER,
+    audience: AUDIENCE,
+    jwksUri: `${base}/.well-known/jwks.json`,
+    ...(listInterval !== undefined && { revocationList: { uri: `${base}/oauth/revocation-list`, interval: listInterval } }),
+    logger: false,
+  });
+  const api = express();
+  api.get('/api', verify, (req, res) => void res.json({ client: req.auth!.clientId }));
+  return {
+    verify,
+    call: (token: string) => request(api).get('/api').set('Authorization', `Bearer ${token}`),
+    close: async () => {
+      stopRevocationListPolling();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
 describe('revoking a signing key', () => {
   let dataDir: string;
   let instances: Instance[];
@@ -106,100 +134,79 @@ describe('revoking a signing key', () => {
 
   it('a standalone verifier refuses the revoked key\'s tokens once it fetches the JWKS again: at once when a token of the new key makes it fetch', async () => {
     const [a] = instances;
-    const server = a.app.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
+    const rs = await standaloneVerifier(a);
     try {
-      const { port } = server.address() as AddressInfo;
-      const api = express();
-      api.get('/api', requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: `http://127.0.0.1:${port}/.well-known/jwks.json` }), (req, res) => void res.json({ client: req.auth!.clientId }));
       const client = await a.issuer.clients.create({ name: 'svc' });
       const old = await fetchToken(a.app, client);
-      const call = (token: string) => request(api).get('/api').set('Authorization', `Bearer ${token}`);
-      expect((await call(old)).status).toBe(200);
+      expect((await rs.call(old)).status).toBe(200);
 
       const { replacement } = await a.issuer.keys.revoke(headerOf(old).kid as string);
       // its JWKS copy (2 min) still has the old key: a cached token passes until it fetches again
-      expect((await call(old)).status).toBe(200);
+      expect((await rs.call(old)).status).toBe(200);
       const fresh = await fetchToken(a.app, client);
       expect(headerOf(fresh).kid).toBe(replacement!.kid);
-      expect((await call(fresh)).status).toBe(200);
-      const refused = await call(old);
+      expect((await rs.call(fresh)).status).toBe(200);
+      const refused = await rs.call(old);
       expect(refused.status).toBe(401);
       expect(refused.body.error).toBe('invalid_token');
     } finally {
-      stopRevocationListPolling();
-      await new Promise((resolve) => server.close(resolve));
+      await rs.close();
     }
   });
 
   it('a standalone verifier that polls the revocation list refuses a revoked retired key\'s tokens within a poll, cached ones too, with no unknown kid to make it fetch', async () => {
     const [a] = instances;
-    const server = a.app.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
+    // the JWKS copy is kept 2 min (jwksMaxAge): only the list (polled every 0.2 s) can explain a quick refusal
+    const rs = await standaloneVerifier(a, 0.2);
     try {
-      const { port } = server.address() as AddressInfo;
-      const base = `http://127.0.0.1:${port}`;
-      const api = express();
-      // the JWKS copy is kept 2 min (jwksMaxAge): only the list (polled every 0.2 s) can explain a quick refusal
-      const verify = requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: `${base}/.well-known/jwks.json`, revocationList: { uri: `${base}/oauth/revocation-list`, interval: 0.2 } });
-      api.get('/api', verify, (req, res) => void res.json({ client: req.auth!.clientId }));
       const client = await a.issuer.clients.create({ name: 'svc' });
       const old = await fetchToken(a.app, client);
-      const call = (token: string) => request(api).get('/api').set('Authorization', `Bearer ${token}`);
-      expect((await call(old)).status).toBe(200);
+      expect((await rs.call(old)).status).toBe(200);
       // a rotation with no lead time: the list is signed by the new key, whose kid makes the verifier fetch the JWKS;
       // the old key is retired and still published for its tokens, which pass
       const rotated = await a.issuer.keys.rotate(0);
       const fresh = await fetchToken(a.app, client);
       expect(headerOf(fresh).kid).toBe(rotated.kid);
       await new Promise((resolve) => setTimeout(resolve, 600));
-      expect((await call(old)).status).toBe(200);
-      expect((await call(fresh)).status).toBe(200);
+      expect((await rs.call(old)).status).toBe(200);
+      expect((await rs.call(fresh)).status).toBe(200);
 
       // the retired key leaked: the list, signed by the same key as before, no longer names it
       const { revoked, replacement } = await a.issuer.keys.revoke(headerOf(old).kid as string);
       expect(revoked.kid).toBe(headerOf(old).kid);
       expect(replacement).toBeNull();
-      const tookMs = await within(3000, async () => (await call(old)).status === 401);
+      const tookMs = await within(3000, async () => (await rs.call(old)).status === 401);
       expect(tookMs).toBeLessThan(3000);
-      const refused = await call(old);
+      const refused = await rs.call(old);
       expect(refused.body.error).toBe('invalid_token');
       expect(refused.headers['www-authenticate']).toMatch(/^Bearer realm="api", error="invalid_token"/);
-      expect((await call(fresh)).status).toBe(200);
-      expect((await verify.health()).ok).toBe(true);
+      expect((await rs.call(fresh)).status).toBe(200);
+      expect((await rs.verify.health()).ok).toBe(true);
     } finally {
-      stopRevocationListPolling();
-      await new Promise((resolve) => server.close(resolve));
+      await rs.close();
     }
   });
 
   it('made-up kids hold back the JWKS fetches of a standalone verifier, not a key the revocation list names: a rotation with no lead time is taken within a poll', async () => {
     const [a] = instances;
-    const server = a.app.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
+    const rs = await standaloneVerifier(a, 0.2);
     try {
-      const { port } = server.address() as AddressInfo;
-      const base = `http://127.0.0.1:${port}`;
-      const api = express();
-      api.get('/api', requireBearer({ issuer: ISSUER, audience: AUDIENCE, jwksUri: `${base}/.well-known/jwks.json`, revocationList: { uri: `${base}/oauth/revocation-list`, interval: 0.2 }, logger: false }), (req, res) => void res.json({ client: req.auth!.clientId }));
       const client = await a.issuer.clients.create({ name: 'svc' });
-      const call = (token: string) => request(api).get('/api').set('Authorization', `Bearer ${token}`);
       const first = await fetchToken(a.app, client);
-      expect((await call(first)).status).toBe(200);
+      expect((await rs.call(first)).status).toBe(200);
       // a token with a made-up kid: the JWKS is fetched for it, found wanting, and unknown kids are held back for the cooldown (30 s)
       const [h, p, sig] = first.split('.');
       const header = { ...JSON.parse(Buffer.from(h, 'base64url').toString()), kid: 'made-up-kid' };
-      expect((await call(`${Buffer.from(JSON.stringify(header)).toString('base64url')}.${p}.${sig}`)).status).toBe(401);
+      expect((await rs.call(`${Buffer.from(JSON.stringify(header)).toString('base64url')}.${p}.${sig}`)).status).toBe(401);
 
       // the list is signed by the new key, whose kid the verifier fetches only because the list names it
       const rotated = await a.issuer.keys.rotate(0);
       const fresh = await fetchToken(a.app, client);
       expect(headerOf(fresh).kid).toBe(rotated.kid);
-      await within(3000, async () => (await call(fresh)).status === 200);
-      expect((await call(first)).status).toBe(200); // the retired key is still published for its tokens
+      await within(3000, async () => (await rs.call(fresh)).status === 200);
+      expect((await rs.call(first)).status).toBe(200); // the retired key is still published for its tokens
     } finally {
-      stopRevocationListPolling();
-      await new Promise((resolve) => server.close(resolve));
+      await rs.close();
     }
   });
 
