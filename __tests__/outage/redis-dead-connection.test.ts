@@ -2,54 +2,29 @@
  * A Redis connection that a network dropped without closing it: Redis is
  * fine and new connections to it work, but the one the client holds stays
  * open and answers nothing, as it would until TCP gave up on it (about 15
- * minutes on Linux). Cut through a proxy this test owns (heal(): new
- * connections go through, the old one stays open and silent), with an
- * ioredis client as users make one. The gate has the client connect again
- * once its calls go unanswered for 10 s, and DPoP requests are served again.
+ * minutes on Linux). Cut through the rig's proxy (heal(): new connections go
+ * through, the old one stays open and silent), with an ioredis client as
+ * users make one. The gate has the client connect again once its calls go
+ * unanswered for 10 s, and DPoP requests are served again.
  */
-import Redis from 'ioredis';
 import request from 'supertest';
-import { ISSUER, setup, type TestSetup } from '../helpers/app';
-import { newDpopKey } from '../helpers/dpop';
-import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy';
-import { describeIfRedis, redisUrl } from '../helpers/redis';
+import { redisRig, TOKEN_URL, type RedisRig } from '../helpers/redis-rig';
+import { describeIfRedis } from '../helpers/redis';
 
-type Logged = Record<string, unknown>;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const TOKEN_URL = `${ISSUER}/oauth/token`;
 
 describeIfRedis('a Redis connection dropped by the network without closing', () => {
-  let proxy: FaultProxy;
-  let redis: Redis;
-  let t: TestSetup;
-  const lines: Logged[] = [];
-  const log = (level: string) => (o: Logged) => void lines.push({ level, ...o });
-
+  let rig: RedisRig;
   beforeAll(async () => {
-    const target = new URL(redisUrl());
-    proxy = await startFaultProxy(Number(target.port || 6379), target.hostname);
-    redis = new Redis({ host: '127.0.0.1', port: proxy.port });
-    const prefix = `ecc:test:dead-connection:${process.pid}:${Date.now()}`;
-    t = await setup(
-      { dpop: { redis, keyPrefix: `${prefix}:` }, bruteForce: false, logger: { info: log('info'), warn: log('warn'), error: log('error') } },
-      (app, issuer) => void app.use(issuer.router()),
-    );
-    await redis.ping();
+    rig = await redisRig('dead-connection', {}, { bruteForce: false });
   });
-  afterAll(async () => {
-    await t.close();
-    proxy.restore();
-    redis.disconnect();
-    await proxy.close();
-  });
+  afterAll(() => rig.close());
 
   it('DPoP requests get 503 while it answers nothing, and are served again within 10 s and a probe of the gate, on a new connection', async () => {
-    const key = newDpopKey();
-    const client = await t.issuer.clients.create({ name: 'dpop' });
+    const { proxy, t, client, key, lines } = rig;
     const token = () =>
       request(t.app).post('/oauth/token').set('DPoP', key.proof({ htm: 'POST', htu: TOKEN_URL })).type('form')
         .send({ grant_type: 'client_credentials', client_id: client.clientId, client_secret: client.clientSecret });
-    expect((await token()).status).toBe(200);
 
     proxy.blackHole();
     const refused = await token();
