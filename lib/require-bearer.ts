@@ -117,8 +117,9 @@ function listSource(settings: ListSettings, issuer: string, keys: KeyResolver, k
     onError: (err) => {
       lastError = err instanceof Error ? err.message : String(err);
     },
-    // a JWKS fetched before the list was signed (a second of iat's rounding, and the clocks' tolerance, too)
-    // that holds a kid the list does not name is fetched again: a revoked signing key goes within a poll
+    // a JWKS copy fetched before the list was signed (a second of iat's rounding, and the clocks' tolerance, too)
+    // that holds another set of kids than the list names is fetched again: a revoked signing key goes, and a new
+    // one comes, within a poll
     onKids: (kids, iat) => {
       for (const set of jwks) void set.listed(kids, (iat + 1 + clockTolerance) * 1000);
     },
