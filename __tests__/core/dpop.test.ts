@@ -299,6 +299,7 @@ describe('verifyDpopProof: htu (DT6, DT7, DT8, DR8)', () => {
     ['a leading space', ' https://as.test/oauth/token'],
     ['a tab in the scheme', 'htt\tps://as.test/oauth/token'],
     ['backslashes', 'https:\\\\as.test/oauth/token'],
+    ['a space in the path', 'https://as.test/oauth/ token'],
   ])('refuses %s', async (_, htu) => {
     expect(await reasonOf(() => verify(raw({}, { htu })))).toBe('htu');
   });
@@ -308,6 +309,9 @@ describe('verifyDpopProof: htu (DT6, DT7, DT8, DR8)', () => {
     ['upper-case scheme and host, default port', 'HTTPS://AS.TEST:443/oauth/token'],
     ['dot segments', 'https://as.test/oauth/./x/../token'],
     ['encoded unreserved characters', 'https://as.test/%6Fauth/token'],
+    // dropped before the comparison, so not looked at
+    ['a raw space in the query', 'https://as.test/oauth/token?q=a b'],
+    ['an @ in the query', 'https://as.test/oauth/token?by=user@host'],
   ])('accepts %s', (_, htu) => {
     expect(verify(raw({}, { htu }))).toHaveProperty('jkt', key.jkt);
   });

@@ -38,12 +38,13 @@ export function normalizeHtuCached(value: string): string | undefined {
 
 /**
  * What a client writes: `http(s)://`, an authority without userinfo, then a
- * path, query or fragment (or nothing), no whitespace or control character
- * anywhere. The URL parser would take far more (spaces around it, tabs and
+ * path (or nothing), with no whitespace or control character in any of
+ * them; the query and fragment, which the comparison drops, are not looked
+ * at. The URL parser would take far more (spaces around it, tabs and
  * newlines inside, backslashes, `https:host`, `https:///@host`) and drop an
  * empty userinfo without a trace, so such spellings are refused before it.
  */
-const PLAIN_HTTP_URL = /^https?:\/\/[^/?#@\\\s\x00-\x1f\x7f]+(?:[/?#][^\s\x00-\x1f\x7f]*)?$/i;
+const PLAIN_HTTP_URL = /^https?:\/\/[^/?#@\\\s\x00-\x1f\x7f]+(?:\/[^?#\s\x00-\x1f\x7f]*)?(?:[?#][\s\S]*)?$/i;
 const PERCENT_ENCODED = /%[0-9A-Fa-f]{2}/g;
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
 
