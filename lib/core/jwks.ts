@@ -2,6 +2,7 @@ import { createPublicKey } from 'node:crypto';
 import type { JsonWebKey } from '../jwt/jwk';
 import { TemporarilyUnavailableError } from '../errors';
 import { readCapped } from '../shared/http-body';
+import { FollowUp } from '../shared/follow-up';
 import { SIGNING_ALGORITHMS, type KeyResolver, type LoadedKey, type PublicJwk } from './keys';
 import { UnknownKidGate } from './unknown-kid-gate';
 
@@ -100,7 +101,7 @@ export class RemoteJwks implements KeyResolver {
   /** When the fetch of the set held now started: what it holds is at least that recent. */
   private heldFrom = 0;
   /** The fetch that follows the one in flight (see refetch()). */
-  private nextFetch: Promise<void> | undefined;
+  private readonly afterFetch = new FollowUp();
   private lastAttempt = Number.NEGATIVE_INFINITY;
   private readonly unknownKids: UnknownKidGate;
   /** Whether the last fetch of any kind (a background refresh too) failed. */
@@ -199,14 +200,7 @@ export class RemoteJwks implements KeyResolver {
    * max-age=60).
    */
   private refetch(): Promise<void> {
-    if (!this.inFlight) return this.refresh(true);
-    this.nextFetch ??= this.inFlight
-      .catch(() => undefined)
-      .then(() => {
-        this.nextFetch = undefined;
-        return this.refresh(true);
-      });
-    return this.nextFetch;
+    return this.afterFetch.run(this.inFlight, () => this.refresh(true));
   }
 
   /** Background refreshes: not while one is under way, and not more often than the cooldown even when they fail. */

@@ -5,6 +5,7 @@ import type { Logger } from '../logger';
 import type { KeyStore, StoredKey } from '../stores/types';
 import { UnknownKidGate } from './unknown-kid-gate';
 import { StoreUnavailableError } from '../errors';
+import { FollowUp } from '../shared/follow-up';
 
 export const SIGNING_ALGORITHMS = ['ES256', 'RS256'] as const;
 export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
@@ -193,7 +194,7 @@ export class KeyRing implements KeyResolver {
   private readonly unknownKids: UnknownKidGate;
   private reloading: Promise<void> | undefined;
   /** The reload that follows the one in flight (see reload()). */
-  private nextReload: Promise<void> | undefined;
+  private readonly afterReload = new FollowUp();
   /** The refresh in flight (a prune when one is due, then a reload); it never rejects. */
   private refreshing: Promise<void> | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
@@ -294,14 +295,7 @@ export class KeyRing implements KeyResolver {
    * who asks meanwhile.
    */
   reload(): Promise<void> {
-    if (!this.reloading) return this.readKeys();
-    this.nextReload ??= this.reloading
-      .catch(() => undefined)
-      .then(() => {
-        this.nextReload = undefined;
-        return this.readKeys();
-      });
-    return this.nextReload;
+    return this.afterReload.run(this.reloading, () => this.readKeys());
   }
 
   /** A reload, or the one under way (which may have read the store before a change the caller knows of: see reload()). */
